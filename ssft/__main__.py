@@ -1,0 +1,5 @@
+import sys
+
+from ssft.train import main
+
+sys.exit(main())

@@ -1,0 +1,141 @@
+"""Training examples (query, positive, negatives) and rerank pairs, with their collators."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+from torch.utils.data import Dataset
+
+from ssft.data.beir import IRDataset, Qrels
+from ssft.data.trec import Run
+from ssft.errors import SsftError
+
+
+def subsample_queries(qrels: Qrels, limit: int | None, seed: int) -> Qrels:
+    """Keep ``limit`` queries picked at random (fixed seed), or all."""
+    if limit is None or limit >= len(qrels):
+        return qrels
+    keep = sorted(random.Random(seed).sample(sorted(qrels), limit))
+    return {q: qrels[q] for q in keep}
+
+
+@dataclass
+class Example:
+    qid: str
+    positive: str
+    negatives: list[str]  # candidate pool; num_negatives are drawn from it per step
+
+
+def build_examples(
+    qrels: Qrels,
+    corpus_ids: list[str],
+    negatives_run: Run | None,
+    min_relevance: int = 1,
+    max_positives_per_query: int | None = None,
+    seed: int = 0,
+) -> list[Example]:
+    """One example per (query, relevant document); negatives = the run's top-k minus judged-relevant
+    documents (BM25 hard negatives), or, without a run, the whole corpus minus them (random negatives)."""
+    rng = random.Random(seed)
+    examples = []
+    for qid in sorted(qrels):
+        rels = qrels[qid]
+        positives = sorted(d for d, r in rels.items() if r >= min_relevance)
+        if not positives:
+            continue
+        if max_positives_per_query is not None and len(positives) > max_positives_per_query:
+            positives = sorted(rng.sample(positives, max_positives_per_query))
+        judged_relevant = {d for d, r in rels.items() if r > 0}
+        if negatives_run is not None:
+            ranked = sorted(negatives_run.get(qid, {}).items(), key=lambda kv: -kv[1])
+            pool = [d for d, _ in ranked if d not in judged_relevant]
+            if not pool:  # BM25 found nothing but positives: fall back to random negatives
+                pool = []
+        else:
+            pool = []
+        examples.extend(Example(qid, p, pool) for p in positives)
+    if not examples:
+        raise SsftError("no training examples: no query in the training qrels has a relevant document")
+    return examples
+
+
+class TrainingGroups(Dataset):
+    """Item i: the query text with [positive, n negatives]; negatives drawn fresh on every access."""
+
+    def __init__(self, examples: list[Example], dataset: IRDataset, num_negatives: int):
+        self.examples = examples
+        self.dataset = dataset
+        self.num_negatives = num_negatives
+        self.corpus_ids = list(dataset.corpus)
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def _negatives(self, ex: Example) -> list[str]:
+        pool = ex.negatives
+        if len(pool) >= self.num_negatives:
+            return random.sample(pool, self.num_negatives)
+        chosen = list(pool)
+        while len(chosen) < self.num_negatives:  # random corpus documents top up a short pool
+            d = random.choice(self.corpus_ids)
+            if d != ex.positive and d not in chosen:
+                chosen.append(d)
+        return chosen
+
+    def __getitem__(self, i: int) -> dict:
+        ex = self.examples[i]
+        docs = [ex.positive, *self._negatives(ex)]
+        return {"query": self.dataset.queries[ex.qid], "documents": [self.dataset.corpus[d].full_text for d in docs]}
+
+
+class RankerCollator:
+    """Tokenises a batch for a ranker: training groups (query + [positive, negatives...]) are flattened into
+    (batch x group) pairs with ``group_size`` set; scoring items (query, document) become plain pairs."""
+
+    def __init__(self, ranker):
+        self.ranker = ranker
+
+    def __call__(self, items: list[dict]) -> dict[str, torch.Tensor]:
+        if "documents" in items[0]:
+            group = len(items[0]["documents"])
+            queries = [it["query"] for it in items for _ in range(group)]
+            docs = [d for it in items for d in it["documents"]]
+            batch = self.ranker.tokenize(queries, docs)
+            batch["group_size"] = torch.tensor(group)
+            return batch
+        return self.ranker.tokenize([it["query"] for it in items], [it["document"] for it in items])
+
+
+class PairDataset(Dataset):
+    """(query, document) pairs to score, e.g. a first stage's top-k. Sorted by length so batches pad little;
+    ``pairs`` keeps the order predictions come back in."""
+
+    def __init__(self, run: Run, depth: int, dataset: IRDataset, queries: dict[str, str] | None = None):
+        queries = queries if queries is not None else dataset.queries
+        pairs = []
+        for qid in sorted(run):
+            ranked = sorted(run[qid].items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
+            pairs.extend((qid, did) for did, _ in ranked if did in dataset.corpus)
+        self.texts = {}
+        lengths = {}
+        for qid, did in pairs:
+            lengths[(qid, did)] = len(queries[qid]) + len(dataset.corpus[did].full_text)
+        self.pairs = sorted(pairs, key=lambda p: lengths[p])
+        self.queries = queries
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, i: int) -> dict:
+        qid, did = self.pairs[i]
+        return {"query": self.queries[qid], "document": self.dataset.corpus[did].full_text}
+
+    def to_run(self, scores) -> Run:
+        if len(scores) != len(self.pairs):
+            raise ValueError(f"{len(scores)} scores for {len(self.pairs)} pairs")
+        run: Run = {}
+        for (qid, did), s in zip(self.pairs, scores):
+            run.setdefault(qid, {})[did] = float(s)
+        return run

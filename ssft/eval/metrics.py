@@ -1,0 +1,51 @@
+"""IR metrics through ir_measures (names as ir_measures spells them: nDCG@10, P@20, RR@10, R@100)."""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import ir_measures
+
+from ssft.data.beir import Qrels
+from ssft.data.trec import Run
+from ssft.errors import SsftError
+from ssft.io import atomic_write_text
+
+
+def parse_measures(names: list[str], where: str = "metrics") -> list:
+    if not names:
+        raise SsftError(f"{where}: no metrics given")
+    measures = []
+    for name in names:
+        try:
+            measures.append(ir_measures.parse_measure(name))
+        except (ValueError, NameError, SyntaxError, TypeError, AttributeError):
+            raise SsftError(f"{where}: unknown metric '{name}' (ir_measures names, e.g. nDCG@10, P@20, RR@10, R@100)") from None
+    return measures
+
+
+def evaluate_run(qrels: Qrels, run: Run, names: list[str]) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Aggregate and per-query values, keyed by the metric names as given.
+
+    As trec_eval and BEIR do, a query that the run does not contain is not averaged in.
+    """
+    measures = parse_measures(names)
+    by_measure = {str(m): n for m, n in zip(measures, names)}
+    run = {q: docs for q, docs in run.items() if q in qrels and docs}
+    qrels = {q: rels for q, rels in qrels.items() if q in run}
+    if not run:
+        return {n: 0.0 for n in names}, {}
+    aggregate = ir_measures.calc_aggregate(measures, qrels, run)
+    per_query: dict[str, dict[str, float]] = defaultdict(dict)
+    for row in ir_measures.iter_calc(measures, qrels, run):
+        per_query[row.query_id][by_measure[str(row.measure)]] = float(row.value)
+    return {by_measure[str(m)]: float(v) for m, v in aggregate.items()}, dict(per_query)
+
+
+def write_per_query(per_query: dict[str, dict[str, float]], path: Path) -> None:
+    """TSV ``query_id  metric  value``, sorted, the layout trec_eval -q prints."""
+    lines = ["query_id\tmetric\tvalue"]
+    for qid in sorted(per_query):
+        for name, value in per_query[qid].items():
+            lines.append(f"{qid}\t{name}\t{value:.6f}")
+    atomic_write_text(path, "\n".join(lines) + "\n")

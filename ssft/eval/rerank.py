@@ -1,0 +1,114 @@
+"""Rerank a first stage with a ranker and write the output contract:
+``metrics.json`` ({split: {metric: value}, first_stage_name: {...}}), TREC runs and per-query metrics."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from ssft.data.beir import IRDataset, Qrels
+from ssft.data.examples import PairDataset, RankerCollator
+from ssft.data.trec import Run, top_k, write_run
+from ssft.eval.fusion import interpolate
+from ssft.eval.metrics import evaluate_run, write_per_query
+
+logger = logging.getLogger(__name__)
+
+
+def score_pairs(ranker, pairs: PairDataset, batch_size: int = 64, trainer=None):
+    """Scores for ``pairs``: through ``trainer.predict`` when a trainer is given, else a prediction-only
+    RankingTrainer around the ranker (so the reranking path is always ``Trainer.predict``)."""
+    if trainer is None:
+        trainer = prediction_trainer(ranker, batch_size)
+    return trainer.score(pairs)
+
+
+def prediction_trainer(ranker, batch_size: int = 64, output_dir: str | None = None):
+    import tempfile
+
+    from transformers import TrainingArguments
+
+    from ssft.losses import PairwiseSoftmaxLoss
+    from ssft.trainer import RankingTrainer
+
+    args = TrainingArguments(
+        output_dir=output_dir or tempfile.mkdtemp(prefix="ssft-predict-"),
+        per_device_eval_batch_size=batch_size,
+        report_to=[],
+        remove_unused_columns=False,
+        use_cpu=not _has_accelerator(),
+        disable_tqdm=True,
+    )
+    return RankingTrainer(model=ranker, args=args, data_collator=RankerCollator(ranker), loss=PairwiseSoftmaxLoss())
+
+
+def _has_accelerator() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def tune_alpha(model_run: Run, first_stage: Run, qrels: Qrels, metric: str) -> float:
+    """The interpolation weight that maximises ``metric`` on a validation split (grid of 0.05)."""
+    best_alpha, best = 1.0, -1.0
+    for step in range(21):
+        alpha = step / 20
+        value, _ = evaluate_run(qrels, interpolate(model_run, first_stage, alpha), [metric])
+        if value[metric] > best + 1e-12:
+            best_alpha, best = alpha, value[metric]
+    return best_alpha
+
+
+def rerank_and_report(
+    *,
+    ranker,
+    dataset: IRDataset,
+    split: str,
+    qrels: Qrels,
+    first_stage: Run,
+    first_stage_name: str,
+    depth: int,
+    metrics: list[str],
+    output_dir: Path,
+    batch_size: int = 64,
+    trainer=None,
+    alpha: float | None = None,
+) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """Rerank ``first_stage``'s top-``depth`` for the queries of ``qrels`` and write run files and
+    per-query metrics under ``output_dir``. Returns (metrics.json content for this split, run info)."""
+    first_stage = top_k({q: first_stage[q] for q in qrels if q in first_stage}, depth)
+    missing = len([q for q in qrels if q not in first_stage])
+    if missing:
+        logger.warning("%s: %d of %d queries have no first-stage candidates (not averaged in)", split, missing, len(qrels))
+    pairs = PairDataset(first_stage, depth, dataset)
+    logger.info("reranking %d pairs (%d queries, top-%d of %s)", len(pairs), len(first_stage), depth, first_stage_name)
+    model_run = pairs.to_run(score_pairs(ranker, pairs, batch_size, trainer))
+    results: dict[str, dict[str, float]] = {}
+    info: dict[str, Any] = {"split": split, "queries": len(model_run), "pairs": len(pairs), "depth": depth,
+                            "first_stage": first_stage_name}
+    model_metrics, model_per_query = evaluate_run(qrels, model_run, metrics)
+    base_metrics, base_per_query = evaluate_run(qrels, first_stage, metrics)
+    results[split] = model_metrics
+    results[first_stage_name] = base_metrics
+    write_run(model_run, output_dir / f"run.{split}.trec", tag="ssft")
+    write_run(first_stage, output_dir / f"run.{first_stage_name}.{split}.trec", tag=first_stage_name)
+    write_per_query(model_per_query, output_dir / f"per_query.{split}.tsv")
+    write_per_query(base_per_query, output_dir / f"per_query.{first_stage_name}.{split}.tsv")
+    if alpha is not None:
+        fused = interpolate(model_run, first_stage, alpha)
+        key = f"{split}+{first_stage_name}"
+        results[key], fused_per_query = evaluate_run(qrels, fused, metrics)
+        info["interpolation_alpha"] = alpha
+        write_run(fused, output_dir / f"run.{key}.trec", tag=f"ssft+{first_stage_name}")
+        write_per_query(fused_per_query, output_dir / f"per_query.{key}.tsv")
+    return results, info
+
+
+def format_table(results: dict[str, Any], metrics: list[str]) -> str:
+    rows = list(results.items())
+    width = max(len(n) for n, _ in rows) + 2
+    head = "run".ljust(width) + "".join(m.rjust(10) for m in metrics)
+    lines = [head, "-" * len(head)]
+    for name, vals in rows:
+        lines.append(name.ljust(width) + "".join(f"{vals.get(m, float('nan')):10.4f}" for m in metrics))
+    return "\n".join(lines)

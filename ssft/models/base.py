@@ -1,0 +1,174 @@
+"""What every ranker shares: a ``Backbone`` (+ adapter), its tokenizer, ranker-specific modules, save/load.
+
+A saved ranker is a folder:
+    ssft_model.json      architecture, base model, method and its options, lengths
+    tokenizer files
+    adapter/             PEFT adapter (PEFT format: loads with peft.PeftModel.from_pretrained), or
+    backbone/            the full fine-tuned transformers model
+    ranker.safetensors   the ranker's own modules (head, projections)
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from ssft.errors import SsftError
+from ssft.models.backbone import Backbone
+
+SPEC_FILE = "ssft_model.json"
+
+
+def load_transformer(name: str, trust_remote_code: bool = False):
+    """(model, tokenizer) from a hub id or folder, resolved offline where possible."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from ssft.models.hub import resolve_model
+
+    path = resolve_model(name)
+    try:
+        model = AutoModel.from_pretrained(path, add_pooling_layer=False, trust_remote_code=trust_remote_code)
+    except TypeError:  # architectures without a pooler argument
+        model = AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        raise SsftError(f"model '{name}' at {path} could not be loaded: {str(err).splitlines()[0]}") from None
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    return model, tokenizer
+
+
+class Ranker(nn.Module):
+    """Base class. Subclasses set ``architecture`` and define ``forward`` and their ranker modules."""
+
+    architecture = ""
+
+    def __init__(self, backbone: Backbone, tokenizer, spec: dict[str, Any]):
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.spec = spec
+
+    # ------------------------------------------------------------ building
+    @classmethod
+    def build(cls, model_cfg, method: str, options: dict[str, Any]) -> "Ranker":
+        from ssft.registry import ADAPTERS
+
+        adapter = ADAPTERS.get(method)
+        config = adapter.config_from(options)
+        transformer, tokenizer = load_transformer(model_cfg.name, model_cfg.trust_remote_code)
+        for p in transformer.parameters():
+            p.requires_grad_(False)
+        backbone = adapter.apply(transformer, config)
+        spec = {
+            "architecture": cls.architecture,
+            "base_model": model_cfg.name,
+            "method": method,
+            "options": dict(options),
+            "max_length": model_cfg.max_length,
+            "query_max_length": model_cfg.query_max_length,
+            "trust_remote_code": model_cfg.trust_remote_code,
+        }
+        return cls(backbone, tokenizer, spec)
+
+    def ranker_state(self) -> dict[str, torch.Tensor]:
+        """Parameters and buffers outside the backbone (heads, projections)."""
+        return {k: v.detach().contiguous() for k, v in self.state_dict().items() if not k.startswith("backbone.")}
+
+    def head_parameters(self) -> list[nn.Parameter]:
+        return [p for n, p in self.named_parameters() if not n.startswith("backbone.")]
+
+    # ------------------------------------------------------------ save / load
+    def save(self, path: str | Path) -> None:
+        """Write the ranker folder atomically: complete, or the previous one left in place."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            (tmp / SPEC_FILE).write_text(json.dumps(self.spec, indent=2) + "\n")
+            self.tokenizer.save_pretrained(tmp)
+            if self.backbone.is_peft:
+                import warnings
+
+                self.backbone.peft_config.base_model_name_or_path = self.spec["base_model"]
+                with warnings.catch_warnings():  # PEFT looks the base model up on the hub to check the vocabulary
+                    warnings.filterwarnings("ignore", message="Could not find a config file")
+                    self.backbone.model.save_pretrained(tmp / "adapter")
+            else:
+                self.backbone.base_model.save_pretrained(tmp / "backbone")
+            save_file(self.ranker_state(), tmp / "ranker.safetensors")
+            old = None
+            if path.exists():
+                old = path.with_name(f".{path.name}.old")
+                if old.exists():
+                    shutil.rmtree(old)
+                os.replace(path, old)
+            os.replace(tmp, path)
+            if old is not None:
+                shutil.rmtree(old)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    @staticmethod
+    def read_spec(path: str | Path) -> dict[str, Any]:
+        path = Path(path)
+        spec_file = path / SPEC_FILE
+        if not spec_file.is_file():
+            raise SsftError(f"{path}: not a saved ssft model (no {SPEC_FILE})")
+        try:
+            return json.loads(spec_file.read_text())
+        except json.JSONDecodeError as err:
+            raise SsftError(f"{spec_file}: invalid JSON: {err.msg}") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Ranker":
+        from peft import PeftModel
+        from transformers import AutoModel, AutoTokenizer
+
+        path = Path(path)
+        spec = cls.read_spec(path)
+        trust = bool(spec.get("trust_remote_code", False))
+        if (path / "adapter").is_dir():
+            transformer, _ = load_transformer(spec["base_model"], trust)
+            model = PeftModel.from_pretrained(transformer, path / "adapter", is_trainable=False)
+            backbone = Backbone(model, spec["method"])
+        elif (path / "backbone").is_dir():
+            try:
+                transformer = AutoModel.from_pretrained(path / "backbone", add_pooling_layer=False, trust_remote_code=trust)
+            except TypeError:
+                transformer = AutoModel.from_pretrained(path / "backbone", trust_remote_code=trust)
+            backbone = Backbone(transformer, spec["method"])
+        else:
+            raise SsftError(f"{path}: no adapter/ or backbone/ folder")
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        ranker = cls(backbone, tokenizer, spec)
+        state_file = path / "ranker.safetensors"
+        if not state_file.is_file():
+            raise SsftError(f"{path}: missing ranker.safetensors")
+        missing, unexpected = ranker.load_state_dict(load_file(state_file), strict=False)
+        missing = [k for k in missing if not k.startswith("backbone.")]
+        if missing or unexpected:
+            raise SsftError(f"{state_file}: does not match a '{spec['architecture']}' ranker (missing {missing}, unexpected {unexpected})")
+        for p in ranker.parameters():
+            p.requires_grad_(False)
+        return ranker.eval()
+
+    def merge_adapter(self) -> None:
+        """Fold LoRA weights into the backbone: zero inference overhead, same scores."""
+        if self.backbone.method not in ("lora", "lora++"):
+            raise SsftError(f"only LoRA adapters can be merged, not '{self.backbone.method}'")
+        self.backbone = Backbone(self.backbone.model.merge_and_unload(), "full")
+
+
+def load_ranker(path: str | Path) -> Ranker:
+    """Load any saved ranker folder, whatever its architecture."""
+    from ssft.registry import MODELS
+
+    spec = Ranker.read_spec(path)
+    return MODELS.get(spec.get("architecture", ""), f"{path}/{SPEC_FILE}: architecture").load(path)

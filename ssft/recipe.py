@@ -1,0 +1,336 @@
+"""Recipes: one YAML file is the whole experiment.
+
+Sections (every key is checked; unknown keys and wrong types are one-line errors naming the key):
+
+- ``seed``
+- ``model``    architecture, backbone name/path, lengths, ranker-head learning rate
+- ``adapter``  fine-tuning method by name plus its hyper-parameters (see ``ssft.adapters``)
+- ``loss``     loss by name plus its options (see ``ssft.losses``)
+- ``data``     dataset, splits, subsampling, negatives
+- ``training`` passed to ``transformers.TrainingArguments`` unchanged (every field is allowed)
+- ``eval``     metrics, first stage, rerank depth, model selection
+- ``callbacks`` extra callbacks by name
+
+``key=value`` overrides (``training.learning_rate=1e-4 adapter.r=8``) are applied before validation.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ssft.errors import SsftError, closest
+
+DEFAULT_METRICS = ["P@20", "nDCG@5", "nDCG@10", "nDCG@20", "RR@10", "R@100"]
+
+
+@dataclass
+class ModelConfig:
+    architecture: str = "cross"
+    name: str = "sentence-transformers/all-MiniLM-L6-v2"
+    max_length: int = 256  # cross-encoder: query + document tokens
+    query_max_length: int = 32
+    head_learning_rate: float | None = 1e-4  # ranker head (001 Table 8); None = training.learning_rate
+    trust_remote_code: bool = False
+
+
+@dataclass
+class AdapterSection:
+    method: str = "full"
+    options: dict[str, Any] = field(default_factory=dict)  # validated by the adapter's own config class
+
+
+@dataclass
+class LossSection:
+    name: str = "pairwise_softmax"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DataConfig:
+    dataset: str = "nfcorpus"
+    train_split: str = "train"
+    validation_split: str | None = "dev"
+    test_split: str = "test"
+    max_train_queries: int | None = None
+    max_positives_per_query: int | None = None
+    max_validation_queries: int | None = None
+    max_test_queries: int | None = None
+    min_relevance: int = 1  # qrels score counted as relevant for training positives
+    negatives: str = "bm25"  # bm25 | random
+    num_negatives: int = 1  # per training example (001 trains on triplets: 1 negative)
+    negatives_depth: int = 100  # BM25 negatives are drawn from this top-k minus the positives
+    sample_seed: int = 0  # which queries a max_*_queries subsample keeps
+
+
+@dataclass
+class EvalConfig:
+    metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    first_stage: str = "bm25"  # bm25, or a TREC run file (then it applies to the test split)
+    validation_first_stage: str | None = None  # TREC run for the validation split; default bm25
+    depth: int = 100  # rerank the first stage's top-k
+    validation_depth: int | None = None  # default: depth
+    selection_metric: str = "nDCG@10"  # best validation epoch is kept by this metric
+    batch_size: int = 64
+    interpolation: float | str | None = None  # alpha in [0,1], or "auto" (tuned on validation); reported separately
+
+
+@dataclass
+class Recipe:
+    seed: int = 42
+    model: ModelConfig = field(default_factory=ModelConfig)
+    adapter: AdapterSection = field(default_factory=AdapterSection)
+    loss: LossSection = field(default_factory=LossSection)
+    data: DataConfig = field(default_factory=DataConfig)
+    training: dict[str, Any] = field(default_factory=dict)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    callbacks: list[str] = field(default_factory=list)
+    source: str = "<recipe>"  # file the recipe came from, for error messages
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "seed": self.seed,
+            "model": dataclasses.asdict(self.model),
+            "adapter": {"method": self.adapter.method, **self.adapter.options},
+            "loss": {"name": self.loss.name, **self.loss.options},
+            "data": dataclasses.asdict(self.data),
+            "training": dict(self.training),
+            "eval": dataclasses.asdict(self.eval),
+            "callbacks": list(self.callbacks),
+        }
+        return out
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.training["output_dir"])
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
+    """Read a YAML recipe, apply ``key=value`` overrides, validate everything."""
+    path = Path(path)
+    if not path.is_file():
+        raise SsftError(f"recipe file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise SsftError(f"{where}: malformed YAML: {problem}") from None
+    except UnicodeDecodeError:
+        raise SsftError(f"{path}: not a UTF-8 text file") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise SsftError(f"{path}: a recipe must be a mapping of sections, got {type(raw).__name__}")
+    for item in overrides or []:
+        apply_override(raw, item)
+    return recipe_from_dict(raw, source=str(path))
+
+
+def apply_override(raw: dict[str, Any], item: str) -> None:
+    """Apply one ``a.b.c=value`` override in place; value parsed as YAML (``8`` → int, ``[a,b]`` → list)."""
+    if "=" not in item:
+        raise SsftError(f"override '{item}': expected key=value (e.g. training.learning_rate=1e-4)")
+    key, _, text = item.partition("=")
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise SsftError(f"override '{item}': empty key")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text
+    parts = key.split(".")
+    node = raw
+    for depth, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise SsftError(f"override '{item}': '{'.'.join(parts[:depth + 1])}' is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
+    known = {"seed", "model", "adapter", "loss", "data", "training", "eval", "callbacks"}
+    for key in raw:
+        if key not in known:
+            raise SsftError(f"{source}: unknown section '{key}'{closest(str(key), known)}; known: {', '.join(sorted(known))}")
+    recipe = Recipe(source=source)
+    recipe.seed = _coerce(raw.get("seed", 42), int, f"{source}: seed")
+    recipe.model = _dataclass_from(ModelConfig, raw.get("model"), f"{source}: model")
+    recipe.data = _dataclass_from(DataConfig, raw.get("data"), f"{source}: data")
+    recipe.eval = _dataclass_from(EvalConfig, raw.get("eval"), f"{source}: eval")
+    recipe.adapter = _named_section(AdapterSection, raw.get("adapter"), "method", "full", f"{source}: adapter")
+    recipe.loss = _named_section(LossSection, raw.get("loss"), "name", "pairwise_softmax", f"{source}: loss")
+    callbacks = raw.get("callbacks") or []
+    if not isinstance(callbacks, list) or not all(isinstance(c, str) for c in callbacks):
+        raise SsftError(f"{source}: callbacks must be a list of names")
+    recipe.callbacks = callbacks
+    recipe.training = _training_section(raw.get("training"), source)
+    _validate_semantics(recipe, source)
+    return recipe
+
+
+def _named_section(cls, value, name_key: str, default: str, where: str):
+    if value is None:
+        return cls(default, {})
+    if isinstance(value, str):
+        return cls(value, {})
+    if not isinstance(value, dict):
+        raise SsftError(f"{where}: expected a mapping, got {type(value).__name__}")
+    options = dict(value)
+    name = options.pop(name_key, default)
+    if not isinstance(name, str):
+        raise SsftError(f"{where}.{name_key}: expected a name, got {name!r}")
+    return cls(name, options)
+
+
+def _training_section(value, source: str) -> dict[str, Any]:
+    from transformers import TrainingArguments
+
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise SsftError(f"{source}: training: expected a mapping, got {type(value).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(TrainingArguments) if f.init}
+    for key in value:
+        if key not in fields:
+            raise SsftError(f"{source}: unknown key 'training.{key}'{closest(str(key), fields)} (training takes TrainingArguments fields)")
+    out = dict(value)
+    hints = typing.get_type_hints(TrainingArguments)
+    for key, val in out.items():
+        target = _plain_type(hints.get(key))
+        if target in (int, float, bool) and val is not None:
+            out[key] = _coerce(val, target, f"{source}: training.{key}")
+    out.setdefault("output_dir", "runs/" + Path(source).stem)
+    return out
+
+
+def _plain_type(hint):
+    """int/float/bool/str for simple (optional) annotations, else None."""
+    args = typing.get_args(hint)
+    if args and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        hint = rest[0] if len(rest) == 1 else None
+    return hint if hint in (int, float, bool, str) else None
+
+
+def _dataclass_from(cls, value, where: str):
+    if value is None:
+        return cls()
+    if not isinstance(value, dict):
+        raise SsftError(f"{where}: expected a mapping, got {type(value).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, val in value.items():
+        if key not in names:
+            raise SsftError(f"{where}: unknown key '{key}'{closest(str(key), names)}; known: {', '.join(names)}")
+        kwargs[key] = _check_type(val, hints[key], f"{where}.{key}")
+    return cls(**kwargs)
+
+
+def _check_type(val, hint, where: str):
+    """Check/coerce ``val`` against a simple annotation: int, float, str, bool, list[str], unions with None."""
+    args = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        if val is None and type(None) in args:
+            return None
+        errors = []
+        for option in [a for a in args if a is not type(None)]:
+            try:
+                return _check_type(val, option, where)
+            except SsftError as err:
+                errors.append(err)
+        raise errors[0]
+    if origin is list:
+        if isinstance(val, str):
+            val = [v.strip() for v in val.split(",") if v.strip()]
+        if not isinstance(val, list):
+            raise SsftError(f"{where}: expected a list, got {val!r}")
+        return [_check_type(v, args[0], where) for v in val]
+    if hint is Any:
+        return val
+    if hint in (int, float, bool):
+        return _coerce(val, hint, where)
+    if hint is str:
+        if not isinstance(val, str):
+            raise SsftError(f"{where}: expected a string, got {val!r}")
+        return val
+    return val
+
+
+def _coerce(val, target, where: str):
+    if target is bool:
+        if isinstance(val, bool):
+            return val
+        if isinstance(val, str) and val.lower() in ("true", "false", "yes", "no"):
+            return val.lower() in ("true", "yes")
+        raise SsftError(f"{where}: expected true/false, got {val!r}")
+    if isinstance(val, bool):
+        raise SsftError(f"{where}: expected a number, got {val!r}")
+    if target is int:
+        if isinstance(val, int):
+            return val
+        if isinstance(val, float) and val.is_integer():
+            return int(val)
+        if isinstance(val, str):
+            try:
+                return int(val)
+            except ValueError:
+                pass
+        raise SsftError(f"{where}: expected an integer, got {val!r}")
+    if target is float:
+        if isinstance(val, (int, float)):
+            return float(val)
+        if isinstance(val, str):  # YAML 1.1 reads 1e-4 as a string
+            try:
+                return float(val)
+            except ValueError:
+                pass
+        raise SsftError(f"{where}: expected a number, got {val!r}")
+    return val
+
+
+def _validate_semantics(recipe: Recipe, source: str) -> None:
+    from ssft.registry import ADAPTERS, LOSSES, MODELS, CALLBACKS
+
+    MODELS.get(recipe.model.architecture, f"{source}: model.architecture")
+    adapter_cls = ADAPTERS.get(recipe.adapter.method, f"{source}: adapter.method")
+    adapter_cls.config_from(recipe.adapter.options, f"{source}: adapter")  # validates keys and types
+    loss_cls = LOSSES.get(recipe.loss.name, f"{source}: loss.name")
+    loss_cls.from_options(recipe.loss.options, f"{source}: loss")
+    for name in recipe.callbacks:
+        CALLBACKS.get(name, f"{source}: callbacks")
+    d, e, m = recipe.data, recipe.eval, recipe.model
+    if d.negatives not in ("bm25", "random"):
+        raise SsftError(f"{source}: data.negatives: expected 'bm25' or 'random', got '{d.negatives}'")
+    for key in ("num_negatives", "negatives_depth"):
+        if getattr(d, key) < 1:
+            raise SsftError(f"{source}: data.{key}: must be >= 1")
+    for key in ("max_train_queries", "max_positives_per_query", "max_validation_queries", "max_test_queries"):
+        val = getattr(d, key)
+        if val is not None and val < 1:
+            raise SsftError(f"{source}: data.{key}: must be >= 1 or null")
+    if e.depth < 1 or (e.validation_depth is not None and e.validation_depth < 1):
+        raise SsftError(f"{source}: eval.depth: must be >= 1")
+    if m.max_length < 8 or m.query_max_length < 1:
+        raise SsftError(f"{source}: model.max_length: too small")
+    if isinstance(e.interpolation, str) and e.interpolation != "auto":
+        raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1] or 'auto', got '{e.interpolation}'")
+    if isinstance(e.interpolation, float) and not 0.0 <= e.interpolation <= 1.0:
+        raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1], got {e.interpolation}")
+    from ssft.eval.metrics import parse_measures
+
+    parse_measures(e.metrics, f"{source}: eval.metrics")
+    parse_measures([e.selection_metric], f"{source}: eval.selection_metric")
