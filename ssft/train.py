@@ -27,6 +27,7 @@ def _setup_logging(level: str = "INFO") -> None:
     import transformers
 
     transformers.utils.logging.set_verbosity_warning()
+    transformers.utils.logging.disable_progress_bar()
 
 
 def first_stage_run(spec: str, dataset, bm25_cache: dict, queries: dict[str, str], depth: int):
@@ -40,7 +41,15 @@ def first_stage_run(spec: str, dataset, bm25_cache: dict, queries: dict[str, str
             bm25_cache[spec] = BM25(dataset, stem=spec == "bm25-stem")
         return spec, bm25_cache[spec].search(queries, depth)
     run = read_run(spec)
-    return Path(spec).stem.split(".")[0] or "first_stage", run
+    return first_stage_name(spec), run
+
+
+def first_stage_name(spec: str) -> str:
+    """A run file's name without its extension: 'runs/bm25.test.trec' → 'bm25.test'."""
+    name = Path(spec).name
+    for ext in (".trec", ".txt", ".run", ".tsv"):
+        name = name.removesuffix(ext)
+    return name or "first_stage"
 
 
 def run_recipe(recipe) -> dict[str, Any]:
@@ -60,6 +69,9 @@ def run_recipe(recipe) -> dict[str, Any]:
     started = time.time()
     d, e = recipe.data, recipe.eval
     # ---- everything that can fail on bad input happens before anything is written
+    from ssft.models.hub import resolve_model
+
+    resolve_model(recipe.model.name)  # a missing model fails now, not after the data work
     dataset = load_dataset(d.dataset)
     train_qrels = subsample_queries(dataset.qrels(d.train_split), d.max_train_queries, d.sample_seed)
     val_qrels = subsample_queries(dataset.qrels(d.validation_split), d.max_validation_queries, d.sample_seed) if d.validation_split else None
@@ -76,14 +88,6 @@ def run_recipe(recipe) -> dict[str, Any]:
         args = TrainingArguments(**training_kwargs)
     except (ValueError, TypeError) as err:
         raise SsftError(f"{recipe.source}: training: {str(err).splitlines()[0]}") from None
-    set_seed(recipe.seed)
-    ranker = MODELS.get(recipe.model.architecture).build(recipe.model, recipe.adapter.method, recipe.adapter.options)
-    trainable, total = count_parameters(ranker)
-    head = sum(p.numel() for p in ranker.head_parameters())
-    logger.info("model %s (%s, method %s): %s trainable of %s parameters (%.3f%%; ranker head %s)",
-                recipe.model.name, recipe.model.architecture, recipe.adapter.method, f"{trainable:,}", f"{total:,}",
-                100 * trainable / total, f"{head:,}")
-
     bm25_cache: dict = {}
     test_name, test_first = first_stage_run(e.first_stage, dataset, bm25_cache, {q: dataset.queries[q] for q in test_qrels}, e.depth)
     val_depth = e.validation_depth or e.depth
@@ -96,11 +100,21 @@ def run_recipe(recipe) -> dict[str, Any]:
         _, negatives_run = first_stage_run("bm25", dataset, bm25_cache, {q: dataset.queries[q] for q in train_qrels}, d.negatives_depth)
     examples = build_examples(train_qrels, list(dataset.corpus), negatives_run, d.min_relevance, d.max_positives_per_query, d.sample_seed)
     train_set = TrainingGroups(examples, dataset, d.num_negatives)
+    set_seed(recipe.seed)
+    ranker = MODELS.get(recipe.model.architecture).build(recipe.model, recipe.adapter.method, recipe.adapter.options)
+    trainable, total = count_parameters(ranker)
+    head = sum(p.numel() for p in ranker.head_parameters())
+    logger.info("model %s (%s, method %s): %s trainable of %s parameters (%.3f%%; ranker head %s)",
+                recipe.model.name, recipe.model.architecture, recipe.adapter.method, f"{trainable:,}", f"{total:,}",
+                100 * trainable / total, f"{head:,}")
+
     val_pairs = PairDataset(val_first, val_depth, dataset) if val_qrels else None
     notes = [
         f"training: {len(train_qrels)} queries of {d.dataset}/{d.train_split} "
         f"({'all' if d.max_train_queries is None else 'subsampled'}), {len(examples)} (query, positive) examples, "
-        f"{d.num_negatives} {d.negatives} negative(s) each, {args.num_train_epochs:g} epoch(s)",
+        f"{d.num_negatives} {d.negatives} negative(s) each, "
+        + (f"{args.max_steps} steps of {args.per_device_train_batch_size} queries" if args.max_steps > 0
+           else f"{args.num_train_epochs:g} epoch(s) of batches of {args.per_device_train_batch_size} queries"),
     ]
     if val_qrels:
         notes.append(f"validation: {len(val_qrels)} queries of {d.validation_split}, top-{val_depth} of the first stage, "
@@ -113,6 +127,9 @@ def run_recipe(recipe) -> dict[str, Any]:
 
     # ---- from here on, outputs
     out.mkdir(parents=True, exist_ok=True)
+    # metrics.json marks a finished run: a re-run into the same folder drops the old one first, so a crash
+    # midway never leaves a folder that looks complete
+    (out / "metrics.json").unlink(missing_ok=True)
     import yaml
 
     atomic_write_text(out / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
@@ -134,6 +151,9 @@ def run_recipe(recipe) -> dict[str, Any]:
     train_output = trainer.train()
     train_seconds = time.time() - train_started
     ranker.eval()
+    ranker.save(out / "model")  # PEFT format, before any merge
+    if recipe.adapter.method in ("lora", "lora++"):
+        ranker.merge_adapter()  # same scores, no LoRA overhead while reranking
 
     alpha = e.interpolation
     if alpha == "auto":
@@ -147,7 +167,6 @@ def run_recipe(recipe) -> dict[str, Any]:
         first_stage_name=test_name, depth=e.depth, metrics=e.metrics, output_dir=out, batch_size=e.batch_size,
         trainer=trainer, alpha=alpha,
     )
-    ranker.save(out / "model")
     info.update({
         "trainable_parameters": trainable, "total_parameters": total,
         "train_seconds": round(train_seconds, 1), "wall_seconds": round(time.time() - started, 1),

@@ -33,12 +33,18 @@ def load_transformer(name: str, trust_remote_code: bool = False):
     from ssft.models.hub import resolve_model
 
     path = resolve_model(name)
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the load report lists the unused pooler on every load
     try:
         model = AutoModel.from_pretrained(path, add_pooling_layer=False, trust_remote_code=trust_remote_code)
     except TypeError:  # architectures without a pooler argument
         model = AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:
         raise SsftError(f"model '{name}' at {path} could not be loaded: {str(err).splitlines()[0]}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     return model, tokenizer
 

@@ -1,0 +1,67 @@
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny random BERT (2 layers, hidden 32) saved with the real MiniLM tokenizer (offline, pip-shipped)."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from ssft.models.hub import resolve_model
+
+    path = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=128)
+    BertModel(config, add_pooling_layer=False).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture
+def tiny_dataset(tmp_path) -> Path:
+    """A 6-document BEIR folder with CRLF qrels (as the official BEIR files have)."""
+    root = tmp_path / "tiny"
+    (root / "qrels").mkdir(parents=True)
+    docs = {
+        "d1": ("Vitamin D", "vitamin d and bone health in adults"),
+        "d2": ("Statins", "statin drugs lower cholesterol and heart risk"),
+        "d3": ("Fish oil", "omega three fatty acids in fish oil"),
+        "d4": ("Sugar", "added sugar and diabetes risk"),
+        "d5": ("Sleep", "sleep duration and memory"),
+        "d6": ("Coffee", "coffee consumption and liver disease"),
+    }
+    with open(root / "corpus.jsonl", "w") as fh:
+        for i, (t, x) in docs.items():
+            fh.write(json.dumps({"_id": i, "title": t, "text": x}) + "\n")
+    queries = {"q1": "vitamin d bones", "q2": "cholesterol statins", "q3": "fish oil omega", "q4": "sugar diabetes",
+               "q5": "coffee liver", "q6": "sleep memory"}
+    with open(root / "queries.jsonl", "w") as fh:
+        for i, t in queries.items():
+            fh.write(json.dumps({"_id": i, "text": t}) + "\n")
+    train = [("q1", "d1"), ("q2", "d2"), ("q3", "d3"), ("q4", "d4")]
+    (root / "qrels" / "train.tsv").write_bytes(("query-id\tcorpus-id\tscore\r\n" + "".join(f"{q}\t{d}\t1\r\n" for q, d in train)).encode())
+    (root / "qrels" / "dev.tsv").write_bytes(b"query-id\tcorpus-id\tscore\r\nq5\td6\t1\r\n")
+    (root / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\r\nq6\td5\t2\r\nq5\td6\t1\r\n")
+    return root
+
+
+def pytest_collection_modifyitems(config, items):
+    if not SHARED_DATA.is_dir() and not os.environ.get("SSFT_DATA_HOME"):
+        skip = pytest.mark.skip(reason="real data not found (../shared/data or SSFT_DATA_HOME)")
+        for item in items:
+            if "integration" in item.keywords:
+                item.add_marker(skip)

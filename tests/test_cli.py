@@ -1,0 +1,72 @@
+"""The CLIs on bad input: one line on stderr, exit code 2, no traceback, nothing written."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run_cli(module, *args, cwd=None):
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize(
+    "recipe, overrides, expected",
+    [
+        ("adapter: {method: lora, rank: 4}\n", [], "unknown option 'rank'"),
+        ("model: [\n", [], "malformed YAML"),
+        ("data: {dataset: does-not-exist}\n", [], "dataset 'does-not-exist' not found"),
+        ("model: {name: /no/such/model}\n", ["data.dataset=DATA"], "model '/no/such/model' not found"),
+        ("seed: 1\n", ["adapter.method=lorra"], "unknown fine-tuning method 'lorra'"),
+        ("seed: 1\n", ["eval.first_stage=/no/run.trec", "data.dataset=DATA"], "run file not found"),
+    ],
+)
+def test_train_cli_errors(tmp_path, tiny_dataset, recipe, overrides, expected):
+    path = tmp_path / "r.yaml"
+    path.write_text(recipe + f"training: {{output_dir: {tmp_path / 'out'}}}\n")
+    overrides = [o.replace("DATA", str(tiny_dataset)) for o in overrides]
+    result = run_cli("ssft.train", str(path), *overrides)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ssft-train: error: ") and expected in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_rerank_cli_errors(tmp_path, tiny_dataset):
+    result = run_cli("ssft.rerank", str(tmp_path / "nope"), "--data", str(tiny_dataset), "--first-stage", "bm25",
+                     "--split", "test", "--output", str(tmp_path / "o"))
+    assert result.returncode == 2 and "run folder not found" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_train_then_rerank_on_tiny_model(tmp_path, tiny_dataset, tiny_model_dir):
+    """Full CLI path on a tiny model: output contract, then ssft-rerank reproduces the test metrics."""
+    out = tmp_path / "run"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"""
+model: {{name: {tiny_model_dir}, max_length: 48}}
+adapter: {{method: lora, r: 4}}
+data: {{dataset: {tiny_dataset}, num_negatives: 2, negatives_depth: 6}}
+eval: {{depth: 6, interpolation: 0.5}}
+training: {{output_dir: {out}, num_train_epochs: 2, per_device_train_batch_size: 2, learning_rate: 1.0e-3}}
+""")
+    result = run_cli("ssft.train", str(recipe))
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics) == {"test", "bm25", "test+bm25"}
+    assert set(metrics["test"]) == {"P@20", "nDCG@5", "nDCG@10", "nDCG@20", "RR@10", "R@100"}
+    for name in ("recipe.yaml", "run.test.trec", "run.bm25.test.trec", "per_query.test.tsv", "run_info.json", "README.md",
+                 "model/ssft_model.json", "model/adapter/adapter_config.json", "model/ranker.safetensors"):
+        assert (out / name).is_file(), name
+    assert list((out / "logs").glob("**/events.out.tfevents*")), "no TensorBoard log"
+    assert "nDCG@10" in result.stdout and "bm25" in result.stdout
+    rerank_out = tmp_path / "rerank"
+    result = run_cli("ssft.rerank", str(out), "--data", str(tiny_dataset), "--first-stage", str(out / "run.bm25.test.trec"),
+                     "--split", "test", "--output", str(rerank_out), "--depth", "6")
+    assert result.returncode == 0, result.stderr[-3000:]
+    again = json.loads((rerank_out / "metrics.json").read_text())
+    assert (rerank_out / "run.trec").is_file()
+    for metric, value in metrics["test"].items():
+        assert again["test"][metric] == pytest.approx(value, abs=1e-6)
+    assert again["run.bm25.test"] == pytest.approx(metrics["bm25"])
