@@ -328,6 +328,8 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
         raise SsftError(f"{source}: model.max_length: too small")
     if isinstance(e.interpolation, str) and e.interpolation != "auto":
         raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1] or 'auto', got '{e.interpolation}'")
+    if e.interpolation == "auto" and not d.validation_split:
+        raise SsftError(f"{source}: eval.interpolation: 'auto' tunes the weight on data.validation_split, which is not set")
     if isinstance(e.interpolation, float) and not 0.0 <= e.interpolation <= 1.0:
         raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1], got {e.interpolation}")
     from ssft.eval.metrics import parse_measures

@@ -21,6 +21,10 @@ logger = logging.getLogger("ssft")
 
 
 def _setup_logging(level: str = "INFO") -> None:
+    import warnings
+
+    # raised inside PEFT / transformers, nothing a user can act on
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
     logging.basicConfig(level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     for noisy in ("httpx", "urllib3", "bm25s", "datasets", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -157,8 +161,6 @@ def run_recipe(recipe) -> dict[str, Any]:
 
     alpha = e.interpolation
     if alpha == "auto":
-        if not val_qrels:
-            raise SsftError(f"{recipe.source}: eval.interpolation: 'auto' needs a validation split")
         val_run = val_pairs.to_run(trainer.score(val_pairs))
         alpha = tune_alpha(val_run, val_first, val_qrels, e.selection_metric)
         logger.info("interpolation weight tuned on %s: alpha = %.2f", d.validation_split, alpha)

@@ -45,6 +45,7 @@ def test_round_trip_through_to_dict():
         ("eval: {metrics: [nDCG@10, NDGC@10]}\n", [], "unknown metric 'NDGC@10'"),
         ("data: {negatives: hard}\n", [], "data.negatives: expected 'bm25' or 'random'"),
         ("eval: {interpolation: 1.5}\n", [], "eval.interpolation"),
+        ("eval: {interpolation: auto}\ndata: {validation_split: null}\n", [], "'auto' tunes the weight"),
         ("- a\n- b\n", [], "a recipe must be a mapping"),
         ("{}\n", ["adapter.r"], "expected key=value"),
         ("{}\n", ["=3"], "empty key"),

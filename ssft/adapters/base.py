@@ -34,7 +34,10 @@ class Adapter:
         for key, val in (options or {}).items():
             if key not in names:
                 allowed = ", ".join(names) or "none"
-                raise SsftError(f"{where}: unknown option '{key}' for method '{cls.name}' (allowed: {allowed})")
+                raise SsftError(
+                    f"{where}: unknown option '{key}' for method '{cls.name}' (allowed: {allowed}; to switch method "
+                    f"from the command line, replace the section: \"adapter={{method: {cls.name}}}\")"
+                )
             kwargs[key] = _check_type(val, hints[key], f"{where}.{key}")
         config = cls.Config(**kwargs)
         check = getattr(config, "check", None)
