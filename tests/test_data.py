@@ -126,3 +126,51 @@ def test_pair_dataset_maps_scores_back(tiny_dataset):
     assert {q: set(d) for q, d in back.items()} == {"q1": {"d1", "d2"}, "q2": {"d6"}}
     for (qid, did), s in zip(pairs.pairs, scores):
         assert back[qid][did] == s
+
+
+def test_dataset_download_fallback(tiny_dataset, tmp_path, monkeypatch):
+    """Online fallback: a BEIR zip is fetched into the cache once; offline it is a clear error."""
+    import io
+    import zipfile
+
+    from ssft.data import beir
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for p in tiny_dataset.rglob("*"):
+            if p.is_file():
+                zf.write(p, "tiny/" + str(p.relative_to(tiny_dataset)))
+    calls = []
+
+    def fake_urlopen(url, timeout):
+        calls.append(url)
+        return io.BytesIO(buf.getvalue())
+
+    monkeypatch.setattr("urllib.request.urlopen", fake_urlopen)
+    monkeypatch.setenv("SSFT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("SSFT_DATA_HOME", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SsftError, match="dataset 'tinyset' not found.*BEIR download: offline"):
+        load_dataset("tinyset")
+    assert not calls
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    ds = load_dataset("tinyset")
+    assert calls == [beir.BEIR_URL.format(name="tinyset")]
+    assert len(ds.corpus) == 6 and ds.qrels("test")
+    assert load_dataset("tinyset").path == ds.path and len(calls) == 1  # cached: no second download
+    assert not [p for p in (tmp_path / "cache" / "datasets").iterdir() if p.name.startswith(".")]  # no temp left
+
+
+def test_dataset_download_failure_is_one_line(tmp_path, monkeypatch):
+    import urllib.error
+
+    def no_network(url, timeout):
+        raise urllib.error.URLError("Temporary failure in name resolution")
+
+    monkeypatch.setattr("urllib.request.urlopen", no_network)
+    monkeypatch.setenv("SSFT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    with pytest.raises(SsftError, match="download of .*nosuch.zip failed: Temporary failure") as info:
+        load_dataset("nosuch")
+    assert "\n" not in str(info.value)
+    assert not list((tmp_path / "cache" / "datasets").iterdir())

@@ -63,8 +63,53 @@ def data_home() -> Path | None:
     return Path(home).expanduser() if home else None
 
 
+BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
+
+
+def cache_home() -> Path:
+    return Path(os.environ.get("SSFT_CACHE", Path.home() / ".cache" / "ssft")).expanduser()
+
+
+def download_beir(name: str, timeout: float = 10.0) -> Path:
+    """Fetch a BEIR dataset zip into ``$SSFT_CACHE/datasets/<name>`` (extracted atomically).
+    Raises SsftError when there is no network or no such dataset."""
+    import shutil
+    import tempfile
+    import urllib.error
+    import urllib.request
+    import zipfile
+
+    target = cache_home() / "datasets" / name
+    if (target / "corpus.jsonl").exists():
+        return target
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("SSFT_OFFLINE") == "1":
+        raise SsftError("offline (HF_HUB_OFFLINE/SSFT_OFFLINE)")
+    url = BEIR_URL.format(name=name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=target.parent))
+    try:
+        archive = tmp / "data.zip"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response, open(archive, "wb") as fh:
+                shutil.copyfileobj(response, fh)
+        except (urllib.error.URLError, OSError) as err:
+            raise SsftError(f"download of {url} failed: {getattr(err, 'reason', err)}") from None
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(tmp / "x")
+        found = [p.parent for p in (tmp / "x").rglob("corpus.jsonl*")]
+        if not found:
+            raise SsftError(f"{url}: the archive holds no corpus.jsonl")
+        os.replace(found[0], target)
+        return target
+    except zipfile.BadZipFile:
+        raise SsftError(f"{url}: not a zip archive") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def resolve_dataset(name_or_path: str) -> Path:
-    """A BEIR folder path, or a folder name under $SSFT_DATA_HOME."""
+    """A BEIR folder path, a folder name under $SSFT_DATA_HOME, an earlier download in the ssft cache,
+    or (only with a network) a download of the BEIR dataset of that name."""
     looked = []
     direct = Path(name_or_path).expanduser()
     looked.append(str(direct))
@@ -77,10 +122,15 @@ def resolve_dataset(name_or_path: str) -> Path:
         if (candidate / "corpus.jsonl").exists() or (candidate / "corpus.jsonl.gz").exists():
             return candidate
     hint = "" if home is not None else " (SSFT_DATA_HOME is not set)"
-    raise SsftError(
-        f"dataset '{name_or_path}' not found: no BEIR folder (corpus.jsonl) at {' or '.join(looked)}{hint}; "
-        "download is not available offline"
-    )
+    if "/" in name_or_path or "\\" in name_or_path or name_or_path.startswith("."):
+        raise SsftError(f"dataset '{name_or_path}' not found: no BEIR folder (corpus.jsonl) at {' or '.join(looked)}{hint}")
+    try:
+        return download_beir(name_or_path)
+    except SsftError as err:
+        raise SsftError(
+            f"dataset '{name_or_path}' not found: no BEIR folder (corpus.jsonl) at {' or '.join(looked)} or in "
+            f"{cache_home() / 'datasets'}{hint}; BEIR download: {err}"
+        ) from None
 
 
 def _open_text(path: Path) -> io.TextIOBase:
