@@ -31,18 +31,19 @@ def test_quickstart_recipe_shortened_on_nfcorpus(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics) == {"test", "bm25", "test+bm25"}
     info = json.loads((out / "run_info.json").read_text())
-    assert info["queries"] == 16 and info["pairs"] <= 160
+    assert 14 <= info["queries"] <= 16 and info["pairs"] <= 160  # queries BM25 found candidates for
     assert len(info["validation_history"]) == 2
     assert 0 < info["trainable_parameters"] < 200_000 < info["total_parameters"]
     # BM25's row is the BM25 run itself: recompute it from the written run file
     from ssft.data.beir import load_dataset
+    from ssft.data.examples import subsample_queries
     from ssft.data.trec import read_run
     from ssft.eval.metrics import evaluate_run
 
     ds = load_dataset(str(Path(data_home()) / "nfcorpus"))
-    qrels = ds.qrels("test")
+    qrels = subsample_queries(ds.qrels("test"), 16, 0)  # the recipe's data.sample_seed
     bm25 = read_run(out / "run.bm25.test.trec")
-    assert len(bm25) == 16
+    assert set(bm25) <= set(qrels) and len(bm25) >= 14
     assert evaluate_run(qrels, bm25, ["nDCG@10"])[0]["nDCG@10"] == pytest.approx(metrics["bm25"]["nDCG@10"])
     # reranking only reorders: recall at the depth is unchanged
     assert metrics["test"]["R@100"] == pytest.approx(metrics["bm25"]["R@100"])

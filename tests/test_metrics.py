@@ -24,8 +24,15 @@ def test_metrics_against_hand_computed_values():
     assert agg["nDCG@3"] == pytest.approx((dcg_q1 / idcg_q1 + dcg_q2) / 2)
 
 
-def test_queries_missing_from_run_are_not_averaged():
-    agg, per_q = evaluate_run({"q1": {"a": 1}, "q2": {"b": 1}}, {"q1": {"a": 1.0}}, ["P@1"])
+def test_queries_missing_from_run_score_zero():
+    agg, per_q = evaluate_run({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}, {"q1": {"a": 1.0}, "q2": {}}, ["P@1", "nDCG@10"])
+    assert agg["P@1"] == pytest.approx(1 / 3) and agg["nDCG@10"] == pytest.approx(1 / 3)
+    assert per_q["q2"] == {"P@1": 0.0, "nDCG@10": 0.0} and per_q["q3"]["P@1"] == 0.0
+
+
+def test_queries_without_relevant_documents_are_left_out():
+    # a query judged only non-relevant cannot score: trec_eval leaves it out of the mean
+    agg, per_q = evaluate_run({"q1": {"a": 1}, "q2": {"b": 0}}, {"q1": {"a": 1.0}, "q2": {"b": 1.0}}, ["P@1"])
     assert agg["P@1"] == 1.0 and set(per_q) == {"q1"}
 
 

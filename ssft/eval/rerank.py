@@ -76,7 +76,7 @@ def rerank_and_report(
 ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Rerank ``first_stage``'s top-``depth`` for the queries of ``qrels`` and write run files and
     per-query metrics under ``output_dir``. Returns (metrics.json content for this split, run info)."""
-    first_stage = top_k({q: first_stage[q] for q in qrels if q in first_stage}, depth)
+    first_stage = top_k({q: first_stage[q] for q in qrels if first_stage.get(q)}, depth)
     missing = len([q for q in qrels if q not in first_stage])
     if missing:
         logger.warning("%s: %d of %d queries have no first-stage candidates (not averaged in)", split, missing, len(qrels))
