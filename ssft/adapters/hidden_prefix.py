@@ -90,7 +90,11 @@ def build_hidden_prefix(config: dict[str, Any]) -> HiddenPrefix:
     kind = config.pop("kind", "siamese")
     if kind == "siamese":
         return HiddenPrefix(**config)
-    raise SsftError(f"unknown hidden prefix kind '{kind}'")
+    from ssft.adapters.semi_siamese import PREFIX_SHARING, SemiSiameseHiddenPrefix
+
+    if kind not in PREFIX_SHARING:
+        raise SsftError(f"unknown hidden prefix kind '{kind}'")
+    return SemiSiameseHiddenPrefix(**config, sharing=kind)
 
 
 def new_hidden_prefix(model: nn.Module, options: HiddenPrefixOptions, **extra) -> dict[str, Any]:

@@ -125,7 +125,8 @@ class Ranker(nn.Module):
             if self.backbone.is_peft:
                 import warnings
 
-                self.backbone.peft_config.base_model_name_or_path = self.spec["base_model"]
+                for peft_config in self.backbone.model.peft_config.values():
+                    peft_config.base_model_name_or_path = self.spec["base_model"]
                 with warnings.catch_warnings():  # PEFT looks the base model up on the hub to check the vocabulary
                     warnings.filterwarnings("ignore", message="Could not find a config file")
                     self.backbone.model.save_pretrained(tmp / "adapter")
@@ -168,7 +169,13 @@ class Ranker(nn.Module):
         path = Path(path)
         spec = cls.read_spec(path)
         trust = bool(spec.get("trust_remote_code", False))
-        if (path / "adapter").is_dir():
+        from ssft.registry import ADAPTERS
+
+        adapter_cls = ADAPTERS.get(spec["method"]) if spec.get("method") in ADAPTERS else None
+        if adapter_cls is not None and hasattr(adapter_cls, "load_backbone"):  # e.g. several named PEFT adapters
+            transformer, _ = load_transformer(spec["base_model"], trust)
+            backbone = adapter_cls.load_backbone(transformer, path, spec)
+        elif (path / "adapter").is_dir():
             transformer, _ = load_transformer(spec["base_model"], trust)
             model = PeftModel.from_pretrained(transformer, path / "adapter", is_trainable=False)
             backbone = Backbone(model, spec["method"])
