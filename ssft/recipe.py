@@ -335,6 +335,9 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
         raise SsftError(f"{source}: model.pooling: expected one of {', '.join(POOLINGS)}, got '{m.pooling}'")
     if m.scorer not in SCORERS:
         raise SsftError(f"{source}: model.scorer: expected one of {', '.join(SCORERS)}, got '{m.scorer}'")
+    if recipe.adapter.method in ("ss_lora", "ss_hidden_prefix") and m.architecture == "cross":
+        raise SsftError(f"{source}: adapter.method: '{recipe.adapter.method}' is semi-Siamese (query and document towers); "
+                        f"it needs a bi-encoder model.architecture (twin, colbert), not 'cross'")
     if m.colbert_dim < 1:
         raise SsftError(f"{source}: model.colbert_dim: must be >= 1")
     if isinstance(e.interpolation, str) and e.interpolation != "auto":

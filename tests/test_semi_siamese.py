@@ -133,6 +133,11 @@ def test_semi_siamese_needs_a_tower(tiny_model_dir):
         cross(**cross.tokenize(QUERIES[:1], DOCS[:1]))
     with pytest.raises(SsftError, match="sharing"):
         build(tiny_model_dir, "ss_lora", sharing="hetero_key")
+    from ssft.recipe import recipe_from_dict
+
+    with pytest.raises(SsftError, match="needs a bi-encoder"):
+        recipe_from_dict({"model": {"architecture": "cross"}, "adapter": {"method": "ss_lora"}})
+    recipe_from_dict({"model": {"architecture": "colbert"}, "adapter": {"method": "ss_hidden_prefix", "sharing": "concat"}})
 
 
 @pytest.mark.parametrize("method,options", [("ss_lora", {"sharing": "hetero_value"}), ("ss_lora", {"sharing": "none"}),
