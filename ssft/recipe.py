@@ -36,6 +36,9 @@ class ModelConfig:
     query_max_length: int = 32
     head_learning_rate: float | None = 1e-4  # ranker head (001 Table 8); None = training.learning_rate
     trust_remote_code: bool = False
+    pooling: str = "mean"  # twin: mean | cls
+    scorer: str = "combiner"  # twin: combiner (TwinBERT's residual network) | cosine | dot
+    colbert_dim: int = 128  # colbert: token embedding size after the projection
 
 
 @dataclass
@@ -326,6 +329,17 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
         raise SsftError(f"{source}: eval.depth: must be >= 1")
     if m.max_length < 8 or m.query_max_length < 1:
         raise SsftError(f"{source}: model.max_length: too small")
+    from ssft.models.twin import POOLINGS, SCORERS
+
+    if m.pooling not in POOLINGS:
+        raise SsftError(f"{source}: model.pooling: expected one of {', '.join(POOLINGS)}, got '{m.pooling}'")
+    if m.scorer not in SCORERS:
+        raise SsftError(f"{source}: model.scorer: expected one of {', '.join(SCORERS)}, got '{m.scorer}'")
+    if recipe.adapter.method in ("ss_lora", "ss_hidden_prefix") and m.architecture == "cross":
+        raise SsftError(f"{source}: adapter.method: '{recipe.adapter.method}' is semi-Siamese (query and document towers); "
+                        f"it needs a bi-encoder model.architecture (twin, colbert), not 'cross'")
+    if m.colbert_dim < 1:
+        raise SsftError(f"{source}: model.colbert_dim: must be >= 1")
     if isinstance(e.interpolation, str) and e.interpolation != "auto":
         raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1] or 'auto', got '{e.interpolation}'")
     if e.interpolation == "auto" and not d.validation_split:

@@ -23,6 +23,7 @@ class Adapter:
     name: str = ""
     Config: type = NoOptions
     peft: bool = False  # saved in PEFT's format
+    frozen_base: bool = False  # no backbone weight changes: a saved folder holds no copy of the base model
 
     @classmethod
     def config_from(cls, options: dict[str, Any], where: str = "adapter"):

@@ -3,21 +3,82 @@
 One forward for all methods: hidden states aligned with the input tokens. PEFT's own forward for prompt
 learning drops ``token_type_ids`` (segment B of a cross-encoder pair); here PEFT's modules generate the
 prompt / prefix and the base model is called with the segment ids kept.
+
+001's own prefix (``hidden_prefix``, an ssft module, see ``ssft.adapters.hidden_prefix``) is attached as
+``Backbone.hidden_prefix``: the sequence gets ``length`` extra leading positions whose hidden states are
+overwritten at the input of every layer, and those positions are dropped from the output.
 """
 from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 from torch import nn
 
+from ssft.errors import SsftError
+
+TOWERS = ("query", "document")
+
+
+def encoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The transformer layers of a plain transformers encoder (BERT-like or DistilBERT-like)."""
+    for path in ("encoder.layer", "transformer.layer", "encoder.layers"):
+        module = model
+        for part in path.split("."):
+            module = getattr(module, part, None)
+            if module is None:
+                break
+        if isinstance(module, nn.ModuleList):
+            return module
+    raise SsftError(f"cannot find the transformer layers of {type(model).__name__} (looked for encoder.layer, transformer.layer)")
+
+
+@contextmanager
+def replaced_prefix_states(layers: nn.ModuleList, states: torch.Tensor) -> Iterator[None]:
+    """While active, the input of layer l has its first ``states.shape[-2]`` positions replaced by
+    ``states[l]`` (shape (layers, length, hidden) or (layers, batch, length, hidden)): 001 Eq. 2."""
+    length = states.shape[-2]
+    handles = []
+
+    def make_hook(prefix: torch.Tensor):
+        def hook(module, args, kwargs):
+            if args:
+                hidden, rest = args[0], args[1:]
+            else:
+                hidden, rest = kwargs["hidden_states"], ()
+            p = prefix.to(hidden.dtype)
+            if p.dim() == 2:
+                p = p.unsqueeze(0).expand(hidden.shape[0], -1, -1)
+            new = torch.cat([p, hidden[:, length:]], dim=1)
+            if args:
+                return (new, *rest), kwargs
+            return args, {**kwargs, "hidden_states": new}
+
+        return hook
+
+    try:
+        for layer, prefix in zip(layers, states):
+            handles.append(layer.register_forward_pre_hook(make_hook(prefix), with_kwargs=True))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
 
 class Backbone(nn.Module):
-    def __init__(self, model: nn.Module, method: str):
+    def __init__(self, model: nn.Module, method: str, hidden_prefix: nn.Module | None = None):
         super().__init__()
         self.model = model
         self.method = method
         peft_config = getattr(model, "peft_config", None)
-        self.peft_config = peft_config["default"] if peft_config else None
+        self.peft_config = peft_config["default"] if peft_config and "default" in peft_config else (
+            next(iter(peft_config.values())) if peft_config else None)
         self.prompt_learning = bool(self.peft_config is not None and self.peft_config.is_prompt_learning)
+        if hidden_prefix is not None and self.prompt_learning:
+            raise SsftError("hidden_prefix cannot be combined with PEFT prompt or prefix tuning")
+        self.hidden_prefix = hidden_prefix
+        self.tower_switch = None  # set by semi-Siamese wiring: callable(tower) selecting tower-specific modules
 
     @property
     def config(self):
@@ -35,7 +96,16 @@ class Backbone(nn.Module):
     def is_peft(self) -> bool:
         return self.peft_config is not None
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                tower: str | None = None) -> torch.Tensor:
+        """Last-layer hidden states (batch, tokens, hidden). ``tower`` ("query" / "document") selects the
+        tower-specific modules of a semi-Siamese backbone; None for cross-encoders and Siamese models."""
+        if tower is not None and tower not in TOWERS:
+            raise ValueError(f"tower must be one of {TOWERS}, got {tower!r}")
+        if self.tower_switch is not None:
+            self.tower_switch(tower)
+        if self.hidden_prefix is not None:
+            return self._forward_hidden_prefix(input_ids, attention_mask, token_type_ids, tower)
         if not self.prompt_learning:
             kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
             if token_type_ids is not None:
@@ -60,3 +130,23 @@ class Backbone(nn.Module):
         if token_type_ids is not None:
             kwargs["token_type_ids"] = torch.cat([token_type_ids.new_zeros(batch, n), token_type_ids], dim=1)
         return base(**kwargs).last_hidden_state[:, n:]
+
+    def _forward_hidden_prefix(self, input_ids, attention_mask, token_type_ids, tower):
+        """``length`` placeholder positions in front of the tokens (attended by every token); their hidden
+        states are replaced before each layer (001 Eq. 2) and dropped from the output. The real tokens keep
+        their pretrained positions 0..n-1 and their segment ids."""
+        states = self.hidden_prefix(tower)  # (layers, length, hidden)
+        n = states.shape[-2]
+        batch, length = input_ids.shape
+        pad_id = getattr(self.config, "pad_token_id", None) or 0
+        ids = torch.cat([input_ids.new_full((batch, n), pad_id), input_ids], dim=1)
+        mask = torch.cat([attention_mask.new_ones(batch, n), attention_mask], dim=1)
+        positions = torch.arange(length, device=input_ids.device)
+        positions = torch.cat([positions.new_zeros(n), positions]).unsqueeze(0).expand(batch, -1)
+        kwargs = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = torch.cat([token_type_ids.new_zeros(batch, n), token_type_ids], dim=1)
+        base = self.base_model
+        with replaced_prefix_states(encoder_layers(base), states):
+            hidden = base(**kwargs).last_hidden_state
+        return hidden[:, n:]

@@ -4,7 +4,9 @@ A saved ranker is a folder:
     ssft_model.json      architecture, base model, method and its options, lengths
     tokenizer files
     adapter/             PEFT adapter (PEFT format: loads with peft.PeftModel.from_pretrained), or
-    backbone/            the full fine-tuned transformers model
+    backbone/            the full fine-tuned transformers model (neither folder: frozen base, loaded by name)
+    hidden_prefix.json   001's prefix (an ssft module): its config ...
+    hidden_prefix.safetensors   ... and weights
     ranker.safetensors   the ranker's own modules (head, projections)
 """
 from __future__ import annotations
@@ -24,6 +26,26 @@ from ssft.errors import SsftError
 from ssft.models.backbone import Backbone
 
 SPEC_FILE = "ssft_model.json"
+PREFIX_CONFIG = "hidden_prefix.json"
+PREFIX_WEIGHTS = "hidden_prefix.safetensors"
+
+
+def load_hidden_prefix(path: Path) -> nn.Module:
+    """The saved hidden prefix of a ranker folder, weights checked against its config."""
+    from ssft.adapters.hidden_prefix import build_hidden_prefix
+
+    try:
+        config = json.loads((path / PREFIX_CONFIG).read_text())
+    except json.JSONDecodeError as err:
+        raise SsftError(f"{path / PREFIX_CONFIG}: invalid JSON: {err.msg}") from None
+    prefix = build_hidden_prefix(config)
+    if not (path / PREFIX_WEIGHTS).is_file():
+        raise SsftError(f"{path}: missing {PREFIX_WEIGHTS}")
+    try:
+        prefix.load_state_dict(load_file(path / PREFIX_WEIGHTS), strict=True)
+    except RuntimeError as err:
+        raise SsftError(f"{path / PREFIX_WEIGHTS}: does not match {PREFIX_CONFIG}: {str(err).splitlines()[0]}") from None
+    return prefix
 
 
 def load_transformer(name: str, trust_remote_code: bool = False):
@@ -53,6 +75,7 @@ class Ranker(nn.Module):
     """Base class. Subclasses set ``architecture`` and define ``forward`` and their ranker modules."""
 
     architecture = ""
+    model_options: tuple[str, ...] = ()  # ModelConfig keys the architecture reads (kept in the spec)
 
     def __init__(self, backbone: Backbone, tokenizer, spec: dict[str, Any]):
         super().__init__()
@@ -79,6 +102,7 @@ class Ranker(nn.Module):
             "max_length": model_cfg.max_length,
             "query_max_length": model_cfg.query_max_length,
             "trust_remote_code": model_cfg.trust_remote_code,
+            **{key: getattr(model_cfg, key) for key in cls.model_options},
         }
         return cls(backbone, tokenizer, spec)
 
@@ -101,12 +125,17 @@ class Ranker(nn.Module):
             if self.backbone.is_peft:
                 import warnings
 
-                self.backbone.peft_config.base_model_name_or_path = self.spec["base_model"]
+                for peft_config in self.backbone.model.peft_config.values():
+                    peft_config.base_model_name_or_path = self.spec["base_model"]
                 with warnings.catch_warnings():  # PEFT looks the base model up on the hub to check the vocabulary
                     warnings.filterwarnings("ignore", message="Could not find a config file")
                     self.backbone.model.save_pretrained(tmp / "adapter")
-            else:
+            elif not self._frozen_base():
                 self.backbone.base_model.save_pretrained(tmp / "backbone")
+            if self.backbone.hidden_prefix is not None:
+                prefix = self.backbone.hidden_prefix
+                (tmp / PREFIX_CONFIG).write_text(json.dumps(prefix.config_dict(), indent=2) + "\n")
+                save_file({k: v.detach().contiguous() for k, v in prefix.state_dict().items()}, tmp / PREFIX_WEIGHTS)
             save_file(self.ranker_state(), tmp / "ranker.safetensors")
             old = None
             if path.exists():
@@ -140,7 +169,13 @@ class Ranker(nn.Module):
         path = Path(path)
         spec = cls.read_spec(path)
         trust = bool(spec.get("trust_remote_code", False))
-        if (path / "adapter").is_dir():
+        from ssft.registry import ADAPTERS
+
+        adapter_cls = ADAPTERS.get(spec["method"]) if spec.get("method") in ADAPTERS else None
+        if adapter_cls is not None and hasattr(adapter_cls, "load_backbone"):  # e.g. several named PEFT adapters
+            transformer, _ = load_transformer(spec["base_model"], trust)
+            backbone = adapter_cls.load_backbone(transformer, path, spec)
+        elif (path / "adapter").is_dir():
             transformer, _ = load_transformer(spec["base_model"], trust)
             model = PeftModel.from_pretrained(transformer, path / "adapter", is_trainable=False)
             backbone = Backbone(model, spec["method"])
@@ -150,8 +185,15 @@ class Ranker(nn.Module):
             except TypeError:
                 transformer = AutoModel.from_pretrained(path / "backbone", trust_remote_code=trust)
             backbone = Backbone(transformer, spec["method"])
+        elif cls._frozen_base_method(spec["method"]):
+            transformer, _ = load_transformer(spec["base_model"], trust)
+            for p in transformer.parameters():
+                p.requires_grad_(False)
+            backbone = Backbone(transformer, spec["method"])
         else:
             raise SsftError(f"{path}: no adapter/ or backbone/ folder")
+        if (path / PREFIX_CONFIG).is_file():
+            backbone.hidden_prefix = load_hidden_prefix(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
         ranker = cls(backbone, tokenizer, spec)
         state_file = path / "ranker.safetensors"
@@ -164,6 +206,15 @@ class Ranker(nn.Module):
         for p in ranker.parameters():
             p.requires_grad_(False)
         return ranker.eval()
+
+    def _frozen_base(self) -> bool:
+        return self._frozen_base_method(self.backbone.method)
+
+    @staticmethod
+    def _frozen_base_method(method: str) -> bool:
+        from ssft.registry import ADAPTERS
+
+        return method in ADAPTERS and bool(getattr(ADAPTERS.get(method), "frozen_base", False))
 
     def merge_adapter(self) -> None:
         """Fold LoRA weights into the backbone: zero inference overhead, same scores."""

@@ -1,0 +1,163 @@
+"""Bi-encoders: encode queries, encode documents, score. TwinBERT and ColBERT differ only in how token
+states become representations (``represent``), how queries/documents are tokenised, and ``score``.
+
+Training and reranking go through the same ``RankerCollator`` / ``PairDataset`` / ``RankingTrainer`` as the
+cross-encoder: ``tokenize(queries, documents)`` tokenises each *distinct* query and document of a batch once
+and returns index tensors mapping every pair to its rows, and ``forward`` returns one score per pair.
+``score_run`` reranks a first stage encoding every distinct document once, whatever the number of queries
+that retrieved it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ssft.models.base import Ranker
+
+
+@dataclass
+class Encoded:
+    """Representations of a batch of texts: ``vectors`` (n, dim) for single-vector models, or (n, tokens, dim)
+    with ``mask`` (n, tokens) marking the tokens that take part in scoring (multi-vector models)."""
+
+    vectors: torch.Tensor
+    mask: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return self.vectors.shape[0]
+
+    def select(self, index: torch.Tensor) -> "Encoded":
+        return Encoded(self.vectors[index], None if self.mask is None else self.mask[index])
+
+    def split(self) -> list["Encoded"]:
+        """One ``Encoded`` per text, multi-vector ones trimmed of their unused (masked) trailing tokens."""
+        out = []
+        for i in range(len(self)):
+            if self.mask is None:
+                out.append(Encoded(self.vectors[i : i + 1]))
+            else:
+                keep = int(self.mask[i].nonzero().max()) + 1 if self.mask[i].any() else 1
+                out.append(Encoded(self.vectors[i : i + 1, :keep], self.mask[i : i + 1, :keep]))
+        return out
+
+    @staticmethod
+    def stack(items: list["Encoded"]) -> "Encoded":
+        """Inverse of ``split``: multi-vector items are padded (mask 0) to the longest."""
+        if items[0].mask is None:
+            return Encoded(torch.cat([it.vectors for it in items]))
+        width = max(it.vectors.shape[1] for it in items)
+        vectors = items[0].vectors.new_zeros(len(items), width, items[0].vectors.shape[-1])
+        mask = items[0].mask.new_zeros(len(items), width)
+        for i, it in enumerate(items):
+            n = it.vectors.shape[1]
+            vectors[i, :n] = it.vectors[0]
+            mask[i, :n] = it.mask[0]
+        return Encoded(vectors, mask)
+
+
+def unique_with_index(texts: list[str]) -> tuple[list[str], torch.Tensor]:
+    """Distinct texts in first-seen order, and for each input its row among them."""
+    rows: dict[str, int] = {}
+    index = [rows.setdefault(t, len(rows)) for t in texts]
+    return list(rows), torch.tensor(index, dtype=torch.long)
+
+
+class BiEncoder(Ranker):
+    """Subclasses define ``tokenize_queries``, ``tokenize_documents``, ``represent`` and ``score``."""
+
+    # ------------------------------------------------------------ the encode path
+    def tokenize_queries(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        return self._tokenize_single(texts, self.spec["query_max_length"])
+
+    def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        return self._tokenize_single(texts, self.spec["max_length"])
+
+    def _tokenize_single(self, texts: list[str], max_length: int) -> dict[str, torch.Tensor]:
+        out = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
+
+    def represent(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
+        raise NotImplementedError
+
+    def score(self, q: Encoded, d: Encoded) -> torch.Tensor:
+        """Scores of aligned pairs: q[i] with d[i], shape (n,)."""
+        raise NotImplementedError
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
+        """The one encode path: backbone (with the tower's modules) → representation."""
+        hidden = self.backbone(input_ids, attention_mask, tower=tower)
+        return self.represent(hidden, input_ids, attention_mask, tower)
+
+    def encode_queries(self, texts: list[str]) -> Encoded:
+        batch = self._to_device(self.tokenize_queries(texts))
+        return self.encode(batch["input_ids"], batch["attention_mask"], "query")
+
+    def encode_documents(self, texts: list[str]) -> Encoded:
+        batch = self._to_device(self.tokenize_documents(texts))
+        return self.encode(batch["input_ids"], batch["attention_mask"], "document")
+
+    def _to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        device = next(self.parameters()).device
+        return {k: v.to(device) for k, v in batch.items()}
+
+    # ------------------------------------------------------------ the ranker interface
+    def tokenize(self, queries: list[str], documents: list[str]) -> dict[str, torch.Tensor]:
+        """Pairs to model inputs. Each distinct query / document is tokenised once; ``q_index`` / ``d_index``
+        (one entry per pair, first so that the Trainer reads the pair count as the batch size) map pairs to rows."""
+        unique_q, q_index = unique_with_index(queries)
+        unique_d, d_index = unique_with_index(documents)
+        q = self.tokenize_queries(unique_q)
+        d = self.tokenize_documents(unique_d)
+        return {"q_index": q_index, "d_index": d_index,
+                "q_input_ids": q["input_ids"], "q_attention_mask": q["attention_mask"],
+                "d_input_ids": d["input_ids"], "d_attention_mask": d["attention_mask"]}
+
+    def forward(self, q_input_ids: torch.Tensor, q_attention_mask: torch.Tensor, d_input_ids: torch.Tensor,
+                d_attention_mask: torch.Tensor, q_index: torch.Tensor | None = None, d_index: torch.Tensor | None = None) -> torch.Tensor:
+        """One score per pair. Without indices, row i of the queries pairs with row i of the documents."""
+        q = self.encode(q_input_ids, q_attention_mask, "query")
+        d = self.encode(d_input_ids, d_attention_mask, "document")
+        if q_index is not None:
+            q = q.select(q_index)
+        if d_index is not None:
+            d = d.select(d_index)
+        return self.score(q, d)
+
+
+def score_run(model: BiEncoder, run: dict[str, dict[str, float]], dataset, depth: int, batch_size: int = 64,
+              queries: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
+    """Rerank each query's top-``depth`` candidates of ``run``: every distinct document is encoded once (and
+    every query once), then each query is scored against its candidates' stored representations."""
+    from ssft.data.trec import top_k
+
+    queries = queries if queries is not None else dataset.queries
+    run = top_k({q: docs for q, docs in run.items() if q in queries}, depth)
+    candidates = {q: [d for d in docs if d in dataset.corpus] for q, docs in run.items()}
+    doc_ids = sorted({d for docs in candidates.values() for d in docs})
+    # documents sorted by length so each batch pads little
+    doc_ids.sort(key=lambda d: len(dataset.corpus[d].full_text))
+    qids = sorted(q for q, docs in candidates.items() if docs)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            doc_reps: dict[str, Encoded] = {}
+            for start in range(0, len(doc_ids), batch_size):
+                chunk = doc_ids[start : start + batch_size]
+                encoded = model.encode_documents([dataset.corpus[d].full_text for d in chunk])
+                doc_reps.update(zip(chunk, encoded.split()))
+            out: dict[str, dict[str, float]] = {}
+            for start in range(0, len(qids), batch_size):
+                chunk = qids[start : start + batch_size]
+                for qid, q in zip(chunk, model.encode_queries([queries[q] for q in chunk]).split()):
+                    docs = candidates[qid]
+                    d = Encoded.stack([doc_reps[x] for x in docs])
+                    scores = model.score(q.select(torch.zeros(len(docs), dtype=torch.long)), d)
+                    out[qid] = {x: float(s) for x, s in zip(docs, scores.float().cpu())}
+    finally:
+        model.train(was_training)
+    return out
+
+
+__all__ = ["BiEncoder", "Encoded", "score_run", "unique_with_index"]

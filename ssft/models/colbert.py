@@ -1,0 +1,91 @@
+"""ColBERT (Khattab & Zaharia 2020) as used in 001: late interaction over token embeddings.
+
+- queries: ``[CLS] [Q] tokens [SEP]`` padded with [MASK] to ``query_max_length`` (query augmentation); the
+  [MASK] positions are attended and take part in scoring.
+- documents: ``[CLS] [D] tokens [SEP]`` (``max_length``), punctuation tokens left out of scoring.
+- every token state is projected to ``colbert_dim`` (128, no bias) and L2-normalised.
+- score = sum over query tokens of the max over document tokens of the dot product (MaxSim).
+
+The [Q] / [D] markers are the vocabulary's ``[unused0]`` / ``[unused1]`` (as the original ColBERT).
+"""
+from __future__ import annotations
+
+import string
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ssft.errors import SsftError
+from ssft.models.backbone import Backbone
+from ssft.models.bi import BiEncoder, Encoded
+from ssft.registry import MODELS
+
+QUERY_MARKER = "[unused0]"
+DOCUMENT_MARKER = "[unused1]"
+
+
+def maxsim(q: torch.Tensor, q_mask: torch.Tensor, d: torch.Tensor, d_mask: torch.Tensor) -> torch.Tensor:
+    """Late-interaction score of aligned pairs: q (n, Lq, dim), d (n, Ld, dim), masks (n, L) → (n,)."""
+    sim = torch.einsum("nqk,ndk->nqd", q, d)
+    sim = sim.masked_fill(~d_mask.bool().unsqueeze(1), float("-inf"))
+    best = sim.max(dim=-1).values
+    best = torch.where(torch.isfinite(best), best, torch.zeros_like(best))  # a document with nothing to match
+    return (best * q_mask.to(best.dtype)).sum(-1)
+
+
+@MODELS.register("colbert")
+class ColBert(BiEncoder):
+    architecture = "colbert"
+    model_options = ("colbert_dim",)
+
+    def __init__(self, backbone: Backbone, tokenizer, spec):
+        super().__init__(backbone, tokenizer, spec)
+        self.dim = int(spec.get("colbert_dim", 128))
+        self.projection = nn.Linear(backbone.config.hidden_size, self.dim, bias=False)
+        vocab = tokenizer.get_vocab()
+        missing = [t for t in (QUERY_MARKER, DOCUMENT_MARKER) if t not in vocab]
+        if missing or tokenizer.mask_token_id is None:
+            raise SsftError(f"colbert: the tokenizer of {spec.get('base_model')} lacks {', '.join(missing) or '[MASK]'} "
+                            "(needed for the [Q]/[D] markers and query augmentation; BERT-style vocabularies have them)")
+        self.query_marker_id = vocab[QUERY_MARKER]
+        self.document_marker_id = vocab[DOCUMENT_MARKER]
+        punctuation = set()
+        for symbol in string.punctuation:
+            ids = tokenizer.encode(symbol, add_special_tokens=False)
+            if len(ids) == 1:
+                punctuation.add(ids[0])
+        self.register_buffer("punctuation_ids", torch.tensor(sorted(punctuation), dtype=torch.long), persistent=False)
+
+    def _tokenize_marked(self, texts: list[str], marker: int, max_length: int) -> tuple[list[list[int]], int]:
+        pieces = self.tokenizer(texts, add_special_tokens=False, truncation=True, max_length=max_length - 3)["input_ids"]
+        cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        return [[cls, marker, *ids, sep] for ids in pieces], max(len(ids) + 3 for ids in pieces)
+
+    def tokenize_queries(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        """Queries padded with [MASK] to exactly ``query_max_length``, all positions attended."""
+        length = self.spec["query_max_length"]
+        rows, _ = self._tokenize_marked(texts, self.query_marker_id, length)
+        ids = torch.full((len(rows), length), self.tokenizer.mask_token_id, dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = torch.tensor(row)
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+    def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        rows, width = self._tokenize_marked(texts, self.document_marker_id, self.spec["max_length"])
+        ids = torch.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
+        return {"input_ids": ids, "attention_mask": mask}
+
+    def represent(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
+        vectors = F.normalize(self.projection(hidden), p=2, dim=-1)
+        mask = attention_mask.bool()
+        if tower == "document":
+            mask = mask & ~torch.isin(input_ids, self.punctuation_ids)
+        return Encoded(vectors, mask)
+
+    def score(self, q: Encoded, d: Encoded) -> torch.Tensor:
+        return maxsim(q.vectors, q.mask, d.vectors, d.mask)

@@ -1,0 +1,64 @@
+"""TwinBERT (Lu et al. 2020) as used in 001: one vector per text, a learned combiner or a similarity.
+
+- pooling ``mean`` (default): mean of the last-layer states of the attended tokens; ``cls``: the [CLS] state.
+- scorer ``combiner`` (default, TwinBERT's residual network): v = max(q, d) element-wise, r = W1 v + b1 + v,
+  s = w2 · r + b2; ``cosine`` / ``dot``: similarity of the two vectors, nothing learned outside the backbone.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ssft.errors import SsftError
+from ssft.models.backbone import Backbone
+from ssft.models.bi import BiEncoder, Encoded
+from ssft.registry import MODELS
+
+POOLINGS = ("mean", "cls")
+SCORERS = ("combiner", "cosine", "dot")
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Average of the token states where ``attention_mask`` is 1."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+
+class ResidualCombiner(nn.Module):
+    """TwinBERT's combiner: element-wise max of the two vectors, a residual linear layer, a linear score."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.residual = nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, 1)
+
+    def forward(self, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        v = torch.maximum(q, d)
+        return self.out(self.residual(v) + v).squeeze(-1)
+
+
+@MODELS.register("twin")
+class TwinBert(BiEncoder):
+    architecture = "twin"
+    model_options = ("pooling", "scorer")
+
+    def __init__(self, backbone: Backbone, tokenizer, spec):
+        super().__init__(backbone, tokenizer, spec)
+        self.pooling = spec.get("pooling", "mean")
+        self.scorer = spec.get("scorer", "combiner")
+        if self.pooling not in POOLINGS:
+            raise SsftError(f"model.pooling: expected one of {', '.join(POOLINGS)}, got '{self.pooling}'")
+        if self.scorer not in SCORERS:
+            raise SsftError(f"model.scorer: expected one of {', '.join(SCORERS)}, got '{self.scorer}'")
+        self.combiner = ResidualCombiner(backbone.config.hidden_size) if self.scorer == "combiner" else None
+
+    def represent(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
+        return Encoded(hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, attention_mask))
+
+    def score(self, q: Encoded, d: Encoded) -> torch.Tensor:
+        if self.scorer == "combiner":
+            return self.combiner(q.vectors, d.vectors)
+        if self.scorer == "cosine":
+            return F.cosine_similarity(q.vectors, d.vectors, dim=-1)
+        return (q.vectors * d.vectors).sum(-1)
