@@ -211,6 +211,7 @@ def test_train_then_rerank_twice_reuses_the_test_embeddings(tiny_model_dir, tiny
     from ssft.train import run_recipe
 
     out = tmp_path / "run"
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(out / "logs"))  # run_recipe sets it for the process: undone after
     recipe = tmp_path / "r.yaml"
     recipe.write_text(f"""
 model: {{architecture: colbert, name: {tiny_model_dir}, max_length: 48, query_max_length: 16, colbert_dim: 16}}
