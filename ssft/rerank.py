@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=100, help="rerank the first stage's top-k (default 100)")
     parser.add_argument("--metrics", default="P@20,nDCG@5,nDCG@10,nDCG@20,RR@10,R@100")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--merge-lora", action="store_true", help="merge LoRA weights into the backbone first")
+    parser.add_argument("--merge-lora", action="store_true", help="merge LoRA weights into the backbone first (lora, lora++)")
     ns = parser.parse_args(argv)
     from ssft.train import _setup_logging, first_stage_run
 

@@ -156,7 +156,8 @@ def run_recipe(recipe) -> dict[str, Any]:
     train_seconds = time.time() - train_started
     ranker.eval()
     ranker.save(out / "model")  # PEFT format, before any merge
-    if recipe.adapter.method in ("lora", "lora++"):
+    ranker.requires_grad_(False)  # frozen from here on (lets ColBERT reuse cached document embeddings)
+    if ranker.can_merge:  # lora / lora++ only; ss_lora's two towers cannot share merged weights
         ranker.merge_adapter()  # same scores, no LoRA overhead while reranking
 
     alpha = e.interpolation

@@ -16,6 +16,7 @@ class RankingTrainer(Trainer):
     - ``compute_loss``: the batch holds ``group_size`` = 1 + negatives documents per query; scores are
       reshaped to (queries, group) and passed to the ranking loss.
     - ``prediction_step``: returns relevance scores (``trainer.predict(pairs)`` reranks any pairs).
+    - ``score``: what evaluation and test reranking call; bi-encoders encode each distinct document once.
     - ``evaluate``: reranks the validation first stage and returns ir_measures metrics as ``eval_<name>``.
     - the optimizer gives the ranker head its own learning rate (001 Table 8).
     """
@@ -65,7 +66,14 @@ class RankingTrainer(Trainer):
         return self.optimizer
 
     def score(self, pairs: PairDataset):
-        """Scores of ``pairs`` in their order, through ``Trainer.predict``."""
+        """Scores of ``pairs`` in their order. Cross-encoders: ``Trainer.predict``. Bi-encoders (one process):
+        ``score_pairs_once``, which encodes each distinct document once however many queries retrieved it
+        (with several processes ``Trainer.predict`` shards the pairs instead)."""
+        from ssft.models.bi import BiEncoder, score_pairs_once
+
+        model = self.accelerator.unwrap_model(self.model) if hasattr(self, "accelerator") else self.model
+        if isinstance(model, BiEncoder) and self.args.world_size == 1 and len(pairs):
+            return score_pairs_once(model, pairs, self.args.per_device_eval_batch_size)
         return self.predict(pairs).predictions
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):

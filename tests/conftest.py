@@ -9,9 +9,11 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch):
+def _offline(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    # the ssft cache (embeddings, downloads) of a test is its own, never ~/.cache/ssft
+    monkeypatch.setenv("SSFT_CACHE", str(tmp_path_factory.mktemp("ssft-cache")))
 
 
 @pytest.fixture(scope="session")

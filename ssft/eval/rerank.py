@@ -16,8 +16,8 @@ logger = logging.getLogger(__name__)
 
 
 def score_pairs(ranker, pairs: PairDataset, batch_size: int = 64, trainer=None):
-    """Scores for ``pairs``: through ``trainer.predict`` when a trainer is given, else a prediction-only
-    RankingTrainer around the ranker (so the reranking path is always ``Trainer.predict``)."""
+    """Scores for ``pairs`` through ``RankingTrainer.score`` (``trainer``, else a prediction-only one around the
+    ranker): ``Trainer.predict`` for cross-encoders, each distinct document encoded once for bi-encoders."""
     if trainer is None:
         trainer = prediction_trainer(ranker, batch_size)
     return trainer.score(pairs)

@@ -216,10 +216,17 @@ class Ranker(nn.Module):
 
         return method in ADAPTERS and bool(getattr(ADAPTERS.get(method), "frozen_base", False))
 
+    @property
+    def can_merge(self) -> bool:
+        """True for one LoRA adapter that every input goes through (lora, lora++). ss_lora is not mergeable:
+        its query and document towers use different adapters, which one set of merged weights cannot hold."""
+        b = self.backbone
+        return b.method in ("lora", "lora++") and b.tower_switch is None and b.hidden_prefix is None
+
     def merge_adapter(self) -> None:
         """Fold LoRA weights into the backbone: zero inference overhead, same scores."""
-        if self.backbone.method not in ("lora", "lora++"):
-            raise SsftError(f"only LoRA adapters can be merged, not '{self.backbone.method}'")
+        if not self.can_merge:
+            raise SsftError(f"only a single LoRA adapter (lora, lora++) can be merged, not '{self.backbone.method}'")
         self.backbone = Backbone(self.backbone.model.merge_and_unload(), "full")
 
 

@@ -66,6 +66,8 @@ def unique_with_index(texts: list[str]) -> tuple[list[str], torch.Tensor]:
 class BiEncoder(Ranker):
     """Subclasses define ``tokenize_queries``, ``tokenize_documents``, ``represent`` and ``score``."""
 
+    cache_document_embeddings = False  # True: a frozen model's document representations are cached on disk
+
     # ------------------------------------------------------------ the encode path
     def tokenize_queries(self, texts: list[str]) -> dict[str, torch.Tensor]:
         return self._tokenize_single(texts, self.spec["query_max_length"])
@@ -134,30 +136,55 @@ def score_run(model: BiEncoder, run: dict[str, dict[str, float]], dataset, depth
     queries = queries if queries is not None else dataset.queries
     run = top_k({q: docs for q, docs in run.items() if q in queries}, depth)
     candidates = {q: [d for d in docs if d in dataset.corpus] for q, docs in run.items()}
+    return score_candidates(model, candidates, queries, dataset, batch_size)
+
+
+def score_candidates(model: BiEncoder, candidates: dict[str, list[str]], queries: dict[str, str], dataset,
+                     batch_size: int = 64) -> dict[str, dict[str, float]]:
+    """Scores of every (query, document) in ``candidates`` (query id → document ids of ``dataset``). Each
+    distinct document is encoded once — or read from the on-disk cache when the model is frozen and caches
+    (``ssft.models.embedding_cache``) — and each query once."""
+    from ssft.models.embedding_cache import cached_documents
+
     doc_ids = sorted({d for docs in candidates.values() for d in docs})
     # documents sorted by length so each batch pads little
     doc_ids.sort(key=lambda d: len(dataset.corpus[d].full_text))
+    texts = [dataset.corpus[d].full_text for d in doc_ids]
     qids = sorted(q for q, docs in candidates.items() if docs)
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode():
-            doc_reps: dict[str, Encoded] = {}
-            for start in range(0, len(doc_ids), batch_size):
-                chunk = doc_ids[start : start + batch_size]
-                encoded = model.encode_documents([dataset.corpus[d].full_text for d in chunk])
-                doc_reps.update(zip(chunk, encoded.split()))
+            def encode_all() -> list[Encoded]:
+                reps: list[Encoded] = []
+                for start in range(0, len(doc_ids), batch_size):
+                    reps.extend(model.encode_documents(texts[start : start + batch_size]).split())
+                return reps
+
+            doc_reps = dict(zip(doc_ids, cached_documents(model, doc_ids, texts, encode_all)))
             out: dict[str, dict[str, float]] = {}
             for start in range(0, len(qids), batch_size):
                 chunk = qids[start : start + batch_size]
                 for qid, q in zip(chunk, model.encode_queries([queries[q] for q in chunk]).split()):
                     docs = candidates[qid]
                     d = Encoded.stack([doc_reps[x] for x in docs])
-                    scores = model.score(q.select(torch.zeros(len(docs), dtype=torch.long)), d)
+                    scores = model.score(q.select(torch.zeros(len(docs), dtype=torch.long, device=q.vectors.device)), d)
                     out[qid] = {x: float(s) for x, s in zip(docs, scores.float().cpu())}
     finally:
         model.train(was_training)
     return out
 
 
-__all__ = ["BiEncoder", "Encoded", "score_run", "unique_with_index"]
+def score_pairs_once(model: BiEncoder, pairs, batch_size: int = 64) -> "numpy.ndarray":
+    """Scores of a ``PairDataset`` in ``pairs.pairs`` order, through ``score_candidates`` (each distinct
+    document encoded once), as ``Trainer.predict(pairs).predictions`` would return them."""
+    import numpy
+
+    candidates: dict[str, list[str]] = {}
+    for qid, did in dict.fromkeys(pairs.pairs):
+        candidates.setdefault(qid, []).append(did)
+    scored = score_candidates(model, candidates, pairs.queries, pairs.dataset, batch_size)
+    return numpy.array([scored[q][d] for q, d in pairs.pairs], dtype=numpy.float32)
+
+
+__all__ = ["BiEncoder", "Encoded", "score_candidates", "score_pairs_once", "score_run", "unique_with_index"]

@@ -38,6 +38,7 @@ def maxsim(q: torch.Tensor, q_mask: torch.Tensor, d: torch.Tensor, d_mask: torch
 class ColBert(BiEncoder):
     architecture = "colbert"
     model_options = ("colbert_dim",)
+    cache_document_embeddings = True  # per-token embeddings of a frozen model are kept on disk (embedding_cache)
 
     def __init__(self, backbone: Backbone, tokenizer, spec):
         super().__init__(backbone, tokenizer, spec)

@@ -1,0 +1,45 @@
+"""Every committed recipe loads, names a registered architecture and method, and the grid matches its script."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from ssft.recipe import load_recipe
+from ssft.registry import ADAPTERS, LOSSES, MODELS
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+FILES = sorted(RECIPES.rglob("*.yaml"))
+
+
+def make_grid():
+    spec = importlib.util.spec_from_file_location("make_grid", RECIPES / "grid" / "make_grid.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(RECIPES)) for p in FILES])
+def test_every_recipe_loads(path):
+    recipe = load_recipe(path)
+    assert recipe.model.architecture in MODELS
+    assert recipe.adapter.method in ADAPTERS
+    assert recipe.loss.name in LOSSES
+    ADAPTERS.get(recipe.adapter.method).config_from(recipe.adapter.options)
+
+
+def test_grid_files_are_what_make_grid_writes():
+    module = make_grid()
+    assert module.stale_files() == [], "run python recipes/grid/make_grid.py"
+    recipes = {name: load_recipe(RECIPES / "grid" / name) for name in module.grid()}
+    cells = {(r.model.architecture, r.adapter.method, r.adapter.options.get("sharing")) for r in recipes.values()}
+    base = {(a, m, None) for a in ("twin", "colbert") for m in ("full", "prompt", "prefix", "hidden_prefix", "lora", "lora++")}
+    ss = {(a, "ss_hidden_prefix", s) for a in ("twin", "colbert") for s in ("average", "concat", "none")}
+    ss |= {(a, "ss_lora", s) for a in ("twin", "colbert") for s in ("hetero_value", "hetero_query", "none")}
+    assert cells == base | ss and len(recipes) == 24
+    assert len({r.training["output_dir"] for r in recipes.values()}) == 24, "every cell writes its own folder"
+
+
+def test_ss_lora_colbert_recipe():
+    recipe = load_recipe(RECIPES / "ss_lora_colbert.yaml")
+    assert (recipe.model.architecture, recipe.adapter.method, recipe.adapter.options["sharing"]) == ("colbert", "ss_lora", "hetero_value")
+    assert recipe.model.query_max_length == 20 and recipe.data.max_train_queries is not None
