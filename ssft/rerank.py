@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics", default="P@20,nDCG@5,nDCG@10,nDCG@20,RR@10,R@100")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--merge-lora", action="store_true", help="merge LoRA weights into the backbone first (lora, lora++)")
+    parser.add_argument("--queries", choices=["judged", "run"], default="judged",
+                        help="average over every judged query of the split, a query the run lacks scoring 0 "
+                             "(judged, the default, as ssft-train does), or only over the run's queries (run)")
     ns = parser.parse_args(argv)
     from ssft.train import _setup_logging, first_stage_run
 
@@ -58,8 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     dataset = load_dataset(ns.data)
     qrels = dataset.qrels(ns.split)
     name, first = first_stage_run(ns.first_stage, dataset, {}, {q: dataset.queries[q] for q in qrels}, ns.depth)
-    if not any(q in qrels for q in first):
+    covered = sum(1 for q in qrels if first.get(q))
+    if not covered:
         raise SsftError(f"{ns.first_stage}: no query of the run is in {dataset.path}/qrels/{ns.split}")
+    if ns.queries == "run":
+        qrels = {q: rels for q, rels in qrels.items() if q in first}
+    elif covered < len(qrels):
+        logger.warning("the first stage has candidates for %d of the %d judged queries of '%s'; the other %d score 0 "
+                       "(--queries run averages over the run's queries only)", covered, len(qrels), ns.split, len(qrels) - covered)
     ranker = load_ranker(model_dir)
     if ns.merge_lora:
         ranker.merge_adapter()

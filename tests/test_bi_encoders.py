@@ -9,12 +9,12 @@ from transformers import TrainingArguments
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
 from ssft.losses import PairwiseSoftmaxLoss
-from ssft.models import load_ranker
 from ssft.models.bi import Encoded, score_run
 from ssft.models.colbert import ColBert, maxsim
 from ssft.models.twin import TwinBert
 from ssft.recipe import ModelConfig
 from ssft.trainer import RankingTrainer
+from tests.helpers import assert_save_load_round_trip
 
 QUERIES = ["vitamin d", "statins and cholesterol", "fish oil", "coffee"]
 DOCS = ["bone health, and vitamin d in adults.", "statins lower ldl", "omega three fatty acids", "liver disease"]
@@ -230,16 +230,4 @@ def test_gradients_reach_what_each_method_trains(tiny_model_dir, architecture, m
 def test_save_load_gives_identical_scores(tiny_model_dir, tmp_path, architecture, method):
     model = build(tiny_model_dir, architecture, method, scorer="combiner") if architecture == "twin" else \
         build(tiny_model_dir, architecture, method, colbert_dim=16)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.add_(0.05 * torch.randn_like(p))
-    model.eval()
-    with torch.no_grad():
-        expected = model(**model.tokenize(QUERIES, DOCS))
-    model.save(tmp_path / "m")
-    loaded = load_ranker(tmp_path / "m")
-    assert type(loaded) is type(model)
-    with torch.no_grad():
-        got = loaded(**loaded.tokenize(QUERIES, DOCS))
-    torch.testing.assert_close(got, expected)
+    assert_save_load_round_trip(model, tmp_path / "m", QUERIES, DOCS)

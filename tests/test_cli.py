@@ -70,3 +70,14 @@ training: {{output_dir: {out}, num_train_epochs: 2, per_device_train_batch_size:
     for metric, value in metrics["test"].items():
         assert again["test"][metric] == pytest.approx(value, abs=1e-6)
     assert again["run.bm25.test"] == pytest.approx(metrics["bm25"])
+    # a first stage covering one of the two judged test queries: averaged over both (the other scores 0),
+    # or over the run's own queries with --queries run
+    one = tmp_path / "one.trec"
+    one.write_text("".join(l + "\n" for l in (out / "run.bm25.test.trec").read_text().splitlines() if l.startswith("q6 ")))
+    results = {}
+    for scope in ("judged", "run"):
+        result = run_cli("ssft.rerank", str(out), "--data", str(tiny_dataset), "--first-stage", str(one), "--split", "test",
+                         "--output", str(tmp_path / scope), "--depth", "6", "--queries", scope)
+        assert result.returncode == 0, result.stderr[-3000:]
+        results[scope] = json.loads((tmp_path / scope / "metrics.json").read_text())["one"]
+    assert results["judged"]["R@100"] == pytest.approx(results["run"]["R@100"] / 2)

@@ -8,6 +8,7 @@ from ssft.errors import SsftError
 from ssft.models import load_ranker
 from ssft.models.cross import CrossEncoder
 from ssft.recipe import ModelConfig
+from tests.helpers import assert_save_load_round_trip
 
 QUERIES = ["vitamin d", "statins and cholesterol", "fish oil", "coffee"]
 DOCS = ["bone health and vitamin d in adults", "statins lower ldl", "omega three fatty acids", "liver disease"]
@@ -115,21 +116,10 @@ def test_segment_ids_reach_the_model(tiny_model_dir):
 
 def test_save_load_gives_identical_scores(tiny_model_dir, tmp_path):
     ranker = build(tiny_model_dir, length=5)
-    with torch.no_grad():
-        for p in ranker.parameters():
-            if p.requires_grad:
-                p.add_(0.05 * torch.randn_like(p))
-    ranker.eval()
-    with torch.no_grad():
-        expected = ranker(**ranker.tokenize(QUERIES, DOCS))
-    ranker.save(tmp_path / "m")
+    loaded = assert_save_load_round_trip(ranker, tmp_path / "m", QUERIES, DOCS)
     saved = {p.name for p in (tmp_path / "m").iterdir()}
     assert {"hidden_prefix.json", "hidden_prefix.safetensors", "ranker.safetensors"} <= saved
     assert "backbone" not in saved and "adapter" not in saved  # the frozen base is not copied
-    loaded = load_ranker(tmp_path / "m")
-    with torch.no_grad():
-        got = loaded(**loaded.tokenize(QUERIES, DOCS))
-    torch.testing.assert_close(got, expected)
     assert loaded.backbone.hidden_prefix.length == 5
 
 

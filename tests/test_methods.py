@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from ssft.adapters import count_parameters
-from ssft.models import load_ranker
 from ssft.models.cross import CrossEncoder
 from ssft.recipe import ModelConfig
+from tests.helpers import assert_save_load_round_trip
 
 METHODS = ["full", "lora", "lora++", "prefix", "prompt"]
 
@@ -114,20 +114,8 @@ def test_segment_ids_reach_the_model(tiny_model_dir, method):
 @pytest.mark.parametrize("method", METHODS)
 def test_save_load_gives_identical_scores(tiny_model_dir, tmp_path, method):
     ranker = build(tiny_model_dir, method)
-    with torch.no_grad():  # move trainable weights away from their init so a lost weight would show
-        for p in ranker.parameters():
-            if p.requires_grad:
-                p.add_(0.05 * torch.randn_like(p))
-    ranker.eval()
-    inputs = batch(ranker)
-    with torch.no_grad():
-        expected = ranker(**inputs)
-    ranker.save(tmp_path / "m")
-    loaded = load_ranker(tmp_path / "m")
-    with torch.no_grad():
-        got = loaded(**loaded.tokenize(["vitamin d", "statins and cholesterol", "fish oil", "coffee"],
-                                       ["bone health and vitamin d in adults", "statins lower ldl", "omega three fatty acids", "liver disease"]))
-    torch.testing.assert_close(got, expected)
+    assert_save_load_round_trip(ranker, tmp_path / "m", ["vitamin d", "statins and cholesterol", "fish oil", "coffee"],
+                                ["bone health and vitamin d in adults", "statins lower ldl", "omega three fatty acids", "liver disease"])
     expected_folder = "backbone" if method == "full" else "adapter"
     assert (tmp_path / "m" / expected_folder).is_dir()
 

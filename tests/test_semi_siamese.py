@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from ssft.errors import SsftError
-from ssft.models import load_ranker
 from ssft.models.colbert import ColBert
 from ssft.models.cross import CrossEncoder
 from ssft.models.twin import TwinBert
 from ssft.recipe import ModelConfig
+from tests.helpers import assert_save_load_round_trip
 
 QUERIES = ["vitamin d", "statins and cholesterol", "fish oil", "coffee"]
 DOCS = ["bone health and vitamin d in adults", "statins lower ldl", "omega three fatty acids", "liver disease"]
@@ -144,19 +144,7 @@ def test_semi_siamese_needs_a_tower(tiny_model_dir):
                                             ("ss_hidden_prefix", {"sharing": "concat", "length": 6, "common_length": 2})])
 def test_save_load_gives_identical_scores(tiny_model_dir, tmp_path, method, options):
     model = build(tiny_model_dir, method, cls=ColBert, **options)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.add_(0.05 * torch.randn_like(p))
-    model.eval()
-    with torch.no_grad():
-        expected = model(**model.tokenize(QUERIES, DOCS))
-    model.save(tmp_path / "m")
-    loaded = load_ranker(tmp_path / "m")
-    with torch.no_grad():
-        got = loaded(**loaded.tokenize(QUERIES, DOCS))
-    torch.testing.assert_close(got, expected)
-    assert not any(p.requires_grad for p in loaded.parameters())
+    assert_save_load_round_trip(model, tmp_path / "m", QUERIES, DOCS)
     if method == "ss_lora":  # every named adapter saved in PEFT's layout, none of them empty
         from safetensors.torch import load_file
 

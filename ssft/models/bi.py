@@ -10,10 +10,14 @@ that retrieved it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from ssft.models.base import Ranker
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass
@@ -175,7 +179,7 @@ def score_candidates(model: BiEncoder, candidates: dict[str, list[str]], queries
     return out
 
 
-def score_pairs_once(model: BiEncoder, pairs, batch_size: int = 64) -> "numpy.ndarray":
+def score_pairs_once(model: BiEncoder, pairs, batch_size: int = 64) -> "np.ndarray":
     """Scores of a ``PairDataset`` in ``pairs.pairs`` order, through ``score_candidates`` (each distinct
     document encoded once), as ``Trainer.predict(pairs).predictions`` would return them."""
     import numpy
