@@ -170,3 +170,35 @@ def test_hybrid_recipe_semantic_errors():
                           "training": {"num_train_epochs": 3}})
     recipe_from_dict({"model": {"architecture": "twin"},
                       "adapter": {"method": "hybrid", "first": "ss_hidden_prefix", "second": "lora"}})
+
+
+def test_run_recipe_trains_a_sequential_hybrid_and_rerank_reproduces(tiny_model_dir, tiny_dataset, tmp_path, monkeypatch):
+    """ssft-train drives both phases; run_info.json records each phase; ssft-rerank on the saved folder reproduces."""
+    import json
+
+    from ssft.recipe import load_recipe
+    from ssft.rerank import main as rerank_main
+    from ssft.train import run_recipe
+
+    out = tmp_path / "run"
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(out / "logs"))  # run_recipe sets it for the process: undone after
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"""
+model: {{name: {tiny_model_dir}, max_length: 48}}
+adapter: {{method: hybrid, first: {{method: hidden_prefix, length: 2, mlp_dim: 8}}, second: {{method: lora, r: 2}},
+          first_epochs: 2, second_epochs: 1}}
+data: {{dataset: {tiny_dataset}, num_negatives: 2, negatives: random}}
+eval: {{depth: 6, metrics: [nDCG@10]}}
+training: {{output_dir: {out}, per_device_train_batch_size: 2, learning_rate: 1.0e-3, report_to: []}}
+""")
+    metrics = run_recipe(load_recipe(recipe))
+    info = json.loads((out / "run_info.json").read_text())
+    phases = info["hybrid_phases"]
+    assert [(p["phase"], p["modules"], p["epochs"], len(p["validation_history"])) for p in phases] == \
+        [("first", ["prefix", "head"], 2, 2), ("second", ["lora", "head"], 1, 1)]
+    assert (out / "model" / "adapter").is_dir() and (out / "model" / "hidden_prefix.safetensors").is_file()
+    args = [str(out), "--data", str(tiny_dataset), "--first-stage", str(out / "run.bm25.test.trec"), "--split", "test",
+            "--output", str(tmp_path / "rr"), "--depth", "6", "--metrics", "nDCG@10"]
+    assert rerank_main(args) == 0
+    again = json.loads((tmp_path / "rr" / "metrics.json").read_text())
+    assert again["test"]["nDCG@10"] == pytest.approx(metrics["test"]["nDCG@10"], abs=1e-6)
