@@ -133,14 +133,19 @@ def test_collect_runs(tmp_path):
 
     import yaml
 
-    for i, (method, value) in enumerate([("full", 0.3), ("full", 0.32), ("lora", 0.4), ("lora", 0.42)]):
+    forward = {"method": "hybrid", "first": {"method": "hidden_prefix"}, "second": {"method": "lora"}}
+    backward = {"method": "hybrid", "first": {"method": "lora"}, "second": {"method": "hidden_prefix"}}
+    runs = [({"method": "full"}, 0.3), ({"method": "full"}, 0.32), ({"method": "lora"}, 0.4), ({"method": "lora"}, 0.42),
+            (forward, 0.5), (backward, 0.6), ({**backward, "mode": "concurrent"}, 0.7)]
+    for i, (adapter, value) in enumerate(runs):
         run = tmp_path / f"run{i}"
         run.mkdir()
         (run / "metrics.json").write_text(json.dumps({"test": {"nDCG@10": value}, "bm25": {"nDCG@10": 0.1}}))
-        (run / "run_info.json").write_text(json.dumps({"trainable_parameters": 100 if method == "lora" else 1000}))
-        (run / "recipe.yaml").write_text(yaml.safe_dump({"adapter": {"method": method}, "seed": i}))
+        (run / "run_info.json").write_text(json.dumps({"trainable_parameters": 100 if adapter["method"] == "lora" else 1000}))
+        (run / "recipe.yaml").write_text(yaml.safe_dump({"adapter": adapter, "seed": i}))
     rows = collect_runs(sorted(tmp_path.iterdir()), "test", {"full": "Full FT"})
-    assert [(r.method, r.scores["nDCG@10"], r.trainable_parameters) for r in rows] == \
-        [("Full FT", [0.3, 0.32], 1000), ("lora", [0.4, 0.42], 100)]
+    assert [(r.method, r.scores["nDCG@10"], r.trainable_parameters) for r in rows] == [
+        ("Full FT", [0.3, 0.32], 1000), ("lora", [0.4, 0.42], 100), ("hidden_prefix -> lora", [0.5], 1000),
+        ("lora -> hidden_prefix", [0.6], 1000), ("lora -> hidden_prefix (concurrent)", [0.7], 1000)]
     with pytest.raises(SsftError, match="no results for split 'dev'"):
         collect_runs([tmp_path / "run0"], "dev")

@@ -131,9 +131,22 @@ def render_csv(table: ResultTable, digits: int = 4) -> str:
     return buf.getvalue()
 
 
+def run_method_name(adapter: dict) -> str:
+    """A row name from a saved recipe's adapter section: the method, or for a hybrid ``first -> second``
+    (001's "Prefix-tuning → LoRA"), with `` (concurrent)`` for the concurrent mode."""
+    method = adapter.get("method", "full")
+    if method != "hybrid":
+        return method
+    parts = []
+    for key in ("first", "second"):
+        value = adapter.get(key)
+        parts.append(value.get("method", "?") if isinstance(value, dict) else str(value))
+    return " -> ".join(parts) + (" (concurrent)" if adapter.get("mode") == "concurrent" else "")
+
+
 def collect_runs(run_dirs: Iterable[str | Path], split: str, labels: dict[str, str] | None = None) -> list[MethodScores]:
     """Rows from finished run folders (``metrics.json``, ``run_info.json``, ``recipe.yaml``), grouped by
-    ``adapter.method`` (renamed through ``labels``, e.g. {"full": "Full FT"}); one value per run = per seed."""
+    ``run_method_name`` (renamed through ``labels``, e.g. {"full": "Full FT"}); one value per run = per seed."""
     import yaml
 
     labels = labels or {}
@@ -148,7 +161,7 @@ def collect_runs(run_dirs: Iterable[str | Path], split: str, labels: dict[str, s
             raise SsftError(f"{run}: not a finished run ({Path(err.filename).name} missing)") from None
         if split not in metrics:
             raise SsftError(f"{run}/metrics.json: no results for split '{split}' (has {', '.join(metrics)})")
-        method = recipe.get("adapter", {}).get("method", "full")
+        method = run_method_name(recipe.get("adapter", {}))
         name = labels.get(method, method)
         row = grouped.setdefault(name, MethodScores(name, {}, info.get("trainable_parameters")))
         for metric, value in metrics[split].items():
@@ -156,5 +169,5 @@ def collect_runs(run_dirs: Iterable[str | Path], split: str, labels: dict[str, s
     return list(grouped.values())
 
 
-__all__ = ["Cell", "MethodScores", "ResultTable", "build_table", "collect_runs", "format_parameters", "render_csv",
+__all__ = ["Cell", "MethodScores", "ResultTable", "build_table", "collect_runs", "format_parameters", "run_method_name", "render_csv",
            "render_markdown"]
