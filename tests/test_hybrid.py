@@ -202,3 +202,22 @@ training: {{output_dir: {out}, per_device_train_batch_size: 2, learning_rate: 1.
     assert rerank_main(args) == 0
     again = json.loads((tmp_path / "rr" / "metrics.json").read_text())
     assert again["test"]["nDCG@10"] == pytest.approx(metrics["test"]["nDCG@10"], abs=1e-6)
+
+
+def test_semi_siamese_prefix_hybrid_on_a_twin_bi_encoder(tiny_model_dir, tmp_path):
+    """ss_hidden_prefix + lora on TwinBERT: query and document towers get different prefixes; save/load keeps scores."""
+    from ssft.models.twin import TwinBert
+
+    torch.manual_seed(0)
+    options = {"first": {"method": "ss_hidden_prefix", "length": 2, "mlp_dim": 8}, "second": {"method": "lora", "r": 2}}
+    ranker = TwinBert.build(ModelConfig(architecture="twin", name=str(tiny_model_dir), max_length=48), "hybrid", options).eval()
+    prefix = ranker.backbone.hidden_prefix
+    assert not torch.allclose(prefix("query"), prefix("document"))
+    queries, docs = ["vitamin d bones", "coffee liver"], ["vitamin d and bone health", "coffee and liver disease"]
+    with torch.no_grad():
+        before = ranker(**ranker.tokenize(queries, docs))
+    ranker.save(tmp_path / "model")
+    loaded = load_ranker(tmp_path / "model")
+    with torch.no_grad():
+        after = loaded(**loaded.tokenize(queries, docs))
+    assert torch.allclose(before, after, atol=1e-6)
