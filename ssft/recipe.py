@@ -338,6 +338,16 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
     if recipe.adapter.method in ("ss_lora", "ss_hidden_prefix") and m.architecture == "cross":
         raise SsftError(f"{source}: adapter.method: '{recipe.adapter.method}' is semi-Siamese (query and document towers); "
                         f"it needs a bi-encoder model.architecture (twin, colbert), not 'cross'")
+    if recipe.adapter.method == "hybrid":
+        hybrid = adapter_cls.config_from(recipe.adapter.options, f"{source}: adapter")
+        for key, method in zip(("first", "second"), hybrid.methods):
+            if method.startswith("ss_") and m.architecture == "cross":
+                raise SsftError(f"{source}: adapter.{key}.method: '{method}' is semi-Siamese; it needs a bi-encoder "
+                                f"model.architecture (twin, colbert), not 'cross'")
+        for key in ("num_train_epochs", "max_steps"):
+            if key in recipe.training:
+                raise SsftError(f"{source}: training.{key}: a hybrid sets its epochs per phase "
+                                f"(adapter.first_epochs, adapter.second_epochs); remove training.{key}")
     if m.colbert_dim < 1:
         raise SsftError(f"{source}: model.colbert_dim: must be >= 1")
     if isinstance(e.interpolation, str) and e.interpolation != "auto":

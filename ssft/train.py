@@ -113,12 +113,24 @@ def run_recipe(recipe) -> dict[str, Any]:
                 100 * trainable / total, f"{head:,}")
 
     val_pairs = PairDataset(val_first, val_depth, dataset) if val_qrels else None
+    hybrid = None
+    if recipe.adapter.method == "hybrid":
+        from ssft.registry import ADAPTERS
+
+        hybrid = ADAPTERS.get("hybrid").config_from(recipe.adapter.options)
+        first, second = hybrid.methods
+        schedule = (f"{hybrid.mode} hybrid: {first} for {hybrid.first_epochs} epoch(s), then {second} for {hybrid.second_epochs}"
+                    if hybrid.mode == "sequential" else
+                    f"concurrent hybrid: {first} and {second} together for {hybrid.first_epochs + hybrid.second_epochs} epoch(s)")
+        schedule += f", batches of {args.per_device_train_batch_size} queries"
+    elif args.max_steps > 0:
+        schedule = f"{args.max_steps} steps of {args.per_device_train_batch_size} queries"
+    else:
+        schedule = f"{args.num_train_epochs:g} epoch(s) of batches of {args.per_device_train_batch_size} queries"
     notes = [
         f"training: {len(train_qrels)} queries of {d.dataset}/{d.train_split} "
         f"({'all' if d.max_train_queries is None else 'subsampled'}), {len(examples)} (query, positive) examples, "
-        f"{d.num_negatives} {d.negatives} negative(s) each, "
-        + (f"{args.max_steps} steps of {args.per_device_train_batch_size} queries" if args.max_steps > 0
-           else f"{args.num_train_epochs:g} epoch(s) of batches of {args.per_device_train_batch_size} queries"),
+        f"{d.num_negatives} {d.negatives} negative(s) each, " + schedule,
     ]
     if val_qrels:
         notes.append(f"validation: {len(val_qrels)} queries of {d.validation_split}, top-{val_depth} of the first stage, "
@@ -137,22 +149,40 @@ def run_recipe(recipe) -> dict[str, Any]:
     import yaml
 
     atomic_write_text(out / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-    best = BestEpochCallback(e.selection_metric)
-    callbacks = [best] + [CALLBACKS.get(name)() for name in recipe.callbacks if name != "best_epoch"]
-    trainer = RankingTrainer(
-        model=ranker,
-        args=args,
-        train_dataset=train_set,
-        eval_dataset=val_pairs,
-        data_collator=RankerCollator(ranker),
-        loss=loss,
-        head_learning_rate=recipe.model.head_learning_rate,
-        eval_qrels=val_qrels,
-        eval_metrics=sorted({e.selection_metric, *e.metrics}),
-        callbacks=callbacks,
-    )
+    extra_callbacks = [CALLBACKS.get(name)() for name in recipe.callbacks if name != "best_epoch"]
+
+    def new_trainer(train_args, callbacks) -> RankingTrainer:
+        return RankingTrainer(
+            model=ranker,
+            args=train_args,
+            train_dataset=train_set,
+            eval_dataset=val_pairs,
+            data_collator=RankerCollator(ranker),
+            loss=loss,
+            head_learning_rate=recipe.model.head_learning_rate,
+            eval_qrels=val_qrels,
+            eval_metrics=sorted({e.selection_metric, *e.metrics}),
+            callbacks=callbacks + extra_callbacks,
+        )
+
     train_started = time.time()
-    train_output = trainer.train()
+    phases_info = None
+    if hybrid is not None:  # one Trainer run per phase (001 Algorithm 1), each keeping its best validation epoch
+        from ssft.adapters.hybrid import train_hybrid
+
+        def make_trainer(phase: str, epochs: int, callbacks: list) -> RankingTrainer:
+            logger.info("hybrid phase '%s': %d epoch(s)", phase, epochs)
+            return new_trainer(TrainingArguments(**{**training_kwargs, "num_train_epochs": epochs}), callbacks)
+
+        phases = train_hybrid(ranker, hybrid, make_trainer, e.selection_metric)
+        trainer, best, train_output = phases[-1].trainer, phases[-1].best, phases[-1].train_output
+        phases_info = [{"phase": p.name, "modules": list(p.modules), "epochs": p.epochs, "train_loss": p.train_output.training_loss,
+                        "best_validation": {"metric": e.selection_metric, "value": p.best.best_value, "epoch": p.best.best_epoch},
+                        "validation_history": p.best.history} for p in phases]
+    else:
+        best = BestEpochCallback(e.selection_metric)
+        trainer = new_trainer(args, [best])
+        train_output = trainer.train()
     train_seconds = time.time() - train_started
     ranker.eval()
     ranker.save(out / "model")  # PEFT format, before any merge
@@ -176,6 +206,8 @@ def run_recipe(recipe) -> dict[str, Any]:
         "train_loss": train_output.training_loss, "best_validation": {"metric": e.selection_metric, "value": best.best_value, "epoch": best.best_epoch},
         "validation_history": best.history, "notes": notes, "data_warnings": dataset.warnings,
     })
+    if phases_info is not None:
+        info["hybrid_phases"] = phases_info
     atomic_write_json(out / "run_info.json", info)
     _write_model_card(out, recipe, results, info)
     atomic_write_json(out / "metrics.json", results)  # last: its presence marks a finished run
