@@ -79,7 +79,7 @@ def rerank_and_report(
     first_stage = top_k({q: first_stage[q] for q in qrels if first_stage.get(q)}, depth)
     missing = len([q for q in qrels if q not in first_stage])
     if missing:
-        logger.warning("%s: %d of %d queries have no first-stage candidates (not averaged in)", split, missing, len(qrels))
+        logger.warning("%s: %d of %d queries have no first-stage candidates (they score 0)", split, missing, len(qrels))
     pairs = PairDataset(first_stage, depth, dataset)
     logger.info("reranking %d pairs (%d queries, top-%d of %s)", len(pairs), len(first_stage), depth, first_stage_name)
     model_run = pairs.to_run(score_pairs(ranker, pairs, batch_size, trainer))
