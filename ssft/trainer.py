@@ -1,6 +1,8 @@
 """RankingTrainer: a transformers Trainer whose loss, prediction and evaluation are a ranker's."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from transformers import Trainer
 
@@ -92,6 +94,4 @@ class RankingTrainer(Trainer):
         # the Trainer writes its optimizer / scheduler state beside it
         output_dir = output_dir if output_dir is not None else self.args.output_dir
         if self.args.should_save:
-            from pathlib import Path
-
             self.model.save(Path(output_dir) / "ranker")

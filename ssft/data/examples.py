@@ -47,13 +47,11 @@ def build_examples(
         if max_positives_per_query is not None and len(positives) > max_positives_per_query:
             positives = sorted(rng.sample(positives, max_positives_per_query))
         judged_relevant = {d for d, r in rels.items() if r > 0}
+        # an empty pool (no run, or BM25 found only positives) means random negatives (TrainingGroups tops up)
+        pool = []
         if negatives_run is not None:
             ranked = sorted(negatives_run.get(qid, {}).items(), key=lambda kv: -kv[1])
             pool = [d for d, _ in ranked if d not in judged_relevant]
-            if not pool:  # BM25 found nothing but positives: fall back to random negatives
-                pool = []
-        else:
-            pool = []
         examples.extend(Example(qid, p, pool) for p in positives)
     if not examples:
         raise SsftError("no training examples: no query in the training qrels has a relevant document")
@@ -117,11 +115,7 @@ class PairDataset(Dataset):
         for qid in sorted(run):
             ranked = sorted(run[qid].items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
             pairs.extend((qid, did) for did, _ in ranked if did in dataset.corpus)
-        self.texts = {}
-        lengths = {}
-        for qid, did in pairs:
-            lengths[(qid, did)] = len(queries[qid]) + len(dataset.corpus[did].full_text)
-        self.pairs = sorted(pairs, key=lambda p: lengths[p])
+        self.pairs = sorted(pairs, key=lambda p: len(queries[p[0]]) + len(dataset.corpus[p[1]].full_text))
         self.queries = queries
         self.dataset = dataset
 

@@ -36,16 +36,9 @@ def prediction_trainer(ranker, batch_size: int = 64, output_dir: str | None = No
         per_device_eval_batch_size=batch_size,
         report_to=[],
         remove_unused_columns=False,
-        use_cpu=not _has_accelerator(),
         disable_tqdm=True,
     )
     return RankingTrainer(model=ranker, args=args, data_collator=RankerCollator(ranker), loss=PairwiseSoftmaxLoss())
-
-
-def _has_accelerator() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 def tune_alpha(model_run: Run, first_stage: Run, qrels: Qrels, metric: str) -> float:

@@ -43,8 +43,3 @@ class BM25:
         if empty:
             logger.warning("BM25: %d queries matched no document", empty)
         return run
-
-
-def bm25_run(dataset: IRDataset, queries: dict[str, str], k: int) -> Run:
-    return BM25(dataset).search(queries, k)
-

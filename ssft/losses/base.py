@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
@@ -33,5 +32,3 @@ class RankingLoss(nn.Module):
         if scores.dim() != 2 or scores.size(1) < 2:
             raise ValueError(f"expected scores shaped (batch, 1 + negatives) with >= 1 negative, got {tuple(scores.shape)}")
 
-
-__all__ = ["RankingLoss", "dataclasses"]
