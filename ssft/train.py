@@ -56,8 +56,72 @@ def first_stage_name(spec: str) -> str:
     return name or "first_stage"
 
 
-def run_recipe(recipe) -> dict[str, Any]:
-    """Everything a recipe describes. Returns metrics.json's content."""
+# what ssft-train writes into an output folder; --overwrite removes these (and nothing else) before training again
+RUN_OUTPUTS = ("metrics.json", "run_info.json", "README.md", "recipe.yaml", "model", "logs", "checkpoint-*", "phase-*",
+               "run.*.trec", "per_query.*.tsv", ".model.*", ".*.tmp")
+
+
+def _first_difference(old: Any, new: Any, where: str = "") -> str | None:
+    """The dotted key of the first difference between two recipe dicts, or None when equal."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in list(old) + [k for k in new if k not in old]:
+            found = _first_difference(old.get(key), new.get(key), f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+        return None
+    return None if old == new else (where or "<recipe>")
+
+
+def run_folder_state(recipe, out: Path, overwrite: bool) -> str:
+    """'new', 'resume' (checkpoints of this same recipe, no metrics.json) or 'overwrite'. A finished run
+    (metrics.json) and checkpoints of another recipe are refused unless ``overwrite``."""
+    import yaml
+
+    from ssft.trainer import complete_checkpoints
+
+    if overwrite:
+        return "overwrite"
+    if (out / "metrics.json").is_file():
+        raise SsftError(f"{out} holds a finished run (metrics.json); pass --overwrite to train it again, "
+                        f"or set training.output_dir to another folder")
+    folders = [out] + sorted(out.glob("phase-*"))
+    if not any(complete_checkpoints(f) for f in folders) and not list(out.glob("phase-*/phase.json")):
+        return "new"
+    saved_file = out / "recipe.yaml"
+    try:
+        saved = yaml.safe_load(saved_file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        saved = None
+    if not isinstance(saved, dict):
+        raise SsftError(f"{out} holds checkpoints but no readable recipe.yaml to check them against; "
+                        f"pass --overwrite to discard them")
+    current = yaml.safe_load(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
+    for d in (saved, current):
+        d.get("training", {}).pop("output_dir", None)
+    differs = _first_difference(saved, current)
+    if differs:
+        raise SsftError(f"{out} holds checkpoints of a different recipe ({differs} differs); pass --overwrite to "
+                        f"discard them, or set training.output_dir to another folder")
+    return "resume"
+
+
+def clear_run_outputs(out: Path) -> None:
+    import shutil
+
+    for pattern in RUN_OUTPUTS:
+        for path in out.glob(pattern):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
+    """Everything a recipe describes. Returns metrics.json's content.
+
+    The output folder decides what happens: empty or absent, train; checkpoints of this same recipe but no
+    metrics.json (a run that was killed), resume from the latest complete checkpoint; a finished run, refused
+    (``overwrite`` trains again from scratch)."""
     import torch
     from transformers import TrainingArguments, set_seed
 
@@ -68,10 +132,12 @@ def run_recipe(recipe) -> dict[str, Any]:
     from ssft.eval.rerank import format_table, rerank_and_report, tune_alpha
     from ssft.io import atomic_write_json, atomic_write_text
     from ssft.registry import CALLBACKS, LOSSES, MODELS
-    from ssft.trainer import RankingTrainer
+    from ssft.trainer import RankingTrainer, discard_incomplete_checkpoints, latest_checkpoint
 
     started = time.time()
     d, e = recipe.data, recipe.eval
+    out = Path(recipe.training["output_dir"])
+    folder_state = run_folder_state(recipe, out, overwrite)
     # ---- everything that can fail on bad input happens before anything is written
     from ssft.models.hub import resolve_model
 
@@ -81,12 +147,15 @@ def run_recipe(recipe) -> dict[str, Any]:
     val_qrels = subsample_queries(dataset.qrels(d.validation_split), d.max_validation_queries, d.sample_seed) if d.validation_split else None
     test_qrels = subsample_queries(dataset.qrels(d.test_split), d.max_test_queries, d.sample_seed)
     loss = LOSSES.get(recipe.loss.name).from_options(recipe.loss.options)
-    training_kwargs = {"remove_unused_columns": False, "report_to": ["tensorboard"], "save_strategy": "no",
+    # a checkpoint every epoch (only the latest kept) lets a killed run resume; removed once the run finishes
+    # unless the recipe asks for checkpoints itself (training.save_strategy)
+    default_checkpoints = "save_strategy" not in recipe.training
+    training_kwargs = {"remove_unused_columns": False, "report_to": ["tensorboard"], "save_strategy": "epoch",
+                       "save_total_limit": 1,
                        "eval_strategy": "epoch" if val_qrels else "no", "logging_strategy": "steps", "logging_steps": 10,
                        "disable_tqdm": not sys.stderr.isatty(), "seed": recipe.seed,
                        "dataloader_pin_memory": torch.cuda.is_available()}
     training_kwargs.update(recipe.training)
-    out = Path(training_kwargs["output_dir"])
     os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "logs"))
     try:
         args = TrainingArguments(**training_kwargs)
@@ -103,7 +172,7 @@ def run_recipe(recipe) -> dict[str, Any]:
     if d.negatives == "bm25":
         _, negatives_run = first_stage_run("bm25", dataset, bm25_cache, {q: dataset.queries[q] for q in train_qrels}, d.negatives_depth)
     examples = build_examples(train_qrels, list(dataset.corpus), negatives_run, d.min_relevance, d.max_positives_per_query, d.sample_seed)
-    train_set = TrainingGroups(examples, dataset, d.num_negatives)
+    train_set = TrainingGroups(examples, dataset, d.num_negatives, seed=recipe.seed)
     set_seed(recipe.seed)
     ranker = MODELS.get(recipe.model.architecture).build(recipe.model, recipe.adapter.method, recipe.adapter.options)
     trainable, total = count_parameters(ranker)
@@ -142,20 +211,23 @@ def run_recipe(recipe) -> dict[str, Any]:
         logger.info(note)
 
     # ---- from here on, outputs
+    if folder_state == "overwrite" and out.is_dir():
+        logger.info("--overwrite: removing the earlier run's outputs from %s", out)
+        clear_run_outputs(out)
     out.mkdir(parents=True, exist_ok=True)
-    # metrics.json marks a finished run: a re-run into the same folder drops the old one first, so a crash
-    # midway never leaves a folder that looks complete
+    # metrics.json marks a finished run and is written last, so a crash midway never leaves a folder that looks complete
     (out / "metrics.json").unlink(missing_ok=True)
+    resume = folder_state == "resume"
     import yaml
 
     atomic_write_text(out / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
     extra_callbacks = [CALLBACKS.get(name)() for name in recipe.callbacks if name != "best_epoch"]
 
-    def new_trainer(train_args, callbacks) -> RankingTrainer:
+    def new_trainer(train_args, callbacks, groups=train_set) -> RankingTrainer:
         return RankingTrainer(
             model=ranker,
             args=train_args,
-            train_dataset=train_set,
+            train_dataset=groups,
             eval_dataset=val_pairs,
             data_collator=RankerCollator(ranker),
             loss=loss,
@@ -167,14 +239,23 @@ def run_recipe(recipe) -> dict[str, Any]:
 
     train_started = time.time()
     phases_info = None
+    resumed_from = None
     if hybrid is not None:  # one Trainer run per phase (001 Algorithm 1), each keeping its best validation epoch
         from ssft.adapters.hybrid import train_hybrid
 
         def make_trainer(phase: str, epochs: int, callbacks: list) -> RankingTrainer:
             logger.info("hybrid phase '%s': %d epoch(s)", phase, epochs)
-            return new_trainer(TrainingArguments(**{**training_kwargs, "num_train_epochs": epochs}), callbacks)
+            # each phase checkpoints into its own folder and draws its own negatives
+            phase_args = TrainingArguments(**{**training_kwargs, "num_train_epochs": epochs,
+                                              "output_dir": str(out / f"phase-{phase}")})
+            groups = TrainingGroups(examples, dataset, d.num_negatives, seed=f"{recipe.seed}:{phase}")
+            return new_trainer(phase_args, callbacks, groups)
 
-        phases = train_hybrid(ranker, hybrid, make_trainer, e.selection_metric)
+        if resume:
+            resumed_from = [str(p.relative_to(out)) for p in sorted(out.glob("phase-*/phase.json"))]
+            resumed_from += [str(c.relative_to(out)) for f in sorted(out.glob("phase-*")) if (c := latest_checkpoint(f))]
+            logger.info("resuming the hybrid run in %s (%s)", out, ", ".join(resumed_from))
+        phases = train_hybrid(ranker, hybrid, make_trainer, e.selection_metric, resume=True)
         trainer, best, train_output = phases[-1].trainer, phases[-1].best, phases[-1].train_output
         phases_info = [{"phase": p.name, "modules": list(p.modules), "epochs": p.epochs, "train_loss": p.train_output.training_loss,
                         "best_validation": {"metric": e.selection_metric, "value": p.best.best_value, "epoch": p.best.best_epoch},
@@ -182,7 +263,15 @@ def run_recipe(recipe) -> dict[str, Any]:
     else:
         best = BestEpochCallback(e.selection_metric)
         trainer = new_trainer(args, [best])
-        train_output = trainer.train()
+        checkpoint = None
+        if resume:
+            for removed in discard_incomplete_checkpoints(out):
+                logger.warning("removed %s: a checkpoint cut short by the interruption", removed)
+            checkpoint = latest_checkpoint(out)
+            if checkpoint is not None:
+                resumed_from = str(checkpoint.relative_to(out))
+                logger.info("resuming from %s", checkpoint)
+        train_output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     train_seconds = time.time() - train_started
     ranker.eval()
     ranker.save(out / "model")  # PEFT format, before any merge
@@ -208,9 +297,16 @@ def run_recipe(recipe) -> dict[str, Any]:
     })
     if phases_info is not None:
         info["hybrid_phases"] = phases_info
+    if resumed_from:
+        info["resumed_from"] = resumed_from
     atomic_write_json(out / "run_info.json", info)
     _write_model_card(out, recipe, results, info)
     atomic_write_json(out / "metrics.json", results)  # last: its presence marks a finished run
+    if default_checkpoints:  # they served only to resume: the run is finished
+        import shutil
+
+        for folder in [*out.glob("checkpoint-*"), *out.glob("phase-*")]:
+            shutil.rmtree(folder, ignore_errors=True)
     print()
     for note in notes:
         print(note)
@@ -240,19 +336,32 @@ def _write_model_card(out: Path, recipe, results, info) -> None:
     atomic_write_text(out / "README.md", "\n".join(lines) + "\n")
 
 
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None):
+    """argparse, with usage errors as one-line SsftErrors (like every other error of the CLIs)."""
+
+    def error(message: str):
+        raise SsftError(f"{message} (see --help)")
+
+    parser.error = error
+    return parser.parse_args(argv)
+
+
 @cli_entry("ssft-train")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ssft-train", description="Train and evaluate a ranker from a YAML recipe.")
     parser.add_argument("recipe", help="recipe YAML file")
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-4 adapter.r=8")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="train again from scratch into an output folder that holds a finished run or checkpoints "
+                             "(its earlier outputs are removed first)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    ns = parser.parse_args(argv)
+    ns = parse_args(parser, argv)
     _setup_logging(ns.log_level)
     from ssft.recipe import load_recipe
 
     recipe = load_recipe(ns.recipe, ns.overrides)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    run_recipe(recipe)
+    run_recipe(recipe, overwrite=ns.overwrite)
     return 0
 
 

@@ -1,15 +1,81 @@
 """RankingTrainer: a transformers Trainer whose loss, prediction and evaluation are a ranker's."""
 from __future__ import annotations
 
+import json
+import logging
+import math
+import shutil
 from pathlib import Path
 
 import torch
-from transformers import Trainer
+from transformers import Trainer, TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ssft.data.beir import Qrels
 from ssft.data.examples import PairDataset
+from ssft.errors import SsftError
 from ssft.eval.metrics import evaluate_run
+from ssft.io import atomic_write_json
 from ssft.losses.base import RankingLoss
+
+logger = logging.getLogger(__name__)
+
+# written last into a checkpoint folder: a checkpoint without it was cut short and is never resumed from
+CHECKPOINT_MARKER = "ssft_checkpoint.json"
+
+
+def checkpoint_step(folder: Path) -> int | None:
+    name = folder.name
+    if not name.startswith(PREFIX_CHECKPOINT_DIR + "-"):
+        return None
+    tail = name[len(PREFIX_CHECKPOINT_DIR) + 1:]
+    return int(tail) if tail.isdigit() else None
+
+
+def complete_checkpoints(folder: Path) -> list[Path]:
+    """The complete checkpoint folders (marker written) under ``folder``, oldest step first."""
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if p.is_dir() and checkpoint_step(p) is not None and (p / CHECKPOINT_MARKER).is_file()]
+    return sorted(found, key=checkpoint_step)
+
+
+def latest_checkpoint(folder: Path) -> Path | None:
+    found = complete_checkpoints(folder)
+    return found[-1] if found else None
+
+
+def discard_incomplete_checkpoints(folder: Path) -> list[Path]:
+    """Remove checkpoint folders a kill cut short (no marker); returns what was removed."""
+    removed = []
+    if folder.is_dir():
+        for p in folder.iterdir():
+            if p.is_dir() and checkpoint_step(p) is not None and not (p / CHECKPOINT_MARKER).is_file():
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+    return removed
+
+
+class SaveAfterEpochEvaluation(TrainerCallback):
+    """A step checkpoint due on the last step of an epoch (or of training) is written after that epoch's
+    evaluation instead of before it: resumed from a checkpoint written before the evaluation, a run would skip
+    the evaluation (and the best-epoch choice would differ from an uninterrupted run)."""
+
+    def __init__(self):
+        self.deferred = False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if args.eval_strategy != "epoch" or not control.should_save:
+            return
+        epoch_end = state.epoch is not None and float(state.epoch).is_integer()
+        if epoch_end or control.should_training_stop:
+            control.should_save = False
+            self.deferred = True
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if self.deferred:
+            control.should_save = True
+            self.deferred = False
 
 
 class RankingTrainer(Trainer):
@@ -21,6 +87,11 @@ class RankingTrainer(Trainer):
     - ``score``: what evaluation and test reranking call; bi-encoders encode each distinct document once.
     - ``evaluate``: reranks the validation first stage and returns ir_measures metrics as ``eval_<name>``.
     - the optimizer gives the ranker head its own learning rate (001 Table 8).
+    - checkpoints hold the ranker in ssft's folder format (``ranker/``) and the state of callbacks that keep any
+      (``save_checkpoint_state`` / ``load_checkpoint_state``, e.g. the best-epoch snapshot); a marker file written
+      last makes a checkpoint complete, so ``train(resume_from_checkpoint=...)`` continues exactly.
+    - a non-finite loss or gradient norm stops training with an ``SsftError`` before the optimizer step, so no
+      checkpoint ever holds weights a NaN touched.
     """
 
     def __init__(self, *args, loss: RankingLoss, head_learning_rate: float | None = None,
@@ -30,12 +101,82 @@ class RankingTrainer(Trainer):
         self.head_learning_rate = head_learning_rate
         self.eval_qrels = eval_qrels
         self.eval_metrics = eval_metrics or ["nDCG@10"]
+        self.add_callback(SaveAfterEpochEvaluation())
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         group = int(inputs.pop("group_size"))
         scores = model(**inputs).view(-1, group)
         loss = self.loss(scores)
+        if model.training and not torch.isfinite(loss.detach()).all():
+            self._stop_non_finite("loss", float(loss.detach().float().reshape(-1)[0]))
         return (loss, scores) if return_outputs else loss
+
+    def _get_grad_norm(self, model, grad_norm=None):
+        # the Trainer logs this as grad_norm; a non-finite one would turn the weights into NaN at the next step
+        grad_norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+        if grad_norm is not None and not math.isfinite(float(grad_norm)):
+            self._stop_non_finite("gradient norm", float(grad_norm))
+        return grad_norm
+
+    def _stop_non_finite(self, what: str, value: float) -> None:
+        step = self.state.global_step + 1
+        last = latest_checkpoint(Path(self._get_output_dir(None))) if self.args.should_save else None
+        kept = (f"the last good checkpoint is {last} (re-running the same command resumes from it)" if last is not None
+                else "no checkpoint was written before it")
+        raise SsftError(f"training stopped at step {step} (epoch {self.state.epoch or 0:.2f}): the {what} is {value}; "
+                        f"{kept}; try a lower training.learning_rate or a training.max_grad_norm")
+
+    # ------------------------------------------------------------ checkpoints and resume
+    def _run_epoch(self, *args, **kwargs):
+        # the training groups draw their negatives by epoch; accelerate forwards set_epoch to the dataset only
+        # when the sampler has none, and not at all for the loader that skips the batches a resumed run has seen
+        epoch = kwargs["epoch"] if "epoch" in kwargs else args[1]
+        if hasattr(self.train_dataset, "set_epoch"):
+            self.train_dataset.set_epoch(epoch)
+        return super()._run_epoch(*args, **kwargs)
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        self._resumed_loss = (0.0, 0)  # (sum of the per-step losses before the resume, steps), set on resume
+        output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        loss_sum, steps = self._resumed_loss
+        if steps:  # the Trainer averages over this call's steps only: average over the whole run instead
+            now = self.state.global_step - steps
+            output = output._replace(training_loss=(loss_sum + output.training_loss * now) / max(self.state.global_step, 1))
+        return output
+
+    def _save_checkpoint(self, model, trial):
+        limit = self.args.save_total_limit
+        self.args.save_total_limit = None  # older checkpoints go only once this one is complete (below)
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
+        if not self.args.should_save:
+            return
+        run_dir = Path(self._get_output_dir(trial))
+        folder = run_dir / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        for callback in self.callback_handler.callbacks:
+            if hasattr(callback, "save_checkpoint_state"):
+                callback.save_checkpoint_state(folder)
+        prior_sum, prior_steps = getattr(self, "_resumed_loss", (0.0, 0))
+        loss_sum = prior_sum + self._total_loss_scalar + float(self._tr_loss.item())
+        atomic_write_json(folder / CHECKPOINT_MARKER, {"global_step": self.state.global_step, "loss_sum": loss_sum})
+        rotate_checkpoints(output_dir=str(run_dir), save_total_limit=limit,
+                           best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=False)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        folder = Path(resume_from_checkpoint)
+        marker = folder / CHECKPOINT_MARKER
+        if not marker.is_file():
+            raise SsftError(f"{folder}: incomplete checkpoint (no {CHECKPOINT_MARKER}); it cannot be resumed from")
+        model = self.model if model is None else model
+        model.load_weights(folder / "ranker")
+        for callback in self.callback_handler.callbacks:
+            if hasattr(callback, "load_checkpoint_state"):
+                callback.load_checkpoint_state(folder)
+        state = json.loads(marker.read_text())
+        self._resumed_loss = (float(state["loss_sum"]), int(state["global_step"]))
+        logger.info("resuming from %s (step %d)", folder, state["global_step"])
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         inputs = self._prepare_inputs(inputs)

@@ -26,3 +26,30 @@ def assert_save_load_round_trip(ranker, folder: Path, queries: list[str], docume
     torch.testing.assert_close(got, expected)
     assert not any(p.requires_grad for p in loaded.parameters())
     return loaded
+
+
+def write_synthetic_beir(root: Path, queries: int = 60, docs: int = 80, seed: int = 0) -> Path:
+    """A BEIR folder of random-word documents and queries (each query shares words with its one relevant
+    document): big enough for tens of training steps, small enough to train in seconds on a tiny model."""
+    import json
+    import random
+
+    rng = random.Random(seed)
+    words = ["vitamin", "bone", "statin", "heart", "fish", "oil", "sugar", "sleep", "memory", "coffee", "liver",
+             "cancer", "diet", "protein", "fiber", "iron", "blood", "pressure", "salt", "tea", "exercise", "brain"]
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    texts = {f"d{i}": " ".join(rng.choices(words, k=12)) for i in range(docs)}
+    with open(root / "corpus.jsonl", "w") as fh:
+        for doc_id, text in texts.items():
+            fh.write(json.dumps({"_id": doc_id, "title": "", "text": text}) + "\n")
+    rels = {}
+    with open(root / "queries.jsonl", "w") as fh:
+        for i in range(queries):
+            doc_id = f"d{rng.randrange(docs)}"
+            rels[f"q{i}"] = doc_id
+            fh.write(json.dumps({"_id": f"q{i}", "text": " ".join(rng.sample(texts[doc_id].split(), 3))}) + "\n")
+    ids = list(rels)
+    splits = {"train": ids[: queries * 2 // 3], "dev": ids[queries * 2 // 3: queries * 5 // 6], "test": ids[queries * 5 // 6:]}
+    for split, qids in splits.items():
+        (root / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{rels[q]}\t1\n" for q in qids))
+    return root

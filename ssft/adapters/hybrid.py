@@ -23,6 +23,7 @@ modules together for ``first_epochs + second_epochs`` epochs, keeping the best e
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,8 @@ from ssft.adapters.base import Adapter
 from ssft.errors import SsftError
 from ssft.models.backbone import Backbone
 from ssft.registry import ADAPTERS
+
+logger = logging.getLogger(__name__)
 
 PREFIX_METHODS = ("hidden_prefix", "ss_hidden_prefix")
 LORA_METHODS = ("lora", "lora++")
@@ -155,22 +158,55 @@ def hybrid_phases(config: HybridOptions) -> list[tuple[str, tuple[str, ...], int
     return [("first", (kinds[0], "head"), config.first_epochs), ("second", (kinds[1], "head"), config.second_epochs)]
 
 
+PHASE_RECORD = "phase.json"
+
+
 def train_hybrid(ranker: nn.Module, config: HybridOptions, make_trainer: Callable[[str, int, list], Any],
-                 metric: str = "nDCG@10") -> list[Phase]:
+                 metric: str = "nDCG@10", resume: bool = False) -> list[Phase]:
     """Train a hybrid ranker phase by phase (001 Algorithm 1 when ``config.mode`` is sequential).
 
     ``make_trainer(phase_name, epochs, callbacks)`` returns a fresh Trainer over ``ranker`` that evaluates each
     epoch and carries ``callbacks`` (the phase's ``BestEpochCallback``); it is called after the phase's modules
     are set trainable, so its optimizer holds exactly them. At the end of each phase the best validation weights
-    of the trained modules are restored (by the callback); the next phase freezes them."""
+    of the trained modules are restored (by the callback); the next phase freezes them.
+
+    With ``resume``, each phase's Trainer needs its own ``output_dir``: a finished phase leaves there ``result/``
+    (the ranker after the phase) and ``phase.json`` (its best-epoch record, written last); a later call skips a
+    finished phase (loading its result) and resumes an unfinished one from its latest complete checkpoint."""
+    from pathlib import Path
+
     from ssft.callbacks.best_epoch import BestEpochCallback
+    from ssft.io import atomic_write_json
 
     phases = []
     for name, modules, epochs in hybrid_phases(config):
         set_trainable(ranker, modules)
         best = BestEpochCallback(metric)
         trainer = make_trainer(name, epochs, [best])
-        output = trainer.train()
+        folder = Path(trainer.args.output_dir)
+        record = folder / PHASE_RECORD
+        if resume and record.is_file() and (folder / "result").is_dir():
+            import json
+
+            from transformers.trainer_utils import TrainOutput
+
+            saved = json.loads(record.read_text())
+            ranker.load_weights(folder / "result")
+            best.load_state(saved["best"])
+            output = TrainOutput(saved["global_step"], saved["train_loss"], {})
+            logger.info("hybrid phase '%s' finished earlier: its weights read from %s", name, folder / "result")
+        else:
+            checkpoint = None
+            if resume:
+                from ssft.trainer import discard_incomplete_checkpoints, latest_checkpoint
+
+                discard_incomplete_checkpoints(folder)
+                checkpoint = latest_checkpoint(folder)
+            output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            if resume and trainer.args.should_save:
+                ranker.save(folder / "result")
+                atomic_write_json(record, {"phase": name, "global_step": output.global_step,
+                                           "train_loss": output.training_loss, "best": best.state_dict()})
         phases.append(Phase(name, modules, epochs, best, output, trainer))
     return phases
 

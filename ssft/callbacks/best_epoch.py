@@ -1,10 +1,15 @@
 """Keep the weights of the best validation evaluation and restore them when training ends (001 §4.1.3)."""
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
+
+from ssft.errors import SsftError
 
 from ssft.registry import CALLBACKS
 
@@ -14,7 +19,11 @@ logger = logging.getLogger(__name__)
 @CALLBACKS.register("best_epoch")
 class BestEpochCallback(TrainerCallback):
     """Snapshots the trainable parameters (and ranker head) in memory at each improvement of
-    ``eval_<metric>``; on train end loads the best snapshot back. Cheap for adapters, exact for all methods."""
+    ``eval_<metric>``; on train end loads the best snapshot back. Cheap for adapters, exact for all methods.
+    Its state (history, best value, snapshot) goes into every checkpoint, so a resumed run selects the same epoch."""
+
+    STATE_FILE = "best_epoch.json"
+    SNAPSHOT_FILE = "best_epoch.safetensors"
 
     def __init__(self, metric: str = "nDCG@10", greater_is_better: bool = True):
         self.key = f"eval_{metric}"
@@ -44,3 +53,28 @@ class BestEpochCallback(TrainerCallback):
             for name, value in self._snapshot.items():
                 params[name].copy_(value)
         logger.info("restored the best validation weights: %s = %.4f at epoch %.2f", self.key, self.best_value, self.best_epoch or 0)
+
+    # ------------------------------------------------------------ checkpoint state (RankingTrainer calls these)
+    def state_dict(self) -> dict:
+        return {"key": self.key, "greater_is_better": self.greater_is_better, "best_value": self.best_value,
+                "best_step": self.best_step, "best_epoch": self.best_epoch, "history": self.history}
+
+    def load_state(self, state: dict) -> None:
+        if state.get("key") != self.key:
+            raise SsftError(f"best-epoch state selects by {state.get('key')}, this run by {self.key}")
+        self.best_value, self.best_step, self.best_epoch = state["best_value"], state["best_step"], state["best_epoch"]
+        self.history = list(state["history"])
+
+    def save_checkpoint_state(self, folder: Path) -> None:
+        folder = Path(folder)
+        if self._snapshot is not None:
+            save_file({k: v.contiguous() for k, v in self._snapshot.items()}, folder / self.SNAPSHOT_FILE)
+        (folder / self.STATE_FILE).write_text(json.dumps(self.state_dict(), indent=2) + "\n")
+
+    def load_checkpoint_state(self, folder: Path) -> None:
+        folder = Path(folder)
+        if not (folder / self.STATE_FILE).is_file():
+            return
+        self.load_state(json.loads((folder / self.STATE_FILE).read_text()))
+        snapshot = folder / self.SNAPSHOT_FILE
+        self._snapshot = load_file(snapshot) if snapshot.is_file() else None

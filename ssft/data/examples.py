@@ -59,31 +59,40 @@ def build_examples(
 
 
 class TrainingGroups(Dataset):
-    """Item i: the query text with [positive, n negatives]; negatives drawn fresh on every access."""
+    """Item i: the query text with [positive, n negatives]; the negatives are drawn anew each epoch.
 
-    def __init__(self, examples: list[Example], dataset: IRDataset, num_negatives: int):
+    The draw depends on (seed, epoch, i) only, not on a global random state: a run resumed from a checkpoint
+    mid-epoch draws the same negatives as one that never stopped (the Trainer calls ``set_epoch``)."""
+
+    def __init__(self, examples: list[Example], dataset: IRDataset, num_negatives: int, seed: int | str = 0):
         self.examples = examples
         self.dataset = dataset
         self.num_negatives = num_negatives
         self.corpus_ids = list(dataset.corpus)
+        self.seed = seed
+        self.epoch = 0
 
     def __len__(self) -> int:
         return len(self.examples)
 
-    def _negatives(self, ex: Example) -> list[str]:
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def _negatives(self, ex: Example, rng: random.Random) -> list[str]:
         pool = ex.negatives
         if len(pool) >= self.num_negatives:
-            return random.sample(pool, self.num_negatives)
+            return rng.sample(pool, self.num_negatives)
         chosen = list(pool)
         while len(chosen) < self.num_negatives:  # random corpus documents top up a short pool
-            d = random.choice(self.corpus_ids)
+            d = rng.choice(self.corpus_ids)
             if d != ex.positive and d not in chosen:
                 chosen.append(d)
         return chosen
 
     def __getitem__(self, i: int) -> dict:
         ex = self.examples[i]
-        docs = [ex.positive, *self._negatives(ex)]
+        rng = random.Random(f"{self.seed}:{self.epoch}:{i}")  # str seeds hash with SHA-512: same in every process
+        docs = [ex.positive, *self._negatives(ex, rng)]
         return {"query": self.dataset.queries[ex.qid], "documents": [self.dataset.corpus[d].full_text for d in docs]}
 
 

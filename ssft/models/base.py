@@ -207,6 +207,24 @@ class Ranker(nn.Module):
             p.requires_grad_(False)
         return ranker.eval()
 
+    def load_weights(self, path: str | Path) -> None:
+        """Copy the weights of the saved ranker folder ``path`` into this ranker (same architecture and method),
+        in place: what a checkpoint resume needs, with the optimizer still pointing at these parameters."""
+        path = Path(path)
+        spec = self.read_spec(path)
+        for key in ("architecture", "method"):
+            if spec.get(key) != self.spec.get(key):
+                raise SsftError(f"{path}: a '{spec.get(key)}' {key}, this model's is '{self.spec.get(key)}'")
+        source = type(self).load(path).state_dict()
+        target = self.state_dict()
+        missing = [k for k in target if k not in source]
+        wrong = [k for k in target if k in source and source[k].shape != target[k].shape]
+        if missing or wrong:
+            raise SsftError(f"{path}: does not match this model (missing {missing[:3]}, other shape {wrong[:3]})")
+        with torch.no_grad():
+            for key, tensor in target.items():
+                tensor.copy_(source[key])
+
     def _frozen_base(self) -> bool:
         return self._frozen_base_method(self.backbone.method)
 
