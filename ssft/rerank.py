@@ -43,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", choices=["judged", "run"], default="judged",
                         help="average over every judged query of the split, a query the run lacks scoring 0 "
                              "(judged, the default, as ssft-train does), or only over the run's queries (run)")
-    ns = parser.parse_args(argv)
-    from ssft.train import _setup_logging, first_stage_run
+    from ssft.train import _setup_logging, first_stage_run, parse_args
+
+    ns = parse_args(parser, argv)
 
     _setup_logging("INFO")
     from ssft.data.beir import load_dataset

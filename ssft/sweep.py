@@ -15,8 +15,9 @@ Grid file::
       seed: 0                        # which queries land in which fold
 
 Each run is ``python -m ssft.train RECIPE override... training.output_dir=RUN_DIR`` in a subprocess. A run folder
-that already holds ``metrics.json`` (written last by ssft-train) is finished and skipped, so an interrupted sweep
-resumes where it stopped. ``results`` gets one JSON line per run when it ends (status ok / failed); a finished run
+that already holds ``metrics.json`` (written last by ssft-train) is finished and skipped; an unfinished one with
+checkpoints is resumed by ssft-train itself, so an interrupted sweep resumes where it stopped, mid-run included.
+Every run's recipe is validated before the first one trains. ``results`` gets one JSON line per run when it ends (status ok / failed); a finished run
 already listed as ok is not listed again; a failed run is retried on the next invocation (and listed again).
 
 With ``folds``, fold i is a derived BEIR folder ``<output_root>/folds/fold<i>`` (corpus and queries linked to the
@@ -97,6 +98,8 @@ def load_grid(path: str | Path) -> Grid:
         raise SsftError(f"{path}: recipe: expected the path of the base recipe")
     base = path.parent
     recipe = (base / raw["recipe"]) if not Path(raw["recipe"]).is_absolute() else Path(raw["recipe"])
+    if not recipe.is_file():
+        raise SsftError(f"{path}: recipe: base recipe not found: {recipe}")
     output_root = Path(raw.get("output_root") or f"sweeps/{path.stem}")
     results = Path(raw.get("results") or "results.jsonl")
     results = results if results.is_absolute() else output_root / results
@@ -150,6 +153,7 @@ def kfold_splits(query_ids: Sequence[str], k: int = 5, seed: int = 0) -> list[di
 def write_fold_datasets(source: str, folds: Folds, root: Path) -> list[Path]:
     """The k derived BEIR folders under ``root`` (corpus/queries linked, qrels written); returns their paths."""
     from ssft.data.beir import load_dataset
+    from ssft.io import atomic_write_text
 
     dataset = load_dataset(source)
     splits = folds.splits or dataset.splits()
@@ -169,7 +173,7 @@ def write_fold_datasets(source: str, folds: Folds, root: Path) -> list[Path]:
                 os.symlink(src.resolve(), dest / name)
         for split, qids in fold.items():
             lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q in qids for d, r in sorted(qrels[q].items())]
-            (dest / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+            atomic_write_text(dest / "qrels" / f"{split}.tsv", "\n".join(lines) + "\n")
         paths.append(dest)
     return paths
 
@@ -210,9 +214,9 @@ def train_command(recipe: Path, run: Run) -> list[str]:
 
 
 def subprocess_runner(command: list[str], run_dir: Path) -> int:
-    """Run one training; its output goes to ``run_dir/sweep.log``."""
+    """Run one training; its output is appended to ``run_dir/sweep.log`` (a retried run keeps the earlier log)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "sweep.log", "w") as log:
+    with open(run_dir / "sweep.log", "a") as log:
         return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
 
 
@@ -229,6 +233,19 @@ def _listed_ok(results: Path) -> set[str]:
     return done
 
 
+def check_runs(grid: Grid, runs: Sequence[Run]) -> None:
+    """Validate every run's recipe (base recipe + its overrides) before anything trains: a bad grid value fails
+    the sweep at once, naming the run, instead of failing run after run."""
+    from ssft.recipe import load_recipe
+
+    for run in runs:
+        overrides = [f"{k}={json.dumps(v)}" for k, v in run.overrides.items()]
+        try:
+            load_recipe(grid.recipe, overrides)
+        except SsftError as err:
+            raise SsftError(f"run {run.name}: {err}") from None
+
+
 def run_sweep(grid: Grid, runner: Callable[[list[str], Path], int] = subprocess_runner) -> list[dict[str, Any]]:
     """Run every unfinished run of the grid in order; returns the rows appended to ``grid.results``."""
     fold_dirs = None
@@ -238,6 +255,7 @@ def run_sweep(grid: Grid, runner: Callable[[list[str], Path], int] = subprocess_
         source = grid.folds.dataset or load_recipe(grid.recipe).data.dataset
         fold_dirs = write_fold_datasets(source, grid.folds, grid.output_root / "folds")
     runs = expand(grid, fold_dirs)
+    check_runs(grid, runs)
     listed = _listed_ok(grid.results)
     grid.results.parent.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -275,13 +293,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ssft-sweep", description="Run a grid of ssft-train recipes, resumably.")
     parser.add_argument("grid", help="grid YAML file")
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their state, train nothing")
-    ns = parser.parse_args(argv)
+    from ssft.train import parse_args
+
+    ns = parse_args(parser, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     grid = load_grid(ns.grid)
     if ns.dry_run:
         fold_dirs = [grid.output_root / "folds" / f"fold{i}" for i in range(grid.folds.k)] if grid.folds else None
+        from ssft.trainer import complete_checkpoints
+
         for run in expand(grid, fold_dirs):
-            state = "finished" if (run.run_dir / "metrics.json").is_file() else "to run"
+            resumable = any(complete_checkpoints(f) for f in [run.run_dir, *run.run_dir.glob("phase-*")])
+            state = "finished" if (run.run_dir / "metrics.json").is_file() else ("resumable" if resumable else "to run")
             print(f"{state}\t{run.name}\t{' '.join(train_command(grid.recipe, run)[3:])}")
         return 0
     rows = run_sweep(grid)

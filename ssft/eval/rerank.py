@@ -15,30 +15,39 @@ from ssft.eval.metrics import evaluate_run, write_per_query
 logger = logging.getLogger(__name__)
 
 
-def score_pairs(ranker, pairs: PairDataset, batch_size: int = 64, trainer=None):
+def score_pairs(ranker, pairs: PairDataset, batch_size: int = 64, trainer=None, output_dir: Path | None = None):
     """Scores for ``pairs`` through ``RankingTrainer.score`` (``trainer``, else a prediction-only one around the
     ranker): ``Trainer.predict`` for cross-encoders, each distinct document encoded once for bi-encoders."""
     if trainer is None:
-        trainer = prediction_trainer(ranker, batch_size)
+        trainer = prediction_trainer(ranker, batch_size, output_dir)
     return trainer.score(pairs)
 
 
-def prediction_trainer(ranker, batch_size: int = 64, output_dir: str | None = None):
+def prediction_trainer(ranker, batch_size: int = 64, output_dir: str | Path | None = None):
+    """A Trainer that only predicts. It writes nothing; its ``output_dir`` (which the Trainer creates) is the
+    caller's output folder, or else a temporary folder removed with the trainer."""
+    import shutil
     import tempfile
+    import weakref
 
     from transformers import TrainingArguments
 
     from ssft.losses import PairwiseSoftmaxLoss
     from ssft.trainer import RankingTrainer
 
+    scratch = None if output_dir is not None else tempfile.mkdtemp(prefix="ssft-predict-")
     args = TrainingArguments(
-        output_dir=output_dir or tempfile.mkdtemp(prefix="ssft-predict-"),
+        output_dir=str(output_dir if output_dir is not None else scratch),
         per_device_eval_batch_size=batch_size,
         report_to=[],
         remove_unused_columns=False,
         disable_tqdm=True,
+        save_strategy="no",
     )
-    return RankingTrainer(model=ranker, args=args, data_collator=RankerCollator(ranker), loss=PairwiseSoftmaxLoss())
+    trainer = RankingTrainer(model=ranker, args=args, data_collator=RankerCollator(ranker), loss=PairwiseSoftmaxLoss())
+    if scratch is not None:
+        weakref.finalize(trainer, shutil.rmtree, scratch, True)
+    return trainer
 
 
 def tune_alpha(model_run: Run, first_stage: Run, qrels: Qrels, metric: str) -> float:
@@ -75,7 +84,7 @@ def rerank_and_report(
         logger.warning("%s: %d of %d queries have no first-stage candidates (they score 0)", split, missing, len(qrels))
     pairs = PairDataset(first_stage, depth, dataset)
     logger.info("reranking %d pairs (%d queries, top-%d of %s)", len(pairs), len(first_stage), depth, first_stage_name)
-    model_run = pairs.to_run(score_pairs(ranker, pairs, batch_size, trainer))
+    model_run = pairs.to_run(score_pairs(ranker, pairs, batch_size, trainer, output_dir))
     results: dict[str, dict[str, float]] = {}
     info: dict[str, Any] = {"split": split, "queries": len(model_run), "pairs": len(pairs), "depth": depth,
                             "first_stage": first_stage_name}

@@ -25,7 +25,11 @@ from torch import nn
 from ssft.errors import SsftError
 from ssft.models.backbone import Backbone
 
+from safetensors import SafetensorError
+
 SPEC_FILE = "ssft_model.json"
+# what loading a damaged model folder raises (truncated safetensors, bad JSON, missing files, wrong shapes)
+LOAD_ERRORS = (OSError, ValueError, RuntimeError, KeyError, EnvironmentError, SafetensorError, json.JSONDecodeError)
 PREFIX_CONFIG = "hidden_prefix.json"
 PREFIX_WEIGHTS = "hidden_prefix.safetensors"
 
@@ -43,6 +47,8 @@ def load_hidden_prefix(path: Path) -> nn.Module:
         raise SsftError(f"{path}: missing {PREFIX_WEIGHTS}")
     try:
         prefix.load_state_dict(load_file(path / PREFIX_WEIGHTS), strict=True)
+    except SafetensorError as err:
+        raise SsftError(f"{path / PREFIX_WEIGHTS}: unreadable safetensors file ({_first_line(err)})") from None
     except RuntimeError as err:
         raise SsftError(f"{path / PREFIX_WEIGHTS}: does not match {PREFIX_CONFIG}: {str(err).splitlines()[0]}") from None
     return prefix
@@ -60,15 +66,21 @@ def load_transformer(name: str, trust_remote_code: bool = False):
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report lists the unused pooler on every load
     try:
-        model = AutoModel.from_pretrained(path, add_pooling_layer=False, trust_remote_code=trust_remote_code)
-    except TypeError:  # architectures without a pooler argument
-        model = AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as err:
-        raise SsftError(f"model '{name}' at {path} could not be loaded: {str(err).splitlines()[0]}") from None
+        try:
+            model = AutoModel.from_pretrained(path, add_pooling_layer=False, trust_remote_code=trust_remote_code)
+        except TypeError:  # architectures without a pooler argument
+            model = AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except LOAD_ERRORS as err:  # corrupt or truncated weights, a config.json that is not JSON, no tokenizer files
+        raise SsftError(f"model '{name}' at {path} could not be loaded: {_first_line(err)}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     return model, tokenizer
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 class Ranker(nn.Module):
@@ -157,12 +169,27 @@ class Ranker(nn.Module):
         if not spec_file.is_file():
             raise SsftError(f"{path}: not a saved ssft model (no {SPEC_FILE})")
         try:
-            return json.loads(spec_file.read_text())
+            spec = json.loads(spec_file.read_text(encoding="utf-8"))
         except json.JSONDecodeError as err:
             raise SsftError(f"{spec_file}: invalid JSON: {err.msg}") from None
+        except UnicodeDecodeError:
+            raise SsftError(f"{spec_file}: not a UTF-8 text file") from None
+        if not isinstance(spec, dict) or not all(isinstance(spec.get(k), str) for k in ("architecture", "base_model", "method")):
+            raise SsftError(f"{spec_file}: expected an object with 'architecture', 'base_model' and 'method' names")
+        return spec
 
     @classmethod
     def load(cls, path: str | Path) -> "Ranker":
+        """The ranker saved in ``path``; a damaged folder is an SsftError naming it."""
+        try:
+            return cls._load(Path(path))
+        except SsftError:
+            raise
+        except LOAD_ERRORS as err:
+            raise SsftError(f"{path}: the saved model cannot be loaded ({type(err).__name__}: {_first_line(err)})") from None
+
+    @classmethod
+    def _load(cls, path: Path) -> "Ranker":
         from peft import PeftModel
         from transformers import AutoModel, AutoTokenizer
 
