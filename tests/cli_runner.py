@@ -63,12 +63,21 @@ def _child(module: str, argv: list[str], cwd: str, env: dict[str, str], out_path
         os._exit(code)
 
 
+def start_cli(module: str, argv: list[str], cwd: Path, env: dict[str, str] | None = None):
+    """Start a forked CLI run and return its ``multiprocessing.Process`` (``.pid``, ``.kill()`` sends SIGKILL);
+    its output is discarded."""
+    env = {**os.environ, **{k: str(v) for k, v in (env or {}).items()}}  # this test's environment, not the server's
+    process = _context_once().Process(target=_child, args=(module, argv, str(cwd), env, os.devnull, os.devnull))
+    process.start()
+    return process
+
+
 def run_cli(module: str, argv: list[str], cwd: Path, env: dict[str, str] | None = None, real: bool = False,
             timeout: float = 300) -> Result:
     """Run ``python -m module argv`` in ``cwd`` (``real``: an actual interpreter; else forked, see above)."""
-    env = {k: str(v) for k, v in (env or {}).items()}
+    env = {**os.environ, **{k: str(v) for k, v in (env or {}).items()}}  # this test's environment, not the server's
     if real:
-        done = subprocess.run([sys.executable, "-m", module, *argv], cwd=cwd, env={**os.environ, **env},
+        done = subprocess.run([sys.executable, "-m", module, *argv], cwd=cwd, env=env,
                               capture_output=True, text=True, timeout=timeout)
         return Result(done.returncode, done.stdout, done.stderr)
     with tempfile.TemporaryDirectory(prefix="ssft-cli-") as logs:
