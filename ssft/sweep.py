@@ -98,8 +98,6 @@ def load_grid(path: str | Path) -> Grid:
         raise SsftError(f"{path}: recipe: expected the path of the base recipe")
     base = path.parent
     recipe = (base / raw["recipe"]) if not Path(raw["recipe"]).is_absolute() else Path(raw["recipe"])
-    if not recipe.is_file():
-        raise SsftError(f"{path}: recipe: base recipe not found: {recipe}")
     output_root = Path(raw.get("output_root") or f"sweeps/{path.stem}")
     results = Path(raw.get("results") or "results.jsonl")
     results = results if results.is_absolute() else output_root / results
@@ -126,6 +124,8 @@ def load_grid(path: str | Path) -> Grid:
             folds.splits = [folds.splits]
         if any(key.startswith("data.") and key.endswith(("_split", "dataset")) for key in grid):
             raise SsftError(f"{path}: grid: data.dataset and data.*_split are set per fold when folds is given")
+    if not recipe.is_file():
+        raise SsftError(f"{path}: recipe: base recipe not found: {recipe}")
     return Grid(recipe, output_root, results, grid, folds)
 
 

@@ -18,6 +18,7 @@ if __package__ in (None, ""):  # `accelerate launch ssft/train.py` runs this fil
 from ssft.errors import SsftError, cli_entry
 
 logger = logging.getLogger("ssft")
+_USER_TENSORBOARD_DIR = os.environ.get("TENSORBOARD_LOGGING_DIR")  # the user's own choice, if any, before ssft sets it
 
 
 def _setup_logging(level: str = "INFO") -> None:
@@ -156,7 +157,8 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
                        "disable_tqdm": not sys.stderr.isatty(), "seed": recipe.seed,
                        "dataloader_pin_memory": torch.cuda.is_available()}
     training_kwargs.update(recipe.training)
-    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(out / "logs"))
+    # TensorBoard goes to this run's logs/ (HF reads the variable when a Trainer is built), unless the user set it
+    os.environ["TENSORBOARD_LOGGING_DIR"] = _USER_TENSORBOARD_DIR or str(out / "logs")
     try:
         args = TrainingArguments(**training_kwargs)
     except (ValueError, TypeError) as err:
@@ -264,9 +266,9 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         best = BestEpochCallback(e.selection_metric)
         trainer = new_trainer(args, [best])
         checkpoint = None
+        for removed in discard_incomplete_checkpoints(out):  # never trained into, never resumed from
+            logger.warning("removed %s: a checkpoint cut short by an interruption", removed)
         if resume:
-            for removed in discard_incomplete_checkpoints(out):
-                logger.warning("removed %s: a checkpoint cut short by the interruption", removed)
             checkpoint = latest_checkpoint(out)
             if checkpoint is not None:
                 resumed_from = str(checkpoint.relative_to(out))

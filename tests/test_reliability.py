@@ -355,3 +355,19 @@ def test_saved_models_and_checkpoints_hold_weights_as_safetensors_only(tmp_path,
         ranker.save(tmp_path / method)
         suffixes = {p.suffix for p in (tmp_path / method).rglob("*") if p.is_file()}
         assert ".safetensors" in suffixes and not suffixes & {".bin", ".pt", ".pth", ".pkl", ".ckpt"}, (method, suffixes)
+
+
+def test_sweep_dry_run_tells_resumable_runs_apart(tmp_path, capsys):
+    from ssft.sweep import expand, load_grid, main
+
+    (tmp_path / "base.yaml").write_text("seed: 1\n")
+    grid_file = tmp_path / "grid.yaml"
+    grid_file.write_text(f"recipe: base.yaml\noutput_root: {tmp_path / 'sweep'}\ngrid: {{seed: [1, 2, 3]}}\n")
+    finished, resumable, fresh = expand(load_grid(grid_file))
+    finished.run_dir.mkdir(parents=True)
+    (finished.run_dir / "metrics.json").write_text("{}")
+    (resumable.run_dir / "checkpoint-3").mkdir(parents=True)
+    (resumable.run_dir / "checkpoint-3" / "ssft_checkpoint.json").write_text("{}")
+    assert main([str(grid_file), "--dry-run"]) == 0
+    states = [line.split("\t")[:2] for line in capsys.readouterr().out.splitlines()]
+    assert states == [["finished", finished.name], ["resumable", resumable.name], ["to run", fresh.name]]

@@ -197,7 +197,7 @@ def train_hybrid(ranker: nn.Module, config: HybridOptions, make_trainer: Callabl
             logger.info("hybrid phase '%s' finished earlier: its weights read from %s", name, folder / "result")
         else:
             checkpoint = None
-            if resume:
+            if resume:  # a checkpoint cut short is removed, never trained into or resumed from
                 from ssft.trainer import discard_incomplete_checkpoints, latest_checkpoint
 
                 discard_incomplete_checkpoints(folder)
