@@ -146,6 +146,40 @@ def test_overwrite_and_default_checkpoints(tmp_path, tiny_model_dir, synthetic_d
 # ---------------------------------------------------------------- checkpoint bookkeeping
 
 
+@pytest.mark.parametrize("architecture, method, options", [
+    ("cross", "full", {}), ("cross", "lora", {"r": 2}), ("cross", "lora++", {"r": 2}), ("cross", "prefix", {}),
+    ("cross", "prompt", {}), ("cross", "hidden_prefix", {"length": 2}), ("twin", "ss_lora", {"r": 2}),
+    ("colbert", "ss_hidden_prefix", {"length": 2}),
+    ("cross", "hybrid", {"first": {"method": "hidden_prefix", "length": 2}, "second": {"method": "lora", "r": 2}}),
+])
+def test_a_checkpointed_ranker_loads_back_into_the_live_model_exactly(architecture, method, options, tmp_path, tiny_model_dir):
+    """What a resume does with ``checkpoint-N/ranker``: every tensor of the live model (trainable or not) takes
+    the saved value, in place, for every method."""
+    from ssft.recipe import ModelConfig
+    from ssft.registry import MODELS
+
+    config = ModelConfig(architecture=architecture, name=str(tiny_model_dir), max_length=48)
+    torch.manual_seed(0)
+    saved = MODELS.get(architecture).build(config, method, options)
+    with torch.no_grad():
+        for p in saved.parameters():
+            if p.requires_grad:
+                p.add_(0.1 * torch.randn_like(p))
+    saved.save(tmp_path / "ranker")
+    torch.manual_seed(1)
+    live = MODELS.get(architecture).build(config, method, options)
+    parameters = {n: p for n, p in live.named_parameters()}
+    live.load_weights(tmp_path / "ranker")
+    assert {n: p for n, p in live.named_parameters()} == parameters, "loaded in place: the optimizer keeps its tensors"
+    expected = saved.state_dict()
+    for name, tensor in live.state_dict().items():
+        torch.testing.assert_close(tensor, expected[name], rtol=0, atol=0, msg=name)
+    other = MODELS.get(architecture).build(config, "full" if method != "full" else "lora", {})
+    with pytest.raises(SsftError, match="method"):
+        other.load_weights(tmp_path / "ranker")
+
+
+
 def test_incomplete_checkpoints_are_never_resumed_from(tmp_path):
     from ssft.trainer import CHECKPOINT_MARKER, discard_incomplete_checkpoints, latest_checkpoint
 
@@ -286,7 +320,7 @@ def test_non_finite_loss_or_gradient_stops_training_and_keeps_the_last_good_chec
     ds = load_dataset(str(tiny_dataset))
     args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=1, learning_rate=1e-3,
                              report_to=[], remove_unused_columns=False, use_cpu=True, save_strategy="steps", save_steps=2,
-                             num_train_epochs=3, dataloader_pin_memory=False)
+                             num_train_epochs=3, dataloader_pin_memory=False, disable_tqdm=True)
     trainer = RankingTrainer(model=ranker, args=args, train_dataset=TrainingGroups(build_examples(ds.qrels("train"), list(ds.corpus), None), ds, 2),
                              data_collator=RankerCollator(ranker), loss=NaNAfter(5, mode))
     with pytest.raises(SsftError) as err:
