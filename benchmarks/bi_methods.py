@@ -43,6 +43,17 @@ def train_run(arch: str, method: str, seed: int, out_root: Path, extra: list[str
     return out
 
 
+def tower_counts(arch: str, method: str) -> dict[str, int]:
+    """Trainable parameters per tower of the recipe's model, as built (no training)."""
+    from ssft.adapters.semi_siamese import tower_parameter_counts
+    from ssft.recipe import load_recipe
+    from ssft.registry import MODELS
+
+    recipe = load_recipe(ROOT / "recipes" / "grid" / f"{arch}_{method}.yaml")
+    model = MODELS.get(arch).build(recipe.model, recipe.adapter.method, recipe.adapter.options)
+    return tower_parameter_counts(model)
+
+
 def run_metrics(out: Path, dataset) -> dict:
     """Metrics of the run's model / BM25 / interpolated test runs on the full test and on test_short."""
     from ssft.data.trec import read_run
@@ -155,6 +166,7 @@ def main() -> None:
     runs = {(a, m): [run_metrics(train_run(a, m, s, Path(ns.out), ns.overrides), dataset) for s in seeds]
             for a in archs for m in methods}
     first = next(iter(runs.values()))[0]
+    towers = {key: tower_counts(*key) for key in runs}
 
     lines = [
         "## Bi-encoders (TwinBERT, ColBERT) and semi-Siamese methods on NFCorpus (BM25 top-100 rerank)",
@@ -173,15 +185,16 @@ def main() -> None:
         lines += [
             f"### {label}",
             "",
-            "| model | method | trainable params | " + " | ".join(METRICS) + " | + BM25 interp. nDCG@10 |",
-            "|---|---|---:|" + "---:|" * len(METRICS) + "---:|",
-            "| BM25 (bm25s) | – | – | " + " | ".join(f"{bm25[k]:.4f}" for k in METRICS) + " | – |",
+            "| model | method | trainable params | query / document encoder (+ head) | " + " | ".join(METRICS) + " | + BM25 interp. nDCG@10 |",
+            "|---|---|---:|---:|" + "---:|" * len(METRICS) + "---:|",
+            "| BM25 (bm25s) | – | – | – | " + " | ".join(f"{bm25[k]:.4f}" for k in METRICS) + " | – |",
         ]
         for (a, m), rs in runs.items():
             table = [r["full"] if split == "full" else r["short"] for r in rs]
             fused = [t.get("test+bm25", {}).get("nDCG@10") for t in table]
             lines.append(
                 f"| {ARCH_TITLES[a]} | {m} | {rs[0]['info']['trainable_parameters']:,} | "
+                f"{towers[a, m]['query_tower']:,} / {towers[a, m]['document_tower']:,} (+ {towers[a, m]['head']:,}) | "
                 + " | ".join(fmt([t["test"][k] for t in table]) for k in METRICS)
                 + f" | {fmt(fused) if None not in fused else '–'} |"
             )
