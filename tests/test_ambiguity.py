@@ -14,12 +14,6 @@ from ssft.errors import SsftError
 from tests.conftest import SHARED_DATA
 
 
-@pytest.fixture(scope="session")
-def wordnet_dir(tmp_path_factory):
-    """The OEWN 2024 wn database, built once per test session (~20-30 s) unless WN_DATA_DIR names a built one."""
-    return os.environ.get("WN_DATA_DIR") or str(tmp_path_factory.mktemp("wn") / "db")
-
-
 @pytest.fixture
 def lexicon(wordnet_dir, monkeypatch):
     home = os.environ.get("SSFT_DATA_HOME") or str(SHARED_DATA)
