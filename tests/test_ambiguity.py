@@ -64,6 +64,17 @@ def test_confidence_rule(lexicon):
     assert got["a"].confidence == 1.0 and got["c"].confidence is None
 
 
+@pytest.mark.integration
+def test_cli_counts_and_labels_file(lexicon, tiny_dataset, tmp_path, capsys):
+    out = tmp_path / "labels.tsv"
+    assert ambiguity.main([str(tiny_dataset), "--split", "test", "--max-words", "3", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "all 2 queries: ambiguous 2, non-ambiguous 0, excluded 0" in printed  # "sleep memory", "coffee liver"
+    assert ambiguity.read_labels(out) == {"q6": AMBIGUOUS, "q5": AMBIGUOUS}
+    assert ambiguity.main([str(tiny_dataset), "--split", "nope"]) == 2
+    assert "no split 'nope'" in capsys.readouterr().err
+
+
 def test_missing_wordnet_and_nltk_data_are_clear_errors(tmp_path, monkeypatch):
     monkeypatch.setattr(wordnet, "_loaded", None)
     monkeypatch.setenv("SSFT_DATA_HOME", str(tmp_path))

@@ -23,7 +23,7 @@ Two rules (``AmbiguityRule.method``):
 WordNet and NLTK data are found as ``ssft.analysis.wordnet`` describes (env vars ``SSFT_WORDNET_XML``,
 ``WN_DATA_DIR``, ``NLTK_DATA``); nothing is downloaded.
 
-CLI: ``python -m ssft.analysis.ambiguity nfcorpus --split test_short [--method confidence] [--out labels.tsv]``
+CLI: ``ssft-ambiguity nfcorpus --split test_short [--method confidence] [--out labels.tsv]``
 prints the count of each class (and of the one-word subset) and writes one row per query.
 """
 from __future__ import annotations
@@ -238,7 +238,7 @@ def format_counts(results: Mapping[str, QueryAmbiguity], rule: AmbiguityRule) ->
 
 @cli_entry("ssft-ambiguity")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ssft.analysis.ambiguity",
+    parser = argparse.ArgumentParser(prog="ssft-ambiguity",
                                      description="Classify a dataset's queries as ambiguous / non-ambiguous (001 §5.1).")
     parser.add_argument("dataset", help="BEIR folder or name under $SSFT_DATA_HOME")
     parser.add_argument("--split", default="test", help="classify the queries of this qrels split (default test)")
