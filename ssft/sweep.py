@@ -7,8 +7,10 @@ Grid file::
     results: results.jsonl           # under output_root unless absolute
     grid:                            # override key -> list of values; every combination is one run
       model.name: [bert-base-uncased]
-      adapter: [{method: full}, {method: lora, r: 16}]
       seed: [1, 2, 3]                # 001 §4.1.3: three seeds
+    variants:                        # optional: override sets that go together, each crossed with the grid
+      - {adapter: {method: full}, training.learning_rate: 5.0e-5}
+      - {adapter: {method: lora, r: 16}, training.learning_rate: 1.0e-3}
     folds:                           # optional: K-fold query splits (001 §4.1: 5 folds, 3 train / 1 validation / 1 test)
       k: 5
       splits: [test]                 # qrels splits pooled into the queries to divide (default: all of the dataset's)
@@ -46,7 +48,7 @@ from ssft.errors import SsftError, cli_entry
 
 logger = logging.getLogger("ssft")
 
-GRID_KEYS = ("recipe", "output_root", "results", "grid", "folds")
+GRID_KEYS = ("recipe", "output_root", "results", "grid", "variants", "folds")
 FOLD_KEYS = ("k", "splits", "seed", "dataset")
 
 
@@ -65,6 +67,7 @@ class Grid:
     results: Path
     grid: dict[str, list[Any]]
     folds: Folds | None = None
+    variants: list[dict[str, Any]] = field(default_factory=list)  # tied override sets, each crossed with the grid
 
 
 @dataclass
@@ -109,6 +112,17 @@ def load_grid(path: str | Path) -> Grid:
             raise SsftError(f"{path}: grid.{key}: expected a non-empty list of values")
         if key == "training.output_dir":
             raise SsftError(f"{path}: grid.{key}: set by the sweep (output_root)")
+    variants = raw.get("variants") or []
+    if not isinstance(variants, list):
+        raise SsftError(f"{path}: variants: expected a list of mappings (override key -> value)")
+    for i, variant in enumerate(variants):
+        if not isinstance(variant, dict) or not variant:
+            raise SsftError(f"{path}: variants[{i}]: expected a non-empty mapping of override key -> value")
+        for key in variant:
+            if key in grid:
+                raise SsftError(f"{path}: variants[{i}].{key}: also a grid key; set it in one place")
+            if key == "training.output_dir":
+                raise SsftError(f"{path}: variants[{i}].{key}: set by the sweep (output_root)")
     folds = None
     if raw.get("folds") is not None:
         f = raw["folds"]
@@ -122,11 +136,11 @@ def load_grid(path: str | Path) -> Grid:
             raise SsftError(f"{path}: folds.k: must be an integer >= 3 (one test, one validation, >= 1 train fold)")
         if isinstance(folds.splits, str):
             folds.splits = [folds.splits]
-        if any(key.startswith("data.") and key.endswith(("_split", "dataset")) for key in grid):
+        if any(key.startswith("data.") and key.endswith(("_split", "dataset")) for key in [*grid, *(k for v in variants for k in v)]):
             raise SsftError(f"{path}: grid: data.dataset and data.*_split are set per fold when folds is given")
     if not recipe.is_file():
         raise SsftError(f"{path}: recipe: base recipe not found: {recipe}")
-    return Grid(recipe, output_root, results, grid, folds)
+    return Grid(recipe, output_root, results, grid, folds, variants)
 
 
 # ---------------------------------------------------------------- folds
@@ -185,23 +199,28 @@ def _slug(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     if isinstance(value, dict) and "method" in value:
         text = str(value["method"])
+        if text == "hybrid":  # e.g. hidden_prefix+lora, or hidden_prefix+lora_concurrent
+            parts = [v.get("method", "?") if isinstance(v, dict) else str(v) for v in (value.get("first"), value.get("second"))]
+            text = "+".join(parts) + ("_concurrent" if value.get("mode") == "concurrent" else "")
     text = text.rstrip("/").split("/")[-1]
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", text)[:40]
 
 
 def expand(grid: Grid, fold_dirs: Sequence[Path] | None = None) -> list[Run]:
-    """Every combination of the grid's values (× folds); names are readable slugs plus a hash of the overrides."""
+    """Every combination of the grid's values (× variants × folds); names are readable slugs plus a hash of the
+    overrides."""
     keys = list(grid.grid)
     combos = list(itertools.product(*(grid.grid[k] for k in keys))) or [()]
     runs = []
-    for combo in combos:
+    # seeds (grid values) outer, variants inner: an interrupted sweep has whole seeds of every method done
+    for combo, variant in itertools.product(combos, grid.variants or [{}]):
         for fold in (range(len(fold_dirs)) if fold_dirs else [None]):
-            overrides = dict(zip(keys, combo))
+            overrides = {**variant, **dict(zip(keys, combo))}
             if fold is not None:
                 overrides.update({"data.dataset": str(fold_dirs[fold]), "data.train_split": "train",
                                   "data.validation_split": "dev", "data.test_split": "test"})
             digest = hashlib.sha1(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:8]
-            slug = "-".join(f"{k.split('.')[-1]}={_slug(v)}" for k, v in zip(keys, combo))
+            slug = "-".join(f"{k.split('.')[-1]}={_slug(v)}" for k, v in [*variant.items(), *zip(keys, combo)])
             name = "-".join(part for part in (slug, f"fold{fold}" if fold is not None else "", digest) if part)
             runs.append(Run(name, overrides, fold, grid.output_root / "runs" / name))
     return runs

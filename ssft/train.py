@@ -182,6 +182,14 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     logger.info("model %s (%s, method %s): %s trainable of %s parameters (%.3f%%; ranker head %s)",
                 recipe.model.name, recipe.model.architecture, recipe.adapter.method, f"{trainable:,}", f"{total:,}",
                 100 * trainable / total, f"{head:,}")
+    per_tower = None
+    if recipe.model.architecture != "cross":
+        from ssft.adapters.semi_siamese import tower_parameter_counts
+
+        per_tower = tower_parameter_counts(ranker)
+        logger.info("trainable parameters per tower: query encoder %s (shared %s + query-specific %s), document encoder %s "
+                    "(shared %s + document-specific %s), head %s", *(f"{per_tower[k]:,}" for k in (
+                        "query_tower", "shared", "query", "document_tower", "shared", "document", "head")))
 
     val_pairs = PairDataset(val_first, val_depth, dataset) if val_qrels else None
     hybrid = None
@@ -292,7 +300,7 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         trainer=trainer, alpha=alpha,
     )
     info.update({
-        "trainable_parameters": trainable, "total_parameters": total,
+        "trainable_parameters": trainable, "total_parameters": total, "trainable_parameters_per_tower": per_tower,
         "train_seconds": round(train_seconds, 1), "wall_seconds": round(time.time() - started, 1),
         "train_loss": train_output.training_loss, "best_validation": {"metric": e.selection_metric, "value": best.best_value, "epoch": best.best_epoch},
         "validation_history": best.history, "notes": notes, "data_warnings": dataset.warnings,

@@ -17,6 +17,13 @@ def _offline(monkeypatch, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def wordnet_dir(tmp_path_factory) -> str:
+    """Where the OEWN 2024 wn database is built, once per test session (~20-30 s; ssft.analysis.wordnet), unless
+    WN_DATA_DIR names one already built."""
+    return os.environ.get("WN_DATA_DIR") or str(tmp_path_factory.mktemp("wn") / "db")
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny random BERT (2 layers, hidden 32) saved with the real MiniLM tokenizer (offline, pip-shipped)."""
     from transformers import AutoTokenizer, BertConfig, BertModel

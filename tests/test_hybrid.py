@@ -221,3 +221,64 @@ def test_semi_siamese_prefix_hybrid_on_a_twin_bi_encoder(tiny_model_dir, tmp_pat
     with torch.no_grad():
         after = loaded(**loaded.tokenize(queries, docs))
     assert torch.allclose(before, after, atol=1e-6)
+
+
+@pytest.mark.parametrize("order", ["prefix_first", "ss_lora_first"])
+def test_ss_lora_hybrid_on_colbert_routes_gradients_and_reloads(tiny_model_dir, tmp_path, order):
+    """prefix → SS LoRA and SS LoRA → prefix (001 §3.3.3) on ColBERT: in the LoRA phase the query-specific LoRA
+    gets gradient only from the query tower, the document-specific one only from the document tower, the shared
+    one from both, the frozen prefix and base none; save / load keeps the scores."""
+    from ssft.models.colbert import ColBert
+
+    torch.manual_seed(0)
+    prefix = {"method": "hidden_prefix", "length": 2, "mlp_dim": 8}
+    ss_lora = {"method": "ss_lora", "r": 2, "sharing": "hetero_value"}
+    options = {"first": prefix, "second": ss_lora} if order == "prefix_first" else {"first": ss_lora, "second": prefix}
+    cfg = ModelConfig(architecture="colbert", name=str(tiny_model_dir), max_length=32, query_max_length=8, colbert_dim=16)
+    ranker = ColBert.build(cfg, "hybrid", options)
+    assert ranker.backbone.tower_switch is not None and ranker.backbone.hidden_prefix is not None
+    set_trainable(ranker, ["lora", "head"])
+    with torch.no_grad():  # LoRA's B starts at zero, which would leave A without gradient
+        for n, p in ranker.named_parameters():
+            if ".lora_B." in n:
+                p.normal_(0, 0.1)
+    batch = ranker.tokenize(["vitamin d bones", "coffee liver"], ["vitamin d and bone health", "coffee and liver disease"])
+
+    def grads(tower_input: str) -> dict[str, bool]:
+        ranker.zero_grad(set_to_none=True)
+        q = ranker.encode(batch["q_input_ids"], batch["q_attention_mask"], "query")
+        d = ranker.encode(batch["d_input_ids"], batch["d_attention_mask"], "document")
+        if tower_input == "query":
+            d = type(d)(d.vectors.detach(), d.mask)
+        elif tower_input == "document":
+            q = type(q)(q.vectors.detach(), q.mask)
+        ranker.score(q.select(batch["q_index"]), d.select(batch["d_index"])).sum().backward()
+        return {n: p.grad is not None and bool(p.grad.abs().sum() > 0) for n, p in ranker.named_parameters() if n.startswith("backbone.")}
+
+    both, only_q, only_d = grads("both"), grads("query"), grads("document")
+    lora = [n for n in both if ".lora_" in n]
+    for n in lora:
+        if ".query_tower." in n:
+            assert both[n] and only_q[n] and not only_d[n], n
+        elif ".document_tower." in n:
+            assert both[n] and only_d[n] and not only_q[n], n
+        else:
+            assert ".shared." in n and both[n] and only_q[n] and only_d[n], n
+    assert not any(v for n, v in both.items() if n not in lora), "prefix and base get no gradient in the LoRA phase"
+
+    ranker.eval()
+    with torch.no_grad():
+        before = ranker(**batch)
+    ranker.save(tmp_path / "model")
+    loaded = load_ranker(tmp_path / "model")
+    assert loaded.backbone.tower_switch is not None and loaded.backbone.hidden_prefix is not None
+    with torch.no_grad():
+        after = loaded(**loaded.tokenize(["vitamin d bones", "coffee liver"], ["vitamin d and bone health", "coffee and liver disease"]))
+    assert torch.allclose(before, after, atol=1e-5)
+
+
+def test_ss_lora_hybrid_refused_on_a_cross_encoder():
+    raw = {"model": {"architecture": "cross"}, "adapter": {"method": "hybrid", "first": {"method": "hidden_prefix"},
+                                                            "second": {"method": "ss_lora"}}}
+    with pytest.raises(SsftError, match="semi-Siamese"):
+        recipe_from_dict(raw)

@@ -151,3 +151,32 @@ def test_save_load_gives_identical_scores(tiny_model_dir, tmp_path, method, opti
         names = ["query_tower", "document_tower"] + (["shared"] if options["sharing"] != "none" else [])
         for name in names:
             assert load_file(tmp_path / "m" / "adapter" / name / "adapter_model.safetensors"), name
+
+
+@pytest.mark.parametrize("method, options", [
+    ("ss_lora", {"r": 2, "sharing": "hetero_value"}),
+    ("ss_lora", {"r": 2, "sharing": "none"}),
+    ("ss_hidden_prefix", {"length": 3, "mlp_dim": 8, "sharing": "average"}),
+    ("ss_hidden_prefix", {"length": 3, "mlp_dim": 8, "sharing": "none"}),
+    ("lora", {"r": 2}),
+])
+def test_trainable_parameters_per_tower(tiny_model_dir, method, options):
+    """The per-tower counts add up to the trainable total and agree with the parameter groups by name."""
+    from ssft.adapters import count_parameters
+    from ssft.adapters.semi_siamese import tower_parameter_counts
+
+    model = build(tiny_model_dir, method, ColBert, **options)
+    counts = tower_parameter_counts(model)
+    expected = {"shared": 0, "query": 0, "document": 0, "head": 0}
+    for n, p in model.named_parameters():
+        if p.requires_grad:
+            group = {"ranker": "head", "default": "shared", "backbone": "shared"}.get(group_of(n), group_of(n))
+            expected[group] += p.numel()
+    assert {k: counts[k] for k in expected} == expected
+    assert counts["shared"] + counts["query"] + counts["document"] + counts["head"] == count_parameters(model)[0]
+    assert counts["query_tower"] == counts["shared"] + counts["query"]
+    if method.startswith("ss_"):
+        assert counts["query"] == counts["document"] > 0  # symmetric towers
+        assert (counts["shared"] > 0) == (options["sharing"] != "none" or method == "ss_hidden_prefix")  # the prefix source is always shared
+    else:
+        assert counts["query"] == counts["document"] == 0 and counts["shared"] > 0

@@ -117,8 +117,22 @@ def test_sweep_with_folds_sets_data_per_fold(tiny_dataset, tmp_path):
     assert all(r["overrides"]["data.dataset"].endswith(f"fold{r['fold']}") and r["overrides"]["data.test_split"] == "test" for r in rows)
 
 
+def test_variants_tie_overrides_and_cross_the_grid(tmp_path):
+    grid = load_grid(write_grid(tmp_path, {"grid": {"seed": [1, 2]}, "variants": [
+        {"adapter": {"method": "full"}, "training.learning_rate": 5e-5},
+        {"adapter": {"method": "lora", "r": 4}, "training.learning_rate": 1e-3}]}))
+    runs = expand(grid)
+    assert len(runs) == 4 and len({r.name for r in runs}) == 4
+    pairs = {(r.overrides["adapter"]["method"], r.overrides["training.learning_rate"], r.overrides["seed"]) for r in runs}
+    assert pairs == {("full", 5e-5, 1), ("full", 5e-5, 2), ("lora", 1e-3, 1), ("lora", 1e-3, 2)}
+    assert all(r.name.startswith("adapter=") for r in runs)
+
+
 @pytest.mark.parametrize("content, message", [
     ({"grid": {}}, "recipe: expected the path"),
+    ({"recipe": "b.yaml", "variants": {"seed": 1}}, "variants: expected a list"),
+    ({"recipe": "b.yaml", "variants": [{}]}, r"variants\[0\]: expected a non-empty mapping"),
+    ({"recipe": "b.yaml", "grid": {"seed": [1]}, "variants": [{"seed": 2}]}, r"variants\[0\]\.seed: also a grid key"),
     ({"recipe": "b.yaml", "grids": {}}, "unknown key 'grids'"),
     ({"recipe": "b.yaml", "grid": {"seed": 1}}, r"grid\.seed: expected a non-empty list"),
     ({"recipe": "b.yaml", "folds": {"k": 2}}, r"folds\.k: must be an integer >= 3"),

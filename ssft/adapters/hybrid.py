@@ -5,15 +5,15 @@ Recipe::
     adapter:
       method: hybrid
       first: {method: hidden_prefix, length: 10}   # or ss_hidden_prefix (bi-encoders only)
-      second: {method: lora, r: 16}                # or lora++
+      second: {method: lora, r: 16}                # or lora++, or ss_lora (bi-encoders only)
       first_epochs: 30                             # m
       second_epochs: 10                            # n
       mode: sequential                             # or concurrent
 
-Either order works (Prefix-tuning → LoRA, LoRA → Prefix-tuning). The prefix is ssft's ``hidden_prefix`` module
-(``Backbone.hidden_prefix``) beside the PEFT LoRA model, so both live in one backbone; PEFT's own ``prefix`` /
-``prompt`` cannot share a PeftModel with LoRA and are not accepted here. ``ss_lora`` is not supported yet (its
-two named PEFT adapters and tower switch need their own save/load path).
+Either order works (Prefix-tuning → LoRA, LoRA → Prefix-tuning, prefix → SS LoRA, SS LoRA → prefix). The prefix
+is ssft's ``hidden_prefix`` module (``Backbone.hidden_prefix``) beside the PEFT LoRA model, so both live in one
+backbone; PEFT's own ``prefix`` / ``prompt`` cannot share a PeftModel with LoRA and are not accepted here. With
+``ss_lora`` the backbone keeps its tower switch (shared + query- / document-specific PEFT adapters, 001 §3.3.3).
 
 ``sequential`` (Algorithm 1): phase 1 trains ``first`` for ``first_epochs`` epochs and keeps its best validation
 epoch; ``first`` is then frozen at those weights and phase 2 trains ``second`` for ``second_epochs`` epochs, again
@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -38,7 +39,7 @@ from ssft.registry import ADAPTERS
 logger = logging.getLogger(__name__)
 
 PREFIX_METHODS = ("hidden_prefix", "ss_hidden_prefix")
-LORA_METHODS = ("lora", "lora++")
+LORA_METHODS = ("lora", "lora++", "ss_lora")
 MODES = ("sequential", "concurrent")
 
 
@@ -109,7 +110,24 @@ class Hybrid(Adapter):
         # the prefix first: its apply freezes every parameter of the model, which would include LoRA's
         prefix = ADAPTERS.get(prefix_method).apply(model, prefix_config).hidden_prefix
         peft_backbone = ADAPTERS.get(lora_method).apply(model, lora_config)
-        return Backbone(peft_backbone.model, cls.name, hidden_prefix=prefix)
+        backbone = Backbone(peft_backbone.model, cls.name, hidden_prefix=prefix)
+        backbone.tower_switch = peft_backbone.tower_switch  # ss_lora: shared + tower-specific adapters
+        return backbone
+
+    @classmethod
+    def load_backbone(cls, transformer: nn.Module, path: Path, spec: dict[str, Any]) -> Backbone:
+        """The LoRA part from ``adapter/`` (``adapter/<name>/`` for ss_lora's named adapters); the prefix
+        (``hidden_prefix.*``) is loaded by ``Ranker.load`` like any hidden prefix."""
+        from peft import PeftModel
+
+        config = cls.config_from(spec.get("options", {}))
+        lora_method, lora_options = next((m, o) for m, o, _ in config.module_specs() if m in LORA_METHODS)
+        if lora_method == "ss_lora":
+            loaded = ADAPTERS.get("ss_lora").load_backbone(transformer, path, {"options": lora_options})
+            backbone = Backbone(loaded.model, cls.name)
+            backbone.tower_switch = loaded.tower_switch
+            return backbone
+        return Backbone(PeftModel.from_pretrained(transformer, path / "adapter", is_trainable=False), cls.name)
 
 
 def hybrid_modules(ranker: nn.Module) -> dict[str, list[tuple[str, nn.Parameter]]]:

@@ -203,3 +203,32 @@ class SsLora(Adapter):
             model.load_adapter(path / "adapter" / name, adapter_name=name, is_trainable=False)
         return _wire(model, cls.name, "shared" in targets)
 
+
+
+# ---------------------------------------------------------------- accounting
+
+
+def tower_parameter_counts(ranker: nn.Module) -> dict[str, int]:
+    """Trainable parameters by where they act (001 reports them per tower): ``shared`` (used by both towers'
+    encoders: common prefix generators and their source, shared LoRA, or every trainable backbone weight of a
+    Siamese method), ``query`` / ``document`` (tower-specific modules), ``head`` (outside the backbone: projection,
+    combiner), and the totals each tower's encoder trains, ``query_tower`` = shared + query, ``document_tower`` =
+    shared + document."""
+    counts = {"shared": 0, "query": 0, "document": 0, "head": 0}
+    seen: set[int] = set()
+    for name, p in ranker.named_parameters():
+        if not p.requires_grad or id(p) in seen:
+            continue
+        seen.add(id(p))
+        if not name.startswith("backbone."):
+            where = "head"
+        elif f".{LORA_ADAPTER['query']}." in name or ".tower_mlps.query." in name:
+            where = "query"
+        elif f".{LORA_ADAPTER['document']}." in name or ".tower_mlps.document." in name:
+            where = "document"
+        else:
+            where = "shared"
+        counts[where] += p.numel()
+    counts["query_tower"] = counts["shared"] + counts["query"]
+    counts["document_tower"] = counts["shared"] + counts["document"]
+    return counts

@@ -1,0 +1,130 @@
+"""The papers' figures as PNG files (matplotlib, no display needed: ``Figure`` objects, never pyplot state).
+
+- ``plot_ambiguity_ratios``: 001 Fig. 3, P@20 of ambiguous / non-ambiguous queries per fine-tuning method, one panel
+  per encoder kind (cross- vs bi-encoders); input from ``ssft.analysis.split.ratio_table``.
+- ``plot_validation_curves``: 001 Fig. 4, the validation metric per epoch of prefix tuning, LoRA, the concurrent
+  hybrid and the sequential hybrid; input from ``validation_curve`` of each run folder.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ssft.errors import SsftError
+
+
+def _save(fig, path: str | Path) -> Path:
+    import os
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def plot_ambiguity_ratios(ratios: Mapping[str, Mapping[str, float]], path: str | Path, metric: str = "P@20",
+                          title: str | None = None) -> Path:
+    """001 Fig. 3: one bar per method of ``ratios`` = {encoder kind: {method: ambiguous / non-ambiguous ratio}}
+    (a ``ClassSplit`` is accepted for a ratio), one panel per encoder kind, a dashed line at 1. Writes a PNG."""
+    from matplotlib.figure import Figure
+
+    panels = [(enc, {m: (getattr(v, "ratio", v)) for m, v in methods.items()}) for enc, methods in ratios.items() if methods]
+    if not panels:
+        raise SsftError("ambiguity ratio plot: no ratios to plot")
+    fig = Figure(figsize=(4.2 * len(panels), 3.6))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (encoder, values) in zip(axes, panels):
+        names = list(values)
+        heights = [float(values[n]) for n in names]
+        bars = ax.bar(range(len(names)), [0 if math.isnan(h) else h for h in heights], color="tab:blue")
+        for bar, h in zip(bars, heights):
+            ax.annotate("n/a" if math.isnan(h) else f"{h:.2f}", (bar.get_x() + bar.get_width() / 2, 0 if math.isnan(h) else h),
+                        ha="center", va="bottom", fontsize=8)
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
+        ax.set_title(encoder)
+        ax.set_ylabel(f"{metric} ambiguous / non-ambiguous")
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+@dataclass
+class ValidationCurve:
+    """Validation metric per epoch of one run; ``boundaries`` are the epochs where a sequential hybrid's second
+    phase starts (its epochs continue from the first phase's)."""
+
+    label: str
+    metric: str
+    points: list[tuple[float, float]]
+    boundaries: list[float] = field(default_factory=list)
+
+
+def validation_curve(run_dir: str | Path, label: str | None = None) -> ValidationCurve:
+    """The validation history of a finished run folder (``run_info.json``): one curve over all hybrid phases, the
+    second phase's epochs shifted by the first phase's length. ``label`` defaults to the run's method name."""
+    import yaml
+
+    from ssft.eval.tables import run_method_name
+
+    run = Path(run_dir)
+    try:
+        info = json.loads((run / "run_info.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SsftError(f"{run}: not a finished run (run_info.json missing)") from None
+    recipe_path = run / "recipe.yaml"
+    recipe = yaml.safe_load(recipe_path.read_text(encoding="utf-8")) if recipe_path.is_file() else {}
+    metric = (info.get("best_validation") or {}).get("metric") or "nDCG@10"
+    key = f"eval_{metric}"
+    phases = info.get("hybrid_phases") or [{"epochs": 0, "validation_history": info.get("validation_history") or []}]
+    points, boundaries, offset = [], [], 0.0
+    for number, phase in enumerate(phases):
+        if number:
+            boundaries.append(offset)
+        for entry in phase.get("validation_history") or []:
+            if key in entry and entry.get("epoch") is not None:
+                points.append((offset + float(entry["epoch"]), float(entry[key])))
+        offset += float(phase.get("epochs") or 0)
+    if not points:
+        raise SsftError(f"{run}/run_info.json: no validation history for {metric} (was the run given a validation split?)")
+    return ValidationCurve(label or run_method_name((recipe or {}).get("adapter") or {}), metric, points, boundaries)
+
+
+def plot_validation_curves(curves: Sequence[ValidationCurve], path: str | Path, title: str | None = None) -> Path:
+    """001 Fig. 4: validation metric against epoch, one line per curve (e.g. prefix tuning, LoRA, concurrent and
+    sequential hybrids); a dotted vertical line where a sequential hybrid switches phase. Writes a PNG."""
+    from matplotlib.figure import Figure
+
+    if not curves:
+        raise SsftError("validation curve plot: no curves")
+    metrics = {c.metric for c in curves}
+    if len(metrics) != 1:
+        raise SsftError(f"validation curve plot: curves measure different metrics ({', '.join(sorted(metrics))})")
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
+    for curve in curves:
+        xs, ys = zip(*curve.points)
+        line, = ax.plot(xs, ys, marker="o", markersize=3, label=curve.label)
+        for b in curve.boundaries:
+            ax.axvline(b, color=line.get_color(), linestyle=":", linewidth=1)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"validation {metrics.pop()}")
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    return _save(fig, path)
+
+
+__all__ = ["ValidationCurve", "plot_ambiguity_ratios", "plot_validation_curves", "validation_curve"]
