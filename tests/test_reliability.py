@@ -151,6 +151,7 @@ def test_overwrite_and_default_checkpoints(tmp_path, tiny_model_dir, synthetic_d
     ("cross", "prompt", {}), ("cross", "hidden_prefix", {"length": 2}), ("twin", "ss_lora", {"r": 2}),
     ("colbert", "ss_hidden_prefix", {"length": 2}),
     ("cross", "hybrid", {"first": {"method": "hidden_prefix", "length": 2}, "second": {"method": "lora", "r": 2}}),
+    ("twin", "hybrid", {"first": {"method": "ss_hidden_prefix", "length": 2}, "second": {"method": "ss_lora", "r": 2}}),
 ])
 def test_a_checkpointed_ranker_loads_back_into_the_live_model_exactly(architecture, method, options, tmp_path, tiny_model_dir):
     """What a resume does with ``checkpoint-N/ranker``: every tensor of the live model (trainable or not) takes
