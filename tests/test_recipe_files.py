@@ -8,7 +8,18 @@ from ssft.recipe import load_recipe
 from ssft.registry import ADAPTERS, LOSSES, MODELS
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
-FILES = sorted(RECIPES.rglob("*.yaml"))
+
+
+def _is_sweep_grid(path: Path) -> bool:
+    import yaml
+
+    raw = yaml.safe_load(path.read_text())
+    return isinstance(raw, dict) and "recipe" in raw
+
+
+ALL_FILES = sorted(RECIPES.rglob("*.yaml"))
+FILES = [p for p in ALL_FILES if not _is_sweep_grid(p)]
+GRIDS = [p for p in ALL_FILES if _is_sweep_grid(p)]
 
 
 def make_grid():
@@ -25,6 +36,16 @@ def test_every_recipe_loads(path):
     assert recipe.adapter.method in ADAPTERS
     assert recipe.loss.name in LOSSES
     ADAPTERS.get(recipe.adapter.method).config_from(recipe.adapter.options)
+
+
+@pytest.mark.parametrize("path", GRIDS, ids=[str(p.relative_to(RECIPES)) for p in GRIDS])
+def test_every_sweep_grid_expands_to_valid_recipes(path):
+    from ssft.sweep import check_runs, expand, load_grid
+
+    grid = load_grid(path)
+    runs = expand(grid)
+    assert runs
+    check_runs(grid, runs)  # what ssft-sweep checks before the first run trains
 
 
 def test_grid_files_are_what_make_grid_writes():
