@@ -66,8 +66,9 @@ def run_recipe(recipe) -> dict[str, Any]:
     from ssft.data.beir import load_dataset
     from ssft.data.examples import RankerCollator, PairDataset, TrainingGroups, build_examples, subsample_queries
     from ssft.eval.rerank import format_table, rerank_and_report, tune_alpha
+    from ssft.eval.retrieve import retrieve_and_report
     from ssft.io import atomic_write_json, atomic_write_text
-    from ssft.registry import CALLBACKS, LOSSES, MODELS
+    from ssft.registry import LOSSES, MODELS
     from ssft.trainer import RankingTrainer
 
     started = time.time()
@@ -149,7 +150,10 @@ def run_recipe(recipe) -> dict[str, Any]:
     import yaml
 
     atomic_write_text(out / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-    extra_callbacks = [CALLBACKS.get(name)() for name in recipe.callbacks if name != "best_epoch"]
+    from ssft.callbacks import build_callbacks, callback_name
+
+    extra_callbacks = build_callbacks([c for c in recipe.callbacks if callback_name(c) != "best_epoch"],
+                                      dataset=dataset, validation_qrels=val_qrels, train_qrels=train_qrels)
 
     def new_trainer(train_args, callbacks) -> RankingTrainer:
         return RankingTrainer(
@@ -195,7 +199,8 @@ def run_recipe(recipe) -> dict[str, Any]:
         val_run = val_pairs.to_run(trainer.score(val_pairs))
         alpha = tune_alpha(val_run, val_first, val_qrels, e.selection_metric)
         logger.info("interpolation weight tuned on %s: alpha = %.2f", d.validation_split, alpha)
-    results, info = rerank_and_report(
+    report = retrieve_and_report if getattr(ranker, "full_retrieval", False) else rerank_and_report  # dense: full retrieval
+    results, info = report(
         ranker=ranker, dataset=dataset, split=d.test_split, qrels=test_qrels, first_stage=test_first,
         first_stage_name=test_name, depth=e.depth, metrics=e.metrics, output_dir=out, batch_size=e.batch_size,
         trainer=trainer, alpha=alpha,
