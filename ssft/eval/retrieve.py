@@ -161,8 +161,16 @@ def corpus_vectors(model, dataset: IRDataset, batch_size: int = 64, passage_word
         else:
             unit_ids.append(did)
             texts.append(doc.full_text)
-    logger.info("encoding %d %s with the document tower", len(texts), "passages" if passage_words else "documents")
-    return unit_ids, encode_corpus(model, texts, batch_size)
+    from ssft.models.bi import Encoded
+    from ssft.models.embedding_cache import cached_documents
+
+    def encode_all() -> list[Encoded]:
+        logger.info("encoding %d %s with the document tower", len(texts), "passages" if passage_words else "documents")
+        return [Encoded(torch.from_numpy(v[None])) for v in encode_corpus(model, texts, batch_size)]
+
+    # a frozen model reads its corpus vectors from the on-disk cache when it has encoded this corpus before
+    reps = cached_documents(model, unit_ids, texts, encode_all)
+    return unit_ids, np.ascontiguousarray(torch.cat([r.vectors for r in reps]).float().cpu().numpy())
 
 
 def retrieve_and_report(

@@ -66,6 +66,7 @@ class DenseDualEncoder(BiEncoder):
     architecture = "dense"
     model_options = ("document_name", "pooling", "projection_dim", "score_scale", "query_layers")
     backbone_prefixes = ("backbone.", "document_backbone.")
+    cache_document_embeddings = True  # a frozen model's corpus vectors go to the on-disk cache (embedding_cache)
     full_retrieval = True  # evaluated by retrieval over the whole corpus (ssft.eval.retrieve), not reranking
     in_batch_negatives = True  # training rows from forward(..., group_size=g)
 
