@@ -508,3 +508,35 @@ def test_train_dense_end_to_end_writes_the_output_contract(tiny_model_dir, wide_
     info = json.loads((out / "run_info.json").read_text())
     assert info["retrieval"].startswith("full corpus") and len(info["validation_history"]) == 1  # stage-2 epoch only
     assert json.loads((out / "collapse.json").read_text())["history"]
+
+
+def test_retrieve_and_latency_clis(tiny_model_dir, wide_model_dir, tiny_dataset, tmp_path, capsys):
+    from ssft.eval.latency import main as latency_main
+    from ssft.retrieve import main as retrieve_main
+
+    model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
+    model.save(tmp_path / "run" / "model")
+    out = tmp_path / "ret"
+    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output", str(out), "--depth", "3"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics) == {"test"} and 0.0 <= metrics["test"]["nDCG@10"] <= 1.0
+    assert len((out / "run.trec").read_text().splitlines()) == 2 * 3
+    # a second run reads the frozen model's corpus vectors from the on-disk cache and returns the same run
+    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output", str(tmp_path / "ret2"), "--depth", "3"]) == 0
+    assert (tmp_path / "ret2" / "run.trec").read_text() == (out / "run.trec").read_text()
+    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output", str(out), "--index", "lsh"]) == 2
+    assert "--index: expected one of" in capsys.readouterr().err
+    assert latency_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--repeats", "1",
+                         "--batch-sizes", "1,2", "--tower", "both", "--output", str(tmp_path / "lat")]) == 0
+    lat = json.loads((tmp_path / "lat" / "latency.json").read_text())
+    assert [r["tower"] for r in lat] == ["query", "document"]
+    assert latency_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--batch-sizes", "x"]) == 2
+
+
+def test_retrieve_cli_refuses_a_reranking_model(tiny_model_dir, tiny_dataset, tmp_path, capsys):
+    from ssft.retrieve import main as retrieve_main
+
+    twin = MODELS.get("twin").build(ModelConfig(architecture="twin", name=str(tiny_model_dir)), "full", {})
+    twin.save(tmp_path / "m")
+    assert retrieve_main([str(tmp_path / "m"), "--data", str(tiny_dataset), "--split", "test", "--output", str(tmp_path / "o")]) == 2
+    assert "use ssft-rerank" in capsys.readouterr().err
