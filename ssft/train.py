@@ -138,7 +138,8 @@ def run_recipe(recipe) -> dict[str, Any]:
                      f"best epoch by {e.selection_metric}")
     notes.append(f"test: {len(test_qrels)} queries of {d.test_split}"
                  f"{' (subsampled)' if d.max_test_queries and d.max_test_queries < len(dataset.qrels(d.test_split)) else ''}, "
-                 f"top-{e.depth} of {test_name}")
+                 + (f"full retrieval of the top-{e.depth} of the corpus ({test_name} reported beside it)"
+                    if getattr(MODELS.get(recipe.model.architecture), "full_retrieval", False) else f"top-{e.depth} of {test_name}"))
     for note in notes:
         logger.info(note)
 
