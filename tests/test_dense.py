@@ -540,3 +540,14 @@ def test_retrieve_cli_refuses_a_reranking_model(tiny_model_dir, tiny_dataset, tm
     twin.save(tmp_path / "m")
     assert retrieve_main([str(tmp_path / "m"), "--data", str(tiny_dataset), "--split", "test", "--output", str(tmp_path / "o")]) == 2
     assert "use ssft-rerank" in capsys.readouterr().err
+
+
+def test_latency_times_a_frozen_document_tower_not_its_kept_vectors(tiny_model_dir, wide_model_dir):
+    from ssft.eval.latency import measure_latency
+
+    model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
+    model.requires_grad_(False)
+    calls = []
+    model.document_backbone.register_forward_hook(lambda m, a, o: calls.append(1))
+    measure_latency(model, QUERIES, batch_sizes=(3,), repeats=2, threads=1, tower="document")
+    assert len(calls) == 3 and model.keep_frozen_documents  # warm-up + 2 repeats, each ran the tower

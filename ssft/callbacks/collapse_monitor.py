@@ -41,11 +41,14 @@ def collapse_statistics(vectors: torch.Tensor) -> dict[str, float]:
         p = p[p > 0]
         rank = float(torch.exp(-(p * p.log()).sum()))
     return {"mean_dim_variance": float(variance.mean()), "min_dim_variance": float(variance.min()),
-            "total_variance": total, "effective_rank": rank}
+            "total_variance": total, "effective_rank": rank, "samples": int(x.shape[0])}
 
 
 def is_collapsed(stats: dict[str, float], min_variance: float, min_effective_rank: float) -> bool:
-    return stats["total_variance"] < min_variance or stats["effective_rank"] < min_effective_rank
+    """Total variance below ``min_variance``, or effective rank below ``min_effective_rank`` — the rank only
+    when the sample is large enough to reach well above it (n points span at most n - 1 dimensions)."""
+    rank_applies = stats.get("samples", float("inf")) - 1 >= 2 * min_effective_rank
+    return stats["total_variance"] < min_variance or (rank_applies and stats["effective_rank"] < min_effective_rank)
 
 
 @CALLBACKS.register("collapse_monitor")

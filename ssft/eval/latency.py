@@ -38,11 +38,15 @@ def _tower_functions(model, tower: str):
 
 
 def measure_latency(model, queries: list[str], batch_sizes: tuple[int, ...] = (1, 32), repeats: int = 5,
-                    threads: int | None = 1, tower: str = "query", max_queries: int = 256) -> dict[str, Any]:
-    """{batch size: {tokenize_ms_per_query, encode_ms_per_query, total_ms_per_query, ...}} for one tower.
-    Each repeat encodes the same ``max_queries`` queries in batches; the figures are medians over repeats."""
-    if tower not in ("query", "document"):
-        raise SsftError(f"tower must be 'query' or 'document', got '{tower}'")
+                    threads: int | None = 1, tower: str | list[str] = "query", max_queries: int = 256):
+    """{batch size: {tokenize_ms_per_query, encode_ms_per_query, total_ms_per_query, ...}} for one tower, or a
+    list of such results for a list of towers. Each repeat encodes the same ``max_queries`` queries in batches;
+    figures are medians over repeats. Several towers are timed interleaved (repeat by repeat), so that a
+    noisy machine slows them alike and their ratio holds."""
+    towers = [tower] if isinstance(tower, str) else list(tower)
+    for t in towers:
+        if t not in ("query", "document"):
+            raise SsftError(f"tower must be 'query' or 'document', got '{t}'")
     if not queries:
         raise SsftError("no queries to time")
     if repeats < 1 or any(b < 1 for b in batch_sizes):
@@ -51,41 +55,50 @@ def measure_latency(model, queries: list[str], batch_sizes: tuple[int, ...] = (1
     previous_threads = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
-    tokenize, encode = _tower_functions(model, tower)
+    functions = {t: _tower_functions(model, t) for t in towers}
     was_training = model.training
+    keep = getattr(model, "keep_frozen_documents", None)
+    if keep is not None:  # time the tower itself, not a lookup of representations it computed before
+        model.keep_frozen_documents = False
     model.eval()
-    out: dict[str, Any] = {"tower": tower, "threads": torch.get_num_threads(), "queries": len(queries), "repeats": repeats,
-                           "device": str(next(model.parameters()).device), "batch_sizes": {}}
+    results = {t: {"tower": t, "threads": torch.get_num_threads(), "queries": len(queries), "repeats": repeats,
+                   "device": str(next(model.parameters()).device), "batch_sizes": {}} for t in towers}
     try:
         with torch.inference_mode():
             for batch_size in batch_sizes:
                 batches = [queries[i : i + batch_size] for i in range(0, len(queries), batch_size)]
-                tok_times, enc_times = [], []
+                times = {t: ([], []) for t in towers}
                 for repeat in range(repeats + 1):  # the first pass warms up and is dropped
-                    tok, enc = 0.0, 0.0
-                    for texts in batches:
-                        t0 = time.perf_counter()
-                        batch = model._to_device(tokenize(texts))
-                        t1 = time.perf_counter()
-                        vectors = encode(batch)
-                        if vectors.is_cuda:
-                            torch.cuda.synchronize()
-                        t2 = time.perf_counter()
-                        tok += t1 - t0
-                        enc += t2 - t1
-                    if repeat:
-                        tok_times.append(1000 * tok / len(queries))
-                        enc_times.append(1000 * enc / len(queries))
-                out["batch_sizes"][str(batch_size)] = {
-                    "tokenize_ms_per_query": statistics.median(tok_times),
-                    "encode_ms_per_query": statistics.median(enc_times),
-                    "total_ms_per_query": statistics.median(t + e for t, e in zip(tok_times, enc_times)),
-                    "encode_ms_per_query_all_repeats": enc_times,
-                }
+                    for t in towers:
+                        tokenize, encode = functions[t]
+                        tok, enc = 0.0, 0.0
+                        for texts in batches:
+                            t0 = time.perf_counter()
+                            batch = model._to_device(tokenize(texts))
+                            t1 = time.perf_counter()
+                            vectors = encode(batch)
+                            if vectors.is_cuda:
+                                torch.cuda.synchronize()
+                            t2 = time.perf_counter()
+                            tok += t1 - t0
+                            enc += t2 - t1
+                        if repeat:
+                            times[t][0].append(1000 * tok / len(queries))
+                            times[t][1].append(1000 * enc / len(queries))
+                for t in towers:
+                    tok_times, enc_times = times[t]
+                    results[t]["batch_sizes"][str(batch_size)] = {
+                        "tokenize_ms_per_query": statistics.median(tok_times),
+                        "encode_ms_per_query": statistics.median(enc_times),
+                        "total_ms_per_query": statistics.median(a + b for a, b in zip(tok_times, enc_times)),
+                        "encode_ms_per_query_all_repeats": enc_times,
+                    }
     finally:
         model.train(was_training)
         torch.set_num_threads(previous_threads)
-    return out
+        if keep is not None:
+            model.keep_frozen_documents = keep
+    return results[towers[0]] if isinstance(tower, str) else [results[t] for t in towers]
 
 
 def format_latency(results: list[dict[str, Any]]) -> str:
@@ -126,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if not isinstance(model, BiEncoder):
         raise SsftError(f"{ns.model}: query latency is measured for bi-encoders, not '{model.architecture}'")
     towers = ["query", "document"] if ns.tower == "both" else [ns.tower]
-    results = [measure_latency(model, queries, batch_sizes, ns.repeats, ns.threads, t, ns.max_queries) for t in towers]
+    results = measure_latency(model, queries, batch_sizes, ns.repeats, ns.threads, towers, ns.max_queries)
     print(format_latency(results))
     if ns.output:
         atomic_write_json(ns.output / "latency.json", results)

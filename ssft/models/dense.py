@@ -97,6 +97,7 @@ class DenseDualEncoder(BiEncoder):
         self.negative_cache = None  # a NegativeCache attached for training (ssft.models.negative_cache)
         self.last_num_negatives: float | None = None
         self._frozen_documents: dict[bytes, torch.Tensor] = {}
+        self.keep_frozen_documents = True  # False: always run the document tower (latency measurements)
 
     # ------------------------------------------------------------ building / saving
     @classmethod
@@ -180,7 +181,7 @@ class DenseDualEncoder(BiEncoder):
     def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> torch.Tensor:
         """LM(x): the tower's pooled last-layer states, before the projection."""
         if tower == "document" and self.document_backbone is not None:
-            if self.document_tower_frozen():
+            if self.document_tower_frozen() and self.keep_frozen_documents:
                 return self._pooled_frozen_documents(input_ids, attention_mask)
             self._frozen_documents.clear()  # the tower trains: whatever was kept is stale
             return self._pool(self.document_backbone(input_ids, attention_mask, tower=tower), attention_mask)
