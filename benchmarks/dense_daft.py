@@ -128,6 +128,7 @@ def main() -> None:
     parser.add_argument("--delta", type=float, default=250.0)
     parser.add_argument("--eval-trained-documents", action="store_true")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
     ns = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     ns.out.mkdir(parents=True, exist_ok=True)
@@ -205,7 +206,7 @@ def run_parts(ns, parts: set[str]) -> None:
                 if daft.stage == "alignment":
                     stage1_evals.append({"epoch": state.epoch, **eval_frozen_docs(model)})
 
-        daft = DaftCallback(delta=ns.delta, patience=2, finetune_epochs=1)
+        daft = DaftCallback(delta=ns.delta, patience=2, finetune_epochs=1, max_alignment_checks=ns.align_epochs)
         daft.setup(dataset=dataset, validation_qrels=held_out)
         info = train(model, train_set, ns.out / "b1", ns.align_epochs + 1, ns.batch, 2e-5, [AlignmentProbe(), daft, mon])
         result = {**info, "kl_history": daft.history, "stage_changes": daft.stage_changes, "stage1_evals": stage1_evals,
@@ -356,6 +357,8 @@ def write_report(ns) -> None:
                          f"{b['32']['encode_ms_per_query']:.2f} | {b['32']['tokenize_ms_per_query']:.2f} |")
     if (ns.out / "pca.png").is_file():
         lines += ["", "PCA of 200 test queries / 200 documents (000 Fig. 5): `benchmarks/figures/dense_pca.png`."]
+    if ns.notes is not None and ns.notes.is_file():
+        lines += ["", ns.notes.read_text().strip()]
     write_section("dense_daft", "\n".join(lines))
 
 

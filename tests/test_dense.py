@@ -551,3 +551,19 @@ def test_latency_times_a_frozen_document_tower_not_its_kept_vectors(tiny_model_d
     model.document_backbone.register_forward_hook(lambda m, a, o: calls.append(1))
     measure_latency(model, QUERIES, batch_sizes=(3,), repeats=2, threads=1, tower="document")
     assert len(calls) == 3 and model.keep_frozen_documents  # warm-up + 2 repeats, each ran the tower
+
+
+def test_daft_max_alignment_checks_bounds_stage_one(tiny_model_dir, wide_model_dir, tmp_path):
+    from transformers import TrainerControl
+
+    from ssft.callbacks.daft import DaftCallback
+
+    model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
+    callback = DaftCallback(delta=-1e9, patience=10, finetune_epochs=1, max_alignment_checks=2)
+    callback._texts = QUERIES + DOCUMENTS
+    args = SimpleNamespace(output_dir=str(tmp_path), max_steps=-1, num_train_epochs=5)
+    callback.on_train_begin(args, _state(), TrainerControl(), model=model)
+    callback.on_epoch_end(args, _state(1, 1.0), TrainerControl(), model=model)
+    assert callback.stage == "alignment"
+    callback.on_epoch_end(args, _state(2, 2.0), TrainerControl(), model=model)
+    assert callback.stage == "fine-tuning" and "2 alignment checks" in callback.stage_changes[-1]["reason"]

@@ -5,7 +5,8 @@ parameters, AdamW skips parameters without a gradient), only the query tower and
 train. After every epoch — or every ``check_every_steps`` steps — the 1-NN KL estimate (Eq. 9) of
 KL(document-encoder reps ‖ query-encoder reps) is taken on validation queries (both towers encode the same
 queries); stage 1 ends when it falls below ``delta`` or has not improved for ``patience`` checks
-(000 §5.3.1: δ = 250, patience 3 on MS MARCO; δ depends on the corpus and the representation size).
+(000 §5.3.1: δ = 250, patience 3 on MS MARCO; δ depends on the corpus and the representation size);
+``max_alignment_checks`` optionally bounds stage 1.
 Validation by retrieval is skipped during stage 1, so the best checkpoint is chosen among stage-2 epochs.
 
 Stage 2 (fine-tuning): both towers train for ``finetune_epochs`` epochs (N_e), then training stops; the
@@ -78,11 +79,15 @@ def alignment_kl(model, texts: list[str], batch_size: int = 64) -> float:
 @CALLBACKS.register("daft")
 class DaftCallback(TrainerCallback):
     def __init__(self, delta: float = 250.0, patience: int = 3, finetune_epochs: int = 10,
-                 check_every_steps: int | None = None, max_queries: int = 1000, seed: int = 0):
+                 check_every_steps: int | None = None, max_queries: int = 1000, seed: int = 0,
+                 max_alignment_checks: int | None = None):
         if patience < 1 or finetune_epochs < 1 or max_queries < 3:
             raise ValueError("patience and finetune_epochs must be >= 1, max_queries >= 3")
         if check_every_steps is not None and check_every_steps < 1:
             raise ValueError("check_every_steps must be >= 1 or null (check after every epoch)")
+        if max_alignment_checks is not None and max_alignment_checks < 1:
+            raise ValueError("max_alignment_checks must be >= 1 or null")
+        self.max_alignment_checks = max_alignment_checks  # a bound on stage 1 (null: delta and patience only)
         self.delta = float(delta)
         self.patience = patience
         self.finetune_epochs = finetune_epochs
@@ -167,6 +172,8 @@ class DaftCallback(TrainerCallback):
             self._start_fine_tuning(state, model, f"KL {kl:.2f} < delta {self.delta:g}")
         elif self.checks_without_improvement >= self.patience:
             self._start_fine_tuning(state, model, f"KL has not improved for {self.patience} checks (best {self.best_kl:.2f})")
+        elif self.max_alignment_checks is not None and len(self.history) - 1 >= self.max_alignment_checks:
+            self._start_fine_tuning(state, model, f"{self.max_alignment_checks} alignment checks reached (KL {kl:.2f}, delta {self.delta:g})")
 
     def _start_fine_tuning(self, state, model, reason: str) -> None:
         set_tower_trainable(model, "document", True, only=self._frozen)
