@@ -217,14 +217,13 @@ def run_parts(ns, parts: set[str]) -> None:
         save(ns.out, "b1", result)
         torch.save({k: v for k, v in model.state_dict().items()}, ns.out / "b1_state.pt")
 
-    if "b2" in parts and saved(ns.out, "b2") is None and ns.doc_cache.is_file():
-        b1 = saved(ns.out, "b1")
+    if "b2" in parts and saved(ns.out, "b2") is None:  # trains both towers from the start: no frozen vectors needed
         model = build(True, ns.doc_length_b)
         mon = monitor()
         epochs = 1
         info = train(model, train_set, ns.out / "b2", epochs, ns.batch, 2e-5, [mon])
         result = {**info, "collapse": collapse_summary(mon), "collapse_warnings": mon.warnings,
-                  "note": f"both towers from step 0 for {epochs} epoch (DAFT's stage 2 length)" + ("" if b1 else "; b1 not run")}
+                  "note": f"both towers from step 0 for {epochs} epoch (DAFT's stage 2 length)"}
         if ns.eval_trained_documents:
             model.requires_grad_(False)
             result.update(evaluate(model, dataset, test))
