@@ -396,7 +396,8 @@ def test_collapse_statistics_and_monitor_fire_on_constant_embeddings(caplog, tmp
     with caplog.at_level(logging.WARNING):
         monitor.on_train_begin(args, _state(), TrainerControl(), model=ConstantModel())
         monitor.on_log(args, _state(10), TrainerControl(), logs={"loss": 4.17}, model=ConstantModel())
-    assert "COLLAPSE" in caplog.text and len(monitor.warnings) == 3  # query, document, loss at log(65)
+    assert "REPRESENTATION COLLAPSE" in caplog.text and "LOSS AT THE COLLAPSE VALUE" in caplog.text
+    assert len(monitor.warnings) == 3  # query, document, loss at log(65)
     monitor.on_train_end(args, _state(10), TrainerControl(), model=ConstantModel())
     saved = json.loads((tmp_path / "collapse.json").read_text())
     assert saved["losses"][0]["collapse_value"] == pytest.approx(math.log(65))

@@ -8,8 +8,9 @@ the last logging window is set against the collapse value log(1 + |D⁻|) — th
 equal (000 Eq. 7).
 
 A side *collapses* when its total variance falls below ``min_variance`` or its effective rank below
-``min_effective_rank``; the loss *sits at the collapse value* when it is within ``loss_tolerance`` of it.
-Either logs a loud WARNING. Everything is written to ``<output_dir>/collapse.json``.
+``min_effective_rank``; the loss *sits at the collapse value* when it is within ``loss_tolerance`` of it —
+a symptom shared by collapse and by towers that are not aligned yet (scores that carry no signal), which the
+variance and rank checks tell apart. Either logs a loud WARNING. Everything is written to ``<output_dir>/collapse.json``.
 """
 from __future__ import annotations
 
@@ -105,9 +106,9 @@ class CollapseMonitorCallback(TrainerCallback):
                     entry["document"]["total_variance"], entry["document"]["effective_rank"])
         return entry
 
-    def _warn(self, message: str) -> None:
+    def _warn(self, message: str, kind: str = "REPRESENTATION COLLAPSE") -> None:
         self.warnings.append(message)
-        logger.warning("!!!!! REPRESENTATION COLLAPSE: %s", message)
+        logger.warning("!!!!! %s: %s", kind, message)
 
     # ------------------------------------------------------------ events
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -134,7 +135,10 @@ class CollapseMonitorCallback(TrainerCallback):
         loss = float(logs["loss"])
         self.losses.append({"step": state.global_step, "loss": loss, "collapse_value": collapse_value})
         if abs(loss - collapse_value) <= self.loss_tolerance * collapse_value:
-            self._warn(f"step {state.global_step}: loss {loss:.3f} sits at the collapse value log(1 + {negatives:.0f}) = {collapse_value:.3f}")
+            self._warn(f"step {state.global_step}: loss {loss:.3f} sits at the collapse value log(1 + {negatives:.0f}) = "
+                       f"{collapse_value:.3f}: the scores do not separate positives from negatives (collapsed "
+                       f"representations, or towers not aligned yet; the variance/rank checks tell which)",
+                       kind="LOSS AT THE COLLAPSE VALUE")
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         if model is not None and self.queries and (not self.history or self.history[-1]["step"] != state.global_step):
