@@ -484,8 +484,11 @@ def test_mpnet_resolves_offline_when_installed():
     assert json.loads((folder / "config.json").read_text())["model_type"] == "mpnet"
 
 
-def test_train_dense_end_to_end_writes_the_output_contract(tiny_model_dir, wide_model_dir, tiny_dataset, tmp_path):
+def test_train_dense_end_to_end_writes_the_output_contract(tiny_model_dir, wide_model_dir, tiny_dataset, tmp_path, monkeypatch):
     from ssft.train import run_recipe
+
+    # run_recipe sets TENSORBOARD_LOGGING_DIR with setdefault; undone after this in-process run so later runs log to their own folder
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "run" / "logs"))
 
     out = tmp_path / "run"
     recipe = recipe_from_dict({
