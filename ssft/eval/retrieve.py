@@ -1,0 +1,226 @@
+"""Full retrieval with a single-vector bi-encoder over a faiss index (000 Eq. 3–4), maxP over passages (Eq. 2).
+
+- ``encode_corpus`` / ``encode_query_texts``: the model's own encode path, documents sorted by length so
+  batches pad little.
+- ``build_index``: ``flat`` (exact inner product, the default), ``ivf`` (IVF-flat), ``hnsw``, ``pq``, ``ivfpq``;
+  on faiss-gpu with a GPU present, flat and IVF indexes move to the GPU (``gpu=None`` decides by itself).
+- ``retrieve``: the top-``depth`` documents of every query, scored as the model scores
+  (``score_scale`` × dot product). With ``passage_words`` documents are split into windows of that many
+  words and a document scores its best passage (maxP); the search asks for ``depth`` × (most passages of a
+  document) passages, enough for the exact document top-``depth`` under an exact index.
+- ``retrieve_and_report``: the output contract of ``ssft.eval.rerank.rerank_and_report`` (metrics.json
+  content, run files, per-query metrics), with the first stage given for comparison only.
+"""
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from ssft.data.beir import IRDataset, Qrels
+from ssft.data.trec import Run, top_k, write_run
+from ssft.errors import SsftError
+from ssft.eval.metrics import evaluate_run, write_per_query
+
+logger = logging.getLogger(__name__)
+
+INDEX_KINDS = ("flat", "ivf", "hnsw", "pq", "ivfpq")
+_GPU_RESOURCES = None
+
+
+def _encode(encode_fn, texts: list[str], batch_size: int) -> np.ndarray:
+    out = []
+    for start in range(0, len(texts), batch_size):
+        out.append(encode_fn(texts[start : start + batch_size]).vectors.float().cpu().numpy())
+    return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)
+
+
+@contextmanager
+def _inference(model) -> Iterator[None]:
+    """Eval mode without autograd, the previous mode restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def encode_corpus(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    """Document vectors (n, dim) float32 in the order of ``texts`` (encoded in length order)."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    with _inference(model):
+        vectors = _encode(model.encode_documents, [texts[i] for i in order], batch_size)
+    out = np.empty_like(vectors)
+    out[order] = vectors
+    return out
+
+
+def encode_query_texts(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    with _inference(model):
+        return _encode(model.encode_queries, texts, batch_size)
+
+
+def split_passages(text: str, words: int, stride: int | None = None) -> list[str]:
+    """Windows of ``words`` words every ``stride`` words (default: no overlap); a short text is one passage."""
+    tokens = text.split()
+    stride = stride or words
+    if len(tokens) <= words:
+        return [text]
+    return [" ".join(tokens[i : i + words]) for i in range(0, max(len(tokens) - words, 0) + stride, stride)
+            if tokens[i : i + words]]
+
+
+def build_index(vectors: np.ndarray, kind: str = "flat", nlist: int | None = None, pq_m: int = 16, hnsw_m: int = 32,
+                nprobe: int = 16, gpu: bool | None = None):
+    """A faiss inner-product index holding ``vectors``."""
+    import faiss
+
+    if kind not in INDEX_KINDS:
+        raise SsftError(f"index kind '{kind}': expected one of {', '.join(INDEX_KINDS)}")
+    n, dim = vectors.shape
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    ip = faiss.METRIC_INNER_PRODUCT
+    if kind == "flat":
+        index = faiss.IndexFlatIP(dim)
+    elif kind == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, hnsw_m, ip)
+    else:
+        if kind in ("pq", "ivfpq") and dim % pq_m:
+            raise SsftError(f"index kind '{kind}': the vector size {dim} is not a multiple of pq_m={pq_m}")
+        nlist = nlist or max(1, min(int(4 * np.sqrt(n)), n // 39 or 1))  # faiss warns under 39 points per list
+        bits = max(1, min(8, int(np.log2(n))))  # 2^bits centroids per sub-quantizer need as many training points
+        if kind == "pq":
+            index = faiss.IndexPQ(dim, pq_m, bits, ip)
+        else:
+            quantizer = faiss.IndexFlatIP(dim)
+            index = (faiss.IndexIVFFlat(quantizer, dim, nlist, ip) if kind == "ivf"
+                     else faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, bits, ip))
+            index.nprobe = min(nprobe, nlist)
+        index.train(vectors)
+    use_gpu = gpu if gpu is not None else (hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0)
+    if use_gpu and kind in ("flat", "ivf"):
+        if not hasattr(faiss, "StandardGpuResources") or faiss.get_num_gpus() == 0:
+            raise SsftError("gpu index requested but faiss has no GPU support here (install faiss-gpu on a GPU machine)")
+        global _GPU_RESOURCES
+        if _GPU_RESOURCES is None:  # one set of GPU resources for the process, alive as long as it is
+            _GPU_RESOURCES = faiss.StandardGpuResources()
+        index = faiss.index_cpu_to_gpu(_GPU_RESOURCES, 0, index)
+    index.add(vectors)
+    return index
+
+
+def retrieve(model, dataset: IRDataset, queries: dict[str, str], depth: int = 100, batch_size: int = 64,
+             index_kind: str = "flat", passage_words: int | None = None, passage_stride: int | None = None,
+             doc_vectors: tuple[list[str], np.ndarray] | None = None) -> Run:
+    """Top-``depth`` documents of the corpus for every query (see the module docstring).
+    ``doc_vectors`` = (unit ids, vectors) reuses an encoded corpus (units are passages under maxP)."""
+    if depth < 1:
+        raise SsftError("retrieval depth must be >= 1")
+    if doc_vectors is None:
+        unit_ids, vectors = corpus_vectors(model, dataset, batch_size, passage_words, passage_stride)
+    else:
+        unit_ids, vectors = doc_vectors
+    doc_of = [u.split("#", 1)[0] if passage_words else u for u in unit_ids]
+    per_doc = max(np.unique(doc_of, return_counts=True)[1]) if passage_words else 1
+    qids = sorted(queries)
+    if not qids or not unit_ids:
+        return {}
+    q_vectors = encode_query_texts(model, [queries[q] for q in qids], batch_size)
+    index = build_index(vectors, index_kind)
+    k = min(len(unit_ids), depth * int(per_doc))
+    scores, rows = index.search(np.ascontiguousarray(q_vectors), k)
+    scale = float(getattr(model, "score_scale", 1.0))
+    run: Run = {}
+    for qid, row_scores, row_ids in zip(qids, scores, rows):
+        best: dict[str, float] = {}
+        for s, r in zip(row_scores, row_ids):
+            if r < 0:  # faiss pads with -1 when an approximate index finds fewer
+                continue
+            d = doc_of[r]
+            if d not in best:  # results come best first: the first passage of a document is its max (Eq. 2)
+                best[d] = scale * float(s)
+        run[qid] = dict(sorted(best.items(), key=lambda kv: -kv[1])[:depth])
+    return run
+
+
+def corpus_vectors(model, dataset: IRDataset, batch_size: int = 64, passage_words: int | None = None,
+                   passage_stride: int | None = None) -> tuple[list[str], np.ndarray]:
+    """(unit ids, vectors) of the whole corpus: documents, or ``doc#i`` passages under maxP."""
+    unit_ids, texts = [], []
+    for did, doc in dataset.corpus.items():
+        if passage_words:
+            for i, passage in enumerate(split_passages(doc.full_text, passage_words, passage_stride)):
+                unit_ids.append(f"{did}#{i}")
+                texts.append(passage)
+        else:
+            unit_ids.append(did)
+            texts.append(doc.full_text)
+    from ssft.models.bi import Encoded
+    from ssft.models.embedding_cache import cached_documents
+
+    def encode_all() -> list[Encoded]:
+        logger.info("encoding %d %s with the document tower", len(texts), "passages" if passage_words else "documents")
+        return [Encoded(torch.from_numpy(v[None])) for v in encode_corpus(model, texts, batch_size)]
+
+    # a frozen model reads its corpus vectors from the on-disk cache when it has encoded this corpus before
+    reps = cached_documents(model, unit_ids, texts, encode_all)
+    return unit_ids, np.ascontiguousarray(torch.cat([r.vectors for r in reps]).float().cpu().numpy())
+
+
+def retrieve_and_report(
+    *,
+    ranker,
+    dataset: IRDataset,
+    split: str,
+    qrels: Qrels,
+    first_stage: Run,
+    first_stage_name: str,
+    depth: int,
+    metrics: list[str],
+    output_dir: Path,
+    batch_size: int = 64,
+    trainer=None,
+    alpha: float | None = None,
+    index_kind: str = "flat",
+) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """``rerank_and_report``'s contract for full retrieval: the model retrieves the top-``depth`` of the whole
+    corpus for the queries of ``qrels``; ``first_stage`` is evaluated beside it (and fused when ``alpha``)."""
+    from ssft.eval.fusion import interpolate
+
+    queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
+    model_run = retrieve(ranker, dataset, queries, depth, batch_size, index_kind)
+    first_stage = top_k({q: first_stage[q] for q in qrels if first_stage.get(q)}, depth)
+    info: dict[str, Any] = {"split": split, "queries": len(model_run), "depth": depth, "retrieval": f"full corpus, faiss {index_kind}",
+                            "documents": len(dataset.corpus), "first_stage": first_stage_name}
+    model_metrics, model_per_query = evaluate_run(qrels, model_run, metrics)
+    base_metrics, base_per_query = evaluate_run(qrels, first_stage, metrics)
+    results = {split: model_metrics, first_stage_name: base_metrics}
+    write_run(model_run, output_dir / f"run.{split}.trec", tag="ssft-dense")
+    write_run(first_stage, output_dir / f"run.{first_stage_name}.{split}.trec", tag=first_stage_name)
+    write_per_query(model_per_query, output_dir / f"per_query.{split}.tsv")
+    write_per_query(base_per_query, output_dir / f"per_query.{first_stage_name}.{split}.tsv")
+    if alpha is not None:
+        fused = interpolate(model_run, first_stage, alpha)
+        key = f"{split}+{first_stage_name}"
+        results[key], fused_per_query = evaluate_run(qrels, fused, metrics)
+        info["interpolation_alpha"] = alpha
+        write_run(fused, output_dir / f"run.{key}.trec", tag=f"ssft-dense+{first_stage_name}")
+        write_per_query(fused_per_query, output_dir / f"per_query.{key}.tsv")
+    return results, info
+
+
+def evaluate_retrieval(model, dataset: IRDataset, qrels: Qrels, metrics: list[str], depth: int = 100,
+                       batch_size: int = 64) -> dict[str, float]:
+    """Aggregate metrics of full retrieval for the queries of ``qrels`` (validation during training)."""
+    queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
+    return evaluate_run(qrels, retrieve(model, dataset, queries, depth, batch_size), metrics)[0]
+
+
+__all__ = ["INDEX_KINDS", "build_index", "corpus_vectors", "encode_corpus", "encode_query_texts", "evaluate_retrieval",
+           "retrieve", "retrieve_and_report", "split_passages"]

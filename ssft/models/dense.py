@@ -1,0 +1,270 @@
+"""Dense dual encoder (000 §3.1, §5.2): one vector per text, dot-product score, towers that may differ.
+
+- Towers: ``model.name`` is the query tower; ``model.document_name`` the document tower — a different model
+  with its own tokenizer (heterogeneous, e.g. a MiniLM-L6 query tower with an MPNet-base document tower), or
+  the same name for two separately trained copies. ``document_name: null`` shares one backbone (Siamese).
+- ``model.query_layers``: keep only the first N transformer layers of the query tower (000's BERT_{L=2}
+  query encoders; 002's layer subsets).
+- Pooling: ``mean`` (default) or ``cls`` (000 uses the CLS output).
+- ``model.projection_dim`` a: a *shared* linear projection W·LM(x) + b applied to both towers, then L2
+  normalisation (000 Eq. 10–11). When the towers' hidden sizes differ, the smaller vectors are zero-padded to
+  the larger size before the shared projection (so W's first columns act on both). A square projection starts
+  as the identity (keeps the pretrained geometry); a rectangular one starts at PyTorch's default. ``null``:
+  no projection, only L2 normalisation (then the hidden sizes must match).
+- Score: ``model.score_scale`` (20, 000 §5.3.2 after Lindgren et al.) × ζ(q)·η(d).
+
+Training (``forward(..., group_size=g)``) returns, for every (query, positive) item of the batch, the
+positive's score followed by the scores of every other document in the batch (in-batch negatives plus the
+hard negatives of all queries), the item's other positives masked out with -inf, plus — when a
+``NegativeCache`` is attached — scores of negatives drawn from it: the rows Eq. 5's loss takes.
+
+A frozen separate document tower (DAFT stage 1, or a frozen model at evaluation) keeps its pooled,
+pre-projection document vectors in memory by token ids, so each document goes through it once.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ssft.errors import SsftError
+from ssft.models.backbone import Backbone, encoder_layers
+from ssft.models.base import SPEC_FILE, load_backbone, load_transformer, save_backbone
+from ssft.models.bi import BiEncoder, Encoded
+from ssft.models.twin import POOLINGS, mean_pool
+from ssft.registry import MODELS
+
+logger = logging.getLogger(__name__)
+
+DOCUMENT_TOWER = "document_tower"  # sub-folder of a saved ranker holding the separate document tower
+SEPARATE_TOWER_METHODS_REFUSED = ("ss_lora", "ss_hidden_prefix", "hybrid")
+
+
+def truncate_layers(transformer: nn.Module, layers: int, name: str) -> None:
+    """Keep the first ``layers`` transformer layers of ``transformer`` (in place, config updated)."""
+    stack = encoder_layers(transformer)
+    if not 1 <= layers <= len(stack):
+        raise SsftError(f"model.query_layers: {name} has {len(stack)} layers, cannot keep {layers}")
+    del stack[layers:]
+    transformer.config.num_hidden_layers = layers
+
+
+def row_keys(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[bytes]:
+    """One key per row: the attended token ids (identical text and tokenizer → identical key)."""
+    ids = input_ids.detach().cpu()
+    mask = attention_mask.detach().cpu().bool()
+    return [ids[i][mask[i]].numpy().tobytes() for i in range(ids.shape[0])]
+
+
+@MODELS.register("dense")
+class DenseDualEncoder(BiEncoder):
+    architecture = "dense"
+    model_options = ("document_name", "pooling", "projection_dim", "score_scale", "query_layers")
+    backbone_prefixes = ("backbone.", "document_backbone.")
+    cache_document_embeddings = True  # a frozen model's corpus vectors go to the on-disk cache (embedding_cache)
+    full_retrieval = True  # evaluated by retrieval over the whole corpus (ssft.eval.retrieve), not reranking
+    in_batch_negatives = True  # training rows from forward(..., group_size=g)
+
+    def __init__(self, backbone: Backbone, tokenizer, spec: dict[str, Any], document_backbone: Backbone | None = None,
+                 document_tokenizer=None):
+        super().__init__(backbone, tokenizer, spec)
+        self.document_backbone = document_backbone
+        self.document_tokenizer = document_tokenizer if document_tokenizer is not None else tokenizer
+        self.pooling = spec.get("pooling", "mean")
+        if self.pooling not in POOLINGS:
+            raise SsftError(f"model.pooling: expected one of {', '.join(POOLINGS)}, got '{self.pooling}'")
+        self.score_scale = float(spec.get("score_scale", 20.0))
+        q_dim = backbone.config.hidden_size
+        d_dim = document_backbone.config.hidden_size if document_backbone is not None else q_dim
+        self.hidden_dim = max(q_dim, d_dim)
+        a = spec.get("projection_dim")
+        if a is None:
+            if q_dim != d_dim:
+                raise SsftError(f"model.projection_dim: the query tower has hidden size {q_dim} and the document tower "
+                                f"{d_dim}; set a shared projection size (000 Eq. 10-11), e.g. projection_dim: {d_dim}")
+            self.projection = None
+        else:
+            self.projection = nn.Linear(self.hidden_dim, int(a))
+            if int(a) == self.hidden_dim:
+                with torch.no_grad():
+                    self.projection.weight.copy_(torch.eye(self.hidden_dim))
+                    self.projection.bias.zero_()
+        self.negative_cache = None  # a NegativeCache attached for training (ssft.models.negative_cache)
+        self.last_num_negatives: float | None = None
+        self._frozen_documents: dict[bytes, torch.Tensor] = {}
+        self.keep_frozen_documents = True  # False: always run the document tower (latency measurements)
+
+    # ------------------------------------------------------------ building / saving
+    @classmethod
+    def build(cls, model_cfg, method: str, options: dict[str, Any]) -> "DenseDualEncoder":
+        from ssft.registry import ADAPTERS
+
+        separate = model_cfg.document_name is not None
+        if separate and method in SEPARATE_TOWER_METHODS_REFUSED:
+            raise SsftError(f"adapter.method: '{method}' wires one backbone into query/document towers; with a separate "
+                            f"model.document_name use a single-backbone method (full, lora, lora++, prefix, prompt, hidden_prefix)")
+        if model_cfg.query_layers is not None and method != "full":
+            raise SsftError("model.query_layers: a truncated query tower needs adapter.method 'full' (its saved "
+                            "weights hold the truncated model; an adapter would be re-applied to the full one on load)")
+        adapter = ADAPTERS.get(method)
+        config = adapter.config_from(options)
+
+        def tower(name: str, layers: int | None) -> tuple[Backbone, Any]:
+            transformer, tokenizer = load_transformer(name, model_cfg.trust_remote_code)
+            if layers is not None:
+                truncate_layers(transformer, layers, name)
+            for p in transformer.parameters():
+                p.requires_grad_(False)
+            return adapter.apply(transformer, config), tokenizer
+
+        query_backbone, query_tokenizer = tower(model_cfg.name, model_cfg.query_layers)
+        document_backbone, document_tokenizer = tower(model_cfg.document_name, None) if separate else (None, None)
+        spec = {
+            "architecture": cls.architecture,
+            "base_model": model_cfg.name,
+            "method": method,
+            "options": dict(options),
+            "max_length": model_cfg.max_length,
+            "query_max_length": model_cfg.query_max_length,
+            "trust_remote_code": model_cfg.trust_remote_code,
+            **{key: getattr(model_cfg, key) for key in cls.model_options},
+        }
+        return cls(query_backbone, query_tokenizer, spec, document_backbone, document_tokenizer)
+
+    def _save_extra(self, folder: Path) -> None:
+        if self.document_backbone is None:
+            return
+        sub = folder / DOCUMENT_TOWER
+        sub.mkdir()
+        (sub / "tower.json").write_text(json.dumps({"base_model": self.spec["document_name"]}, indent=2) + "\n")
+        self.document_tokenizer.save_pretrained(sub)
+        save_backbone(self.document_backbone, sub, self.spec["document_name"], self._frozen_base())
+
+    @classmethod
+    def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any]) -> "DenseDualEncoder":
+        from transformers import AutoTokenizer
+
+        if spec.get("document_name") is None:
+            return cls(backbone, tokenizer, spec)
+        sub = Path(path) / DOCUMENT_TOWER
+        if not sub.is_dir():
+            raise SsftError(f"{path}/{SPEC_FILE}: names a document tower '{spec['document_name']}' but {DOCUMENT_TOWER}/ is missing")
+        document_backbone = load_backbone(sub, spec["method"], spec["document_name"], bool(spec.get("trust_remote_code", False)), spec)
+        return cls(backbone, tokenizer, spec, document_backbone, AutoTokenizer.from_pretrained(sub))
+
+    # ------------------------------------------------------------ towers
+    def tower_parameters(self, tower: str) -> list[nn.Parameter]:
+        """The parameters only ``tower`` uses (the shared projection belongs to neither). A Siamese model has one
+        backbone for both towers: asking for either returns it."""
+        if tower == "document" and self.document_backbone is not None:
+            return list(self.document_backbone.parameters())
+        if tower not in ("query", "document"):
+            raise ValueError(f"tower must be 'query' or 'document', got {tower!r}")
+        return list(self.backbone.parameters())
+
+    def document_tower_frozen(self) -> bool:
+        return self.document_backbone is not None and not any(p.requires_grad for p in self.document_backbone.parameters())
+
+    def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        out = self.document_tokenizer(texts, padding=True, truncation=True, max_length=self.spec["max_length"], return_tensors="pt")
+        return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
+
+    # ------------------------------------------------------------ the encode path
+    def _pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, attention_mask)
+
+    def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> torch.Tensor:
+        """LM(x): the tower's pooled last-layer states, before the projection."""
+        if tower == "document" and self.document_backbone is not None:
+            if self.document_tower_frozen() and self.keep_frozen_documents:
+                return self._pooled_frozen_documents(input_ids, attention_mask)
+            self._frozen_documents.clear()  # the tower trains: whatever was kept is stale
+            return self._pool(self.document_backbone(input_ids, attention_mask, tower=tower), attention_mask)
+        return self._pool(self.backbone(input_ids, attention_mask, tower=tower), attention_mask)
+
+    def _pooled_frozen_documents(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        keys = row_keys(input_ids, attention_mask)
+        first_row: dict[bytes, int] = {}
+        for i, k in enumerate(keys):
+            first_row.setdefault(k, i)
+        rows = [i for k, i in first_row.items() if k not in self._frozen_documents]
+        if rows:
+            index = torch.tensor(rows, device=input_ids.device)
+            ids, mask = input_ids[index], attention_mask[index]
+            width = int(mask.sum(1).max())
+            if not mask[:, width:].any():  # right-padded: drop the columns no row attends
+                ids, mask = ids[:, :width], mask[:, :width]
+            with torch.no_grad():
+                vectors = self._pool(self.document_backbone(ids, mask, tower="document"), mask)
+            for r, v in zip(rows, vectors):
+                self._frozen_documents[keys[r]] = v.detach()
+        return torch.stack([self._frozen_documents[k] for k in keys])
+
+    def project(self, pooled: torch.Tensor) -> torch.Tensor:
+        """Eq. 10-11: shared W·x + b (zero-padding the narrower tower), then L2 normalisation."""
+        if self.projection is not None:
+            if pooled.shape[-1] < self.hidden_dim:
+                pooled = F.pad(pooled, (0, self.hidden_dim - pooled.shape[-1]))
+            pooled = self.projection(pooled)
+        return F.normalize(pooled, dim=-1)
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
+        return Encoded(self.project(self.pooled(input_ids, attention_mask, tower)))
+
+    def represent(self, hidden, input_ids, attention_mask, tower) -> Encoded:  # encode() does it all
+        return Encoded(self.project(self._pool(hidden, attention_mask)))
+
+    def score(self, q: Encoded, d: Encoded) -> torch.Tensor:
+        return self.score_scale * (q.vectors * d.vectors).sum(-1)
+
+    # ------------------------------------------------------------ training rows
+    def forward(self, q_input_ids: torch.Tensor, q_attention_mask: torch.Tensor, d_input_ids: torch.Tensor,
+                d_attention_mask: torch.Tensor, q_index: torch.Tensor | None = None, d_index: torch.Tensor | None = None,
+                group_size: int | None = None) -> torch.Tensor:
+        """Without ``group_size``: one score per pair (as every ranker). With it: contrastive rows (see module doc)."""
+        if group_size is None:
+            return super().forward(q_input_ids, q_attention_mask, d_input_ids, d_attention_mask, q_index, d_index)
+        q = self.encode(q_input_ids, q_attention_mask, "query").vectors
+        d = self.encode(d_input_ids, d_attention_mask, "document").vectors
+        rows = in_batch_rows(q, d, q_index, d_index, int(group_size), self.score_scale)
+        if self.negative_cache is not None:
+            item_q = q[q_index.view(-1, int(group_size))[:, 0]]
+            positive_keys = _positive_keys(d_input_ids, d_attention_mask, q_index, d_index, int(group_size))
+            rows = torch.cat([rows, self.negative_cache.negative_scores(item_q, positive_keys, self.score_scale)], dim=1)
+        # |D^-| per item, for the collapse value log(1 + |D^-|) (000 Eq. 7)
+        self.last_num_negatives = float(torch.isfinite(rows[:, 1:]).sum(1).float().mean())
+        return rows
+
+
+def _positive_keys(d_input_ids, d_attention_mask, q_index, d_index, group: int) -> list[set[bytes]]:
+    """For each item, the keys of every positive of its query in the batch (never drawn as its negatives)."""
+    keys = row_keys(d_input_ids, d_attention_mask)
+    item_q = q_index.view(-1, group)[:, 0].tolist()
+    item_pos = d_index.view(-1, group)[:, 0].tolist()
+    by_query: dict[int, set[bytes]] = {}
+    for qi, pi in zip(item_q, item_pos):
+        by_query.setdefault(qi, set()).add(keys[pi])
+    return [by_query[qi] for qi in item_q]
+
+
+def in_batch_rows(q: torch.Tensor, d: torch.Tensor, q_index: torch.Tensor, d_index: torch.Tensor, group: int,
+                  scale: float) -> torch.Tensor:
+    """(items, 1 + documents) scores: column 0 the item's positive, then every document of the batch, where the
+    positive itself and the other positives of the same query are -inf (excluded from Eq. 5's denominator)."""
+    item_q = q_index.view(-1, group)[:, 0]
+    item_pos = d_index.view(-1, group)[:, 0]
+    scores = scale * q[item_q] @ d.T  # (items, documents)
+    positive = scores.gather(1, item_pos.unsqueeze(1))
+    same_query = item_q.unsqueeze(1) == item_q.unsqueeze(0)  # (items, items)
+    excluded = torch.zeros_like(scores, dtype=torch.bool)
+    rows, cols = same_query.nonzero(as_tuple=True)
+    excluded[rows, item_pos[cols]] = True
+    return torch.cat([positive, scores.masked_fill(excluded, float("-inf"))], dim=1)
+
+
+__all__ = ["DenseDualEncoder", "in_batch_rows", "row_keys", "truncate_layers"]
