@@ -406,3 +406,39 @@ def test_sweep_dry_run_tells_resumable_runs_apart(tmp_path, capsys):
     assert main([str(grid_file), "--dry-run"]) == 0
     states = [line.split("\t")[:2] for line in capsys.readouterr().out.splitlines()]
     assert states == [["finished", finished.name], ["resumable", resumable.name], ["to run", fresh.name]]
+
+
+from tests.test_dense import wide_model_dir  # noqa: E402,F401  (fixture: a second, wider tiny tower)
+
+
+@pytest.mark.parametrize("kill_step", [10, 35])
+def test_daft_run_killed_resumes_in_the_same_stage(tmp_path, tiny_model_dir, wide_model_dir, synthetic_data, kill_step):
+    """Heterogeneous dense model with DAFT (2 alignment checks, then 2 fine-tuning epochs): killed inside stage 1
+    (step 10) or stage 2 (step 35), the same command resumes in that stage — document tower frozen or not, KL
+    history and stopping state kept — and ends with the same metrics and stage changes."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        f"model: {{architecture: dense, name: {tiny_model_dir}, document_name: {wide_model_dir}, projection_dim: 16, max_length: 48}}\n"
+        f"loss: contrastive\ndata: {{dataset: {synthetic_data}, num_negatives: 1, negatives_depth: 10}}\n"
+        "eval: {depth: 10, metrics: [nDCG@10, R@100]}\n"
+        "callbacks: [{name: daft, delta: 0.0, max_alignment_checks: 2, finetune_epochs: 2}]\n"
+        "training: {per_device_train_batch_size: 4, learning_rate: 1.0e-3, num_train_epochs: 4, save_strategy: steps, "
+        "save_steps: 5, logging_steps: 5}\n")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    done = run_cli("ssft.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd)
+    assert done.returncode == 0, done.stderr[-3000:]
+    argv = [str(recipe), f"training.output_dir={killed}"]
+    _kill_at(argv, killed / f"checkpoint-{kill_step}" / "ssft_checkpoint.json", cwd)
+    state = json.loads((killed / f"checkpoint-{kill_step}" / "daft_state.json").read_text())
+    assert state["stage"] == ("alignment" if kill_step == 10 else "fine-tuning")
+    resumed = run_cli("ssft.train", argv, cwd=cwd)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((straight / "metrics.json").read_text()) == json.loads((killed / "metrics.json").read_text())
+    daft_a, daft_b = (json.loads((p / "daft.json").read_text()) for p in (straight, killed))
+    assert daft_a["stage_changes"] == daft_b["stage_changes"]
+    assert [c["stage"] for c in daft_b["stage_changes"]] == ["alignment", "fine-tuning"]
+    # the KL estimates agree to float rounding: the frozen tower's kept vectors were computed in other batches
+    assert [h["step"] for h in daft_a["kl_history"]] == [h["step"] for h in daft_b["kl_history"]]
+    assert [h["kl"] for h in daft_b["kl_history"]] == pytest.approx([h["kl"] for h in daft_a["kl_history"]], rel=1e-6)

@@ -18,6 +18,7 @@ Stage changes and every KL estimate are logged and written to ``<output_dir>/daf
 """
 from __future__ import annotations
 
+import json
 import logging
 import random
 from pathlib import Path
@@ -103,6 +104,21 @@ class DaftCallback(TrainerCallback):
         self._frozen: set[int] = set()
         self._texts: list[str] | None = None
         self._output_dir: str | None = None
+        self._resumed: dict | None = None  # stage state read from a checkpoint, applied at on_train_begin
+
+    STATE_FILE = "daft_state.json"
+
+    # ------------------------------------------------------------ checkpoints (RankingTrainer calls these)
+    def save_checkpoint_state(self, folder: Path) -> None:
+        """The stage and the stopping state, so a resumed run continues the same stage at the same point."""
+        state = {"stage": self.stage, "history": self.history, "stage_changes": self.stage_changes, "best_kl": self.best_kl,
+                 "checks_without_improvement": self.checks_without_improvement, "finetune_start_epoch": self.finetune_start_epoch}
+        (Path(folder) / self.STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
+
+    def load_checkpoint_state(self, folder: Path) -> None:
+        path = Path(folder) / self.STATE_FILE
+        if path.is_file():
+            self._resumed = json.loads(path.read_text())
 
     def setup(self, dataset=None, validation_qrels=None, **_) -> None:
         """Given by ``ssft.train`` before training: the validation queries the alignment is measured on."""
@@ -116,6 +132,18 @@ class DaftCallback(TrainerCallback):
         if model is None or not hasattr(model, "tower_parameters") or getattr(model, "document_backbone", None) is None:
             raise SsftError("callbacks.daft: needs a dense model with a separate document tower (model.document_name)")
         self._output_dir = args.output_dir
+        if self._resumed is not None:  # a checkpoint's stage state: no new stage change, no initial estimate
+            resumed, self._resumed = self._resumed, None
+            self.stage, self.history, self.stage_changes = resumed["stage"], resumed["history"], resumed["stage_changes"]
+            self.best_kl, self.checks_without_improvement = resumed["best_kl"], resumed["checks_without_improvement"]
+            self.finetune_start_epoch = resumed["finetune_start_epoch"]
+            if self.stage == ALIGNMENT:
+                switched = set_tower_trainable(model, "document", False, only={id(p) for p in model.tower_parameters("document") if p.requires_grad})
+                self._frozen = {id(p) for p in switched}
+            if not self._texts:
+                self._texts = _sample(training_queries(kwargs.get("train_dataloader")), self.max_queries, self.seed)
+            logger.info("DAFT: resumed in stage '%s' after %d alignment estimate(s)", self.stage, len(self.history))
+            return
         self.stage = ALIGNMENT
         # freeze only what would train, so stage 2 restores exactly that
         switched = set_tower_trainable(model, "document", False, only={id(p) for p in model.tower_parameters("document") if p.requires_grad})

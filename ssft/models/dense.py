@@ -199,8 +199,15 @@ class DenseDualEncoder(BiEncoder):
             width = int(mask.sum(1).max())
             if not mask[:, width:].any():  # right-padded: drop the columns no row attends
                 ids, mask = ids[:, :width], mask[:, :width]
-            with torch.no_grad():
-                vectors = self._pool(self.document_backbone(ids, mask, tower="document"), mask)
+            # a frozen tower is a fixed function: no dropout, so a document's kept vector does not depend on when it
+            # was first seen (nor does the random state), which exact resume needs
+            was_training = self.document_backbone.training
+            self.document_backbone.eval()
+            try:
+                with torch.no_grad():
+                    vectors = self._pool(self.document_backbone(ids, mask, tower="document"), mask)
+            finally:
+                self.document_backbone.train(was_training)
             for r, v in zip(rows, vectors):
                 self._frozen_documents[keys[r]] = v.detach()
         return torch.stack([self._frozen_documents[k] for k in keys])
