@@ -85,14 +85,21 @@ def rerank_and_report(
     pairs = PairDataset(first_stage, depth, dataset)
     logger.info("reranking %d pairs (%d queries, top-%d of %s)", len(pairs), len(first_stage), depth, first_stage_name)
     model_run = pairs.to_run(score_pairs(ranker, pairs, batch_size, trainer, output_dir))
-    results: dict[str, dict[str, float]] = {}
     info: dict[str, Any] = {"split": split, "queries": len(model_run), "pairs": len(pairs), "depth": depth,
                             "first_stage": first_stage_name}
+    results = write_and_evaluate(model_run, first_stage, qrels, split, first_stage_name, metrics, output_dir, alpha, info)
+    return results, info
+
+
+def write_and_evaluate(model_run: Run, first_stage: Run, qrels: Qrels, split: str, first_stage_name: str, metrics: list[str],
+                       output_dir: Path, alpha: float | None, info: dict[str, Any], tag: str = "ssft") -> dict[str, dict[str, float]]:
+    """The output contract shared by reranking and full retrieval: metrics of the model run and the first stage (and
+    their interpolation when ``alpha``), their TREC runs and per-query files under ``output_dir``; ``alpha`` is
+    recorded in ``info``. Returns the metrics.json content for this split."""
     model_metrics, model_per_query = evaluate_run(qrels, model_run, metrics)
     base_metrics, base_per_query = evaluate_run(qrels, first_stage, metrics)
-    results[split] = model_metrics
-    results[first_stage_name] = base_metrics
-    write_run(model_run, output_dir / f"run.{split}.trec", tag="ssft")
+    results = {split: model_metrics, first_stage_name: base_metrics}
+    write_run(model_run, output_dir / f"run.{split}.trec", tag=tag)
     write_run(first_stage, output_dir / f"run.{first_stage_name}.{split}.trec", tag=first_stage_name)
     write_per_query(model_per_query, output_dir / f"per_query.{split}.tsv")
     write_per_query(base_per_query, output_dir / f"per_query.{first_stage_name}.{split}.tsv")
@@ -101,9 +108,9 @@ def rerank_and_report(
         key = f"{split}+{first_stage_name}"
         results[key], fused_per_query = evaluate_run(qrels, fused, metrics)
         info["interpolation_alpha"] = alpha
-        write_run(fused, output_dir / f"run.{key}.trec", tag=f"ssft+{first_stage_name}")
+        write_run(fused, output_dir / f"run.{key}.trec", tag=f"{tag}+{first_stage_name}")
         write_per_query(fused_per_query, output_dir / f"per_query.{key}.tsv")
-    return results, info
+    return results
 
 
 def format_table(results: dict[str, Any], metrics: list[str]) -> str:

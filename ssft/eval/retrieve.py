@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from ssft.data.beir import IRDataset, Qrels
-from ssft.data.trec import Run, top_k, write_run
+from ssft.data.trec import Run, top_k
 from ssft.errors import SsftError
-from ssft.eval.metrics import evaluate_run, write_per_query
+from ssft.eval.metrics import evaluate_run
 
 logger = logging.getLogger(__name__)
 
@@ -191,27 +191,15 @@ def retrieve_and_report(
 ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """``rerank_and_report``'s contract for full retrieval: the model retrieves the top-``depth`` of the whole
     corpus for the queries of ``qrels``; ``first_stage`` is evaluated beside it (and fused when ``alpha``)."""
-    from ssft.eval.fusion import interpolate
+    from ssft.eval.rerank import write_and_evaluate
 
     queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
     model_run = retrieve(ranker, dataset, queries, depth, batch_size, index_kind)
     first_stage = top_k({q: first_stage[q] for q in qrels if first_stage.get(q)}, depth)
     info: dict[str, Any] = {"split": split, "queries": len(model_run), "depth": depth, "retrieval": f"full corpus, faiss {index_kind}",
                             "documents": len(dataset.corpus), "first_stage": first_stage_name}
-    model_metrics, model_per_query = evaluate_run(qrels, model_run, metrics)
-    base_metrics, base_per_query = evaluate_run(qrels, first_stage, metrics)
-    results = {split: model_metrics, first_stage_name: base_metrics}
-    write_run(model_run, output_dir / f"run.{split}.trec", tag="ssft-dense")
-    write_run(first_stage, output_dir / f"run.{first_stage_name}.{split}.trec", tag=first_stage_name)
-    write_per_query(model_per_query, output_dir / f"per_query.{split}.tsv")
-    write_per_query(base_per_query, output_dir / f"per_query.{first_stage_name}.{split}.tsv")
-    if alpha is not None:
-        fused = interpolate(model_run, first_stage, alpha)
-        key = f"{split}+{first_stage_name}"
-        results[key], fused_per_query = evaluate_run(qrels, fused, metrics)
-        info["interpolation_alpha"] = alpha
-        write_run(fused, output_dir / f"run.{key}.trec", tag=f"ssft-dense+{first_stage_name}")
-        write_per_query(fused_per_query, output_dir / f"per_query.{key}.tsv")
+    results = write_and_evaluate(model_run, first_stage, qrels, split, first_stage_name, metrics, output_dir, alpha, info,
+                                 tag="ssft-dense")
     return results, info
 
 

@@ -1,14 +1,13 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from ssft.losses.base import RankingLoss
+from ssft.losses.listwise_ce import ListwiseSoftmaxCELoss
 from ssft.registry import LOSSES
 
 
 @LOSSES.register("contrastive")
-class ContrastiveLoss(RankingLoss):
+class ContrastiveLoss(ListwiseSoftmaxCELoss):
     r"""Contrastive loss of dense retrieval, DAFT (Leonhardt et al.) Eq. 5:
 
     .. math:: \mathcal{L}(q, d^+, D^-) = -\log \frac{\exp(\Phi(q, d^+)/\tau)}{\sum_{d \in D^- \cup \{d^+\}} \exp(\Phi(q, d)/\tau)}
@@ -27,17 +26,11 @@ class ContrastiveLoss(RankingLoss):
         scalar loss.
     """
 
-    options = ("temperature",)
+    # the same softmax cross-entropy as listwise_ce (its temperature option and check); the score row here is
+    # built by the dense model (in-batch + cached negatives, -inf for excluded ones), so the positive must be finite
 
-    def __init__(self, temperature: float = 1.0):
-        super().__init__()
-        if temperature <= 0:
-            raise ValueError("temperature must be > 0")
-        self.temperature = temperature
-
-    def forward(self, scores: torch.Tensor) -> torch.Tensor:
-        self.check(scores)
+    @staticmethod
+    def check(scores: torch.Tensor) -> None:
+        ListwiseSoftmaxCELoss.check(scores)
         if not torch.isfinite(scores[:, 0]).all():
             raise ValueError("the positive's score (column 0) must be finite")
-        target = torch.zeros(scores.size(0), dtype=torch.long, device=scores.device)
-        return F.cross_entropy(scores / self.temperature, target)
