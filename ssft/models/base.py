@@ -159,7 +159,13 @@ class Ranker(nn.Module):
         for p in transformer.parameters():
             p.requires_grad_(False)
         backbone = adapter.apply(transformer, config)
-        spec = {
+        spec = cls.build_spec(model_cfg, method, options)
+        return cls(backbone, tokenizer, spec)
+
+    @classmethod
+    def build_spec(cls, model_cfg, method: str, options: dict[str, Any]) -> dict[str, Any]:
+        """What ``ssft_model.json`` records of a built ranker: enough to load it back."""
+        return {
             "architecture": cls.architecture,
             "base_model": model_cfg.name,
             "method": method,
@@ -169,7 +175,6 @@ class Ranker(nn.Module):
             "trust_remote_code": model_cfg.trust_remote_code,
             **{key: getattr(model_cfg, key) for key in cls.model_options},
         }
-        return cls(backbone, tokenizer, spec)
 
     def ranker_state(self) -> dict[str, torch.Tensor]:
         """Parameters and buffers outside the backbone(s) (heads, projections)."""

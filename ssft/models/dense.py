@@ -124,16 +124,7 @@ class DenseDualEncoder(BiEncoder):
 
         query_backbone, query_tokenizer = tower(model_cfg.name, model_cfg.query_layers)
         document_backbone, document_tokenizer = tower(model_cfg.document_name, None) if separate else (None, None)
-        spec = {
-            "architecture": cls.architecture,
-            "base_model": model_cfg.name,
-            "method": method,
-            "options": dict(options),
-            "max_length": model_cfg.max_length,
-            "query_max_length": model_cfg.query_max_length,
-            "trust_remote_code": model_cfg.trust_remote_code,
-            **{key: getattr(model_cfg, key) for key in cls.model_options},
-        }
+        spec = cls.build_spec(model_cfg, method, options)
         return cls(query_backbone, query_tokenizer, spec, document_backbone, document_tokenizer)
 
     def _save_extra(self, folder: Path) -> None:
