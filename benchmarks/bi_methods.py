@@ -96,6 +96,7 @@ def count_document_encodes(model_dir: Path, dataset, depth: int = 100) -> dict:
     model.encode = counting_encode
     torch.set_num_threads(2)
     out = {"pairs": pairs, "unique_documents": unique_docs}
+    previous_cache = os.environ.get("SSFT_CACHE")
     with tempfile.TemporaryDirectory() as cache:
         os.environ["SSFT_CACHE"] = cache
         for label in ("first", "second"):
@@ -104,7 +105,10 @@ def count_document_encodes(model_dir: Path, dataset, depth: int = 100) -> dict:
             score_run(model, run, dataset, depth, queries=queries)
             out[label] = {"document_encodes": counted["document"], "query_encodes": counted["query"],
                           "seconds": time.perf_counter() - started}
-    os.environ.pop("SSFT_CACHE", None)
+    if previous_cache is None:
+        os.environ.pop("SSFT_CACHE", None)
+    else:
+        os.environ["SSFT_CACHE"] = previous_cache
     return out
 
 
