@@ -84,6 +84,7 @@ class EvalConfig:
     selection_metric: str = "nDCG@10"  # best validation epoch is kept by this metric
     batch_size: int = 64
     interpolation: float | str | None = None  # alpha in [0,1], or "auto" (tuned on validation); reported separately
+    fusion: float | str | None = None  # dense only: alpha >= 0 of 003 Eq. 7 (dense-sparse union), or "auto"
 
 
 @dataclass
@@ -318,6 +319,7 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
     adapter_cls.config_from(recipe.adapter.options, f"{source}: adapter")  # validates keys and types
     loss_cls = LOSSES.get(recipe.loss.name, f"{source}: loss.name")
     loss_cls.from_options(recipe.loss.options, f"{source}: loss")
+    _validate_teacher_loss(recipe, source)
     from ssft.callbacks import build_callback
 
     for entry in recipe.callbacks:
@@ -358,6 +360,7 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
     if m.colbert_dim < 1:
         raise SsftError(f"{source}: model.colbert_dim: must be >= 1")
     _validate_dense(recipe, source)
+    _validate_fusion(recipe, source)
     if isinstance(e.interpolation, str) and e.interpolation != "auto":
         raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1] or 'auto', got '{e.interpolation}'")
     if e.interpolation == "auto" and not d.validation_split:
@@ -368,6 +371,40 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
 
     parse_measures(e.metrics, f"{source}: eval.metrics")
     parse_measures([e.selection_metric], f"{source}: eval.selection_metric")
+
+
+def _validate_fusion(recipe: Recipe, source: str) -> None:
+    """eval.fusion: 003 Eq. 7 fuses a full-retrieval (dense) run with the first stage's."""
+    from ssft.registry import MODELS
+
+    f = recipe.eval.fusion
+    if f is None:
+        return
+    if not getattr(MODELS.get(recipe.model.architecture), "full_retrieval", False):
+        raise SsftError(f"{source}: eval.fusion: dense-sparse fusion (003 Eq. 7) needs a full-retrieval model "
+                        f"(model.architecture 'dense'); a reranker has eval.interpolation")
+    if isinstance(f, str) and f != "auto":
+        raise SsftError(f"{source}: eval.fusion: expected a number >= 0 or 'auto', got '{f}'")
+    if f == "auto" and not recipe.data.validation_split:
+        raise SsftError(f"{source}: eval.fusion: 'auto' tunes the weight on data.validation_split, which is not set")
+    if isinstance(f, float) and f < 0:
+        raise SsftError(f"{source}: eval.fusion: expected a number >= 0, got {f}")
+
+
+def _validate_teacher_loss(recipe: Recipe, source: str) -> None:
+    """A loss that distils a teacher in the loop (tct) needs a bi-encoder student and the plain in-batch rows."""
+    from ssft.models.bi import BiEncoder
+    from ssft.registry import LOSSES, MODELS
+
+    if not getattr(LOSSES.get(recipe.loss.name), "needs_teacher", False):
+        return
+    if not issubclass(MODELS.get(recipe.model.architecture), BiEncoder):
+        raise SsftError(f"{source}: loss.name: '{recipe.loss.name}' distils into a bi-encoder student (dense, twin, "
+                        f"colbert), not model.architecture '{recipe.model.architecture}'")
+    names = [c if isinstance(c, str) else c.get("name") for c in recipe.callbacks]
+    if "negative_cache" in names:
+        raise SsftError(f"{source}: callbacks: 'negative_cache' adds negatives the teacher never scores; "
+                        f"the '{recipe.loss.name}' loss distils over the in-batch documents only")
 
 
 def _validate_dense(recipe: Recipe, source: str) -> None:

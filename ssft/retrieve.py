@@ -4,6 +4,11 @@ Encodes the corpus with the document tower into a faiss index (flat inner produc
 pq, ivfpq by ``--index``; on the GPU with faiss-gpu), retrieves the top-``depth`` documents of every query of
 the split, and writes OUT_DIR/run.trec, per-query metrics and metrics.json ({split: {...}} — the contract of
 ssft-train). ``--passage-words N`` splits documents into N-word passages scored by maxP (000 Eq. 2).
+
+``--fusion ALPHA`` also runs BM25 (bm25s) for the same queries and fuses its top-``depth`` with the dense
+top-``depth`` by 003 Eq. 7 (α · BM25 + dense over the union, a missing score filled with that list's minimum):
+metrics.json then holds ``bm25`` and ``{split}+bm25.fusion`` beside ``{split}``, and fusion.json the α used. ``--fusion auto
+--tune-split dev`` picks α on another split (grid ``ssft.eval.fusion.FUSION_ALPHAS``, by ``--tune-metric``).
 """
 from __future__ import annotations
 
@@ -27,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passage-stride", type=int, default=None, help="words between passage starts (default N)")
     parser.add_argument("--metrics", default="P@20,nDCG@5,nDCG@10,nDCG@20,RR@10,R@100")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--fusion", default=None, help="dense-sparse fusion with BM25 (003 Eq. 7): weight alpha >= 0, or 'auto'")
+    parser.add_argument("--tune-split", default=None, help="with --fusion auto: the split alpha is tuned on (e.g. dev)")
+    parser.add_argument("--tune-metric", default="nDCG@10", help="with --fusion auto: the metric alpha maximises")
     ns = parser.parse_args(argv)
     from ssft.train import _setup_logging
 
@@ -36,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from ssft.eval.metrics import evaluate_run, parse_measures, write_per_query
     from ssft.eval.rerank import format_table
     from ssft.eval.retrieve import INDEX_KINDS, retrieve
-    from ssft.io import atomic_write_json
+    from ssft.io import atomic_write_json, atomic_write_text
     from ssft.models import load_ranker
     from ssft.rerank import _model_dir
 
@@ -46,22 +54,77 @@ def main(argv: list[str] | None = None) -> int:
         raise SsftError(f"--index: expected one of {', '.join(INDEX_KINDS)}, got '{ns.index}'")
     if ns.passage_words is not None and ns.passage_words < 1:
         raise SsftError("--passage-words must be >= 1")
+    fusion = _parse_fusion(ns.fusion, ns.tune_split)
     metrics = [m.strip() for m in ns.metrics.split(",") if m.strip()]
     parse_measures(metrics, "--metrics")
+    if fusion == "auto":
+        parse_measures([ns.tune_metric], "--tune-metric")
     dataset = load_dataset(ns.data)
     qrels = dataset.qrels(ns.split)
+    tune_qrels = dataset.qrels(ns.tune_split) if fusion == "auto" else None
     model = load_ranker(_model_dir(ns.model))
     if not getattr(model, "full_retrieval", False):
         raise SsftError(f"{ns.model}: full retrieval needs a single-vector dense model (architecture 'dense'), "
                         f"not '{model.architecture}'; use ssft-rerank")
     queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
-    run = retrieve(model, dataset, queries, ns.depth, ns.batch_size, ns.index, ns.passage_words, ns.passage_stride)
+    from ssft.eval.retrieve import corpus_vectors
+
+    doc_vectors = corpus_vectors(model, dataset, ns.batch_size, ns.passage_words, ns.passage_stride)
+    run = retrieve(model, dataset, queries, ns.depth, ns.batch_size, ns.index, ns.passage_words, ns.passage_stride,
+                   doc_vectors=doc_vectors)
     aggregate, per_query = evaluate_run(qrels, run, metrics)
+    results = {ns.split: aggregate}
+    info: dict = {}
+    fused_files = {}
+    if fusion is not None:
+        from ssft.data.trec import format_run
+        from ssft.eval.fusion import fuse_dense_sparse, tune_fusion_alpha
+        from ssft.firststage.bm25 import BM25
+
+        bm25 = BM25(dataset)
+        if fusion == "auto":
+            tune_queries = {q: dataset.queries[q] for q in tune_qrels if q in dataset.queries}
+            tune_dense = retrieve(model, dataset, tune_queries, ns.depth, ns.batch_size, ns.index, ns.passage_words,
+                                  ns.passage_stride, doc_vectors=doc_vectors)
+            fusion = tune_fusion_alpha(tune_dense, bm25.search(tune_queries, ns.depth), tune_qrels, ns.tune_metric)
+            print(f"fusion weight tuned on {ns.tune_split} by {ns.tune_metric}: alpha = {fusion:g}")
+        sparse = bm25.search(queries, ns.depth)
+        fused = fuse_dense_sparse(run, sparse, fusion)
+        key = f"{ns.split}+bm25.fusion"
+        results["bm25"] = evaluate_run(qrels, sparse, metrics)[0]
+        results[key], fused_per_query = evaluate_run(qrels, fused, metrics)
+        info["fusion_alpha"] = fusion
+        fused_files = {f"run.{key}.trec": format_run(fused, tag="ssft-dense+bm25"),
+                       f"run.bm25.{ns.split}.trec": format_run(sparse, tag="bm25")}
+        write_per_query(fused_per_query, ns.output / f"per_query.{key}.tsv")
     write_run(run, ns.output / "run.trec", tag="ssft-dense")
+    for name, text in fused_files.items():
+        atomic_write_text(ns.output / name, text)
     write_per_query(per_query, ns.output / f"per_query.{ns.split}.tsv")
-    atomic_write_json(ns.output / "metrics.json", {ns.split: aggregate})
-    print(format_table({ns.split: aggregate}, metrics))
+    if info:
+        atomic_write_json(ns.output / "fusion.json", {**info, "tuned_on": ns.tune_split, "depth": ns.depth})
+    atomic_write_json(ns.output / "metrics.json", results)
+    print(format_table(results, metrics))
     return 0
+
+
+def _parse_fusion(value: str | None, tune_split: str | None) -> float | str | None:
+    """--fusion: None, 'auto' (needs --tune-split), or a weight >= 0."""
+    if value is None:
+        if tune_split is not None:
+            raise SsftError("--tune-split is for --fusion auto")
+        return None
+    if value == "auto":
+        if not tune_split:
+            raise SsftError("--fusion auto tunes the weight on another split: give --tune-split (e.g. dev)")
+        return "auto"
+    try:
+        alpha = float(value)
+    except ValueError:
+        raise SsftError(f"--fusion: expected a weight >= 0 or 'auto', got '{value}'") from None
+    if not alpha >= 0:
+        raise SsftError(f"--fusion: expected a weight >= 0 or 'auto', got '{value}'")
+    return alpha
 
 
 if __name__ == "__main__":

@@ -149,6 +149,11 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     val_qrels = subsample_queries(dataset.qrels(d.validation_split), d.max_validation_queries, d.sample_seed) if d.validation_split else None
     test_qrels = subsample_queries(dataset.qrels(d.test_split), d.max_test_queries, d.sample_seed)
     loss = LOSSES.get(recipe.loss.name).from_options(recipe.loss.options)
+    teacher_name = getattr(loss, "teacher", None) if getattr(loss, "needs_teacher", False) else None
+    if teacher_name:
+        from ssft.models.teacher import check_teacher
+
+        check_teacher(teacher_name, f"{recipe.source}: loss.teacher")  # a missing teacher fails now, before any output
     # a checkpoint every epoch (only the latest kept) lets a killed run resume; removed once the run finishes
     # unless the recipe asks for checkpoints itself (training.save_strategy)
     default_checkpoints = "save_strategy" not in recipe.training
@@ -178,6 +183,11 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     train_set = TrainingGroups(examples, dataset, d.num_negatives, seed=recipe.seed)
     set_seed(recipe.seed)
     ranker = MODELS.get(recipe.model.architecture).build(recipe.model, recipe.adapter.method, recipe.adapter.options)
+    teacher = None
+    if teacher_name:  # built after the student, so the student starts from the same weights with or without it
+        from ssft.models.teacher import FrozenTeacher
+
+        teacher = FrozenTeacher.load(teacher_name, recipe.model)
     trainable, total = count_parameters(ranker)
     head = sum(p.numel() for p in ranker.head_parameters())
     logger.info("model %s (%s, method %s): %s trainable of %s parameters (%.3f%%; ranker head %s)",
@@ -212,6 +222,9 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         f"({'all' if d.max_train_queries is None else 'subsampled'}), {len(examples)} (query, positive) examples, "
         f"{d.num_negatives} {d.negatives} negative(s) each, " + schedule,
     ]
+    if teacher is not None:
+        notes.append(f"distillation (003 Eq. 6): frozen {teacher.ranker.architecture} teacher {teacher_name} scores every "
+                     f"query x document of each batch; gamma {loss.gamma:g}, teacher temperature {loss.temperature:g}")
     if val_qrels:
         notes.append(f"validation: {len(val_qrels)} queries of {d.validation_split}, top-{val_depth} of the first stage, "
                      f"best epoch by {e.selection_metric}")
@@ -244,8 +257,9 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
             args=train_args,
             train_dataset=groups,
             eval_dataset=val_pairs,
-            data_collator=RankerCollator(ranker),
+            data_collator=RankerCollator(ranker, teacher),
             loss=loss,
+            teacher=teacher,
             head_learning_rate=recipe.model.head_learning_rate,
             eval_qrels=val_qrels,
             eval_metrics=sorted({e.selection_metric, *e.metrics}),
@@ -299,11 +313,24 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         val_run = val_pairs.to_run(trainer.score(val_pairs))
         alpha = tune_alpha(val_run, val_first, val_qrels, e.selection_metric)
         logger.info("interpolation weight tuned on %s: alpha = %.2f", d.validation_split, alpha)
-    report = retrieve_and_report if getattr(ranker, "full_retrieval", False) else rerank_and_report  # dense: full retrieval
+    full_retrieval = getattr(ranker, "full_retrieval", False)
+    report_options = {}
+    if full_retrieval and e.fusion is not None:  # 003 Eq. 7: dense top-k ∪ first-stage top-k
+        fusion_alpha = e.fusion
+        if fusion_alpha == "auto":
+            from ssft.data.trec import top_k
+            from ssft.eval.fusion import tune_fusion_alpha
+            from ssft.eval.retrieve import retrieve
+
+            val_dense = retrieve(ranker, dataset, {q: dataset.queries[q] for q in val_qrels}, val_depth, e.batch_size)
+            fusion_alpha = tune_fusion_alpha(val_dense, top_k(val_first, val_depth), val_qrels, e.selection_metric)
+            logger.info("dense-sparse fusion weight tuned on %s: alpha = %g", d.validation_split, fusion_alpha)
+        report_options["fusion_alpha"] = float(fusion_alpha)
+    report = retrieve_and_report if full_retrieval else rerank_and_report  # dense: full retrieval
     results, info = report(
         ranker=ranker, dataset=dataset, split=d.test_split, qrels=test_qrels, first_stage=test_first,
         first_stage_name=test_name, depth=e.depth, metrics=e.metrics, output_dir=out, batch_size=e.batch_size,
-        trainer=trainer, alpha=alpha,
+        trainer=trainer, alpha=alpha, **report_options,
     )
     info.update({
         "trainable_parameters": trainable, "total_parameters": total, "trainable_parameters_per_tower": per_tower,

@@ -87,6 +87,9 @@ class RankingTrainer(Trainer):
     - ``score``: what evaluation and test reranking call; bi-encoders encode each distinct document once.
     - ``evaluate``: reranks the validation first stage and returns ir_measures metrics as ``eval_<name>``.
     - the optimizer gives the ranker head its own learning rate (001 Table 8).
+    - with a ``teacher`` (a frozen ``FrozenTeacher``, for a loss with ``needs_teacher`` such as ``tct``), the loss
+      compares the student's and the teacher's scores of every query of the batch against every document of it;
+      the teacher is no part of the model, so it is neither optimised nor saved in checkpoints.
     - checkpoints hold the ranker in ssft's folder format (``ranker/``) and the state of callbacks that keep any
       (``save_checkpoint_state`` / ``load_checkpoint_state``, e.g. the best-epoch snapshot); a marker file written
       last makes a checkpoint complete, so ``train(resume_from_checkpoint=...)`` continues exactly.
@@ -95,9 +98,12 @@ class RankingTrainer(Trainer):
     """
 
     def __init__(self, *args, loss: RankingLoss, head_learning_rate: float | None = None,
-                 eval_qrels: Qrels | None = None, eval_metrics: list[str] | None = None, **kwargs):
+                 eval_qrels: Qrels | None = None, eval_metrics: list[str] | None = None, teacher=None, **kwargs):
         super().__init__(*args, **kwargs)
+        if getattr(loss, "needs_teacher", False) and teacher is None:
+            raise ValueError(f"the loss {type(loss).__name__} distils a teacher: pass teacher=FrozenTeacher(...)")
         self.loss = loss
+        self.teacher = teacher
         self.head_learning_rate = head_learning_rate
         self.eval_qrels = eval_qrels
         self.eval_metrics = eval_metrics or ["nDCG@10"]
@@ -105,14 +111,35 @@ class RankingTrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         group = int(inputs.pop("group_size"))
-        if getattr(self._ranker(), "in_batch_negatives", False):  # dense: in-batch + cached negatives per item
-            scores = model(**inputs, group_size=group)
+        if self.teacher is not None:  # in-loop distillation: the teacher scores this very batch
+            loss, scores = self._distillation_loss(model, inputs, group)
         else:
-            scores = model(**inputs).view(-1, group)
-        loss = self.loss(scores)
+            if getattr(self._ranker(), "in_batch_negatives", False):  # dense: in-batch + cached negatives per item
+                scores = model(**inputs, group_size=group)
+            else:
+                scores = model(**inputs).view(-1, group)
+            loss = self.loss(scores)
         if model.training and not torch.isfinite(loss.detach()).all():
             self._stop_non_finite("loss", float(loss.detach().float().reshape(-1)[0]))
         return (loss, scores) if return_outputs else loss
+
+    def _distillation_loss(self, model, inputs, group: int):
+        """In-loop distillation (003 Eq. 6): the student's and the frozen teacher's scores of every distinct query
+        of the batch against every distinct document of it (positives and hard negatives of all queries), one row
+        per (query, positive) item. Returns (loss, the student's rows)."""
+        from ssft.models.teacher import TEACHER_KEYS, batch_items
+
+        missing = [k for k in TEACHER_KEYS if k not in inputs]
+        if missing:
+            raise ValueError(f"a distillation batch lacks {missing}: build the collator with RankerCollator(ranker, teacher)")
+        teacher_inputs = {k: inputs.pop(k) for k in TEACHER_KEYS}
+        student = model(**inputs, all_pairs=True)  # (distinct queries, distinct documents)
+        teacher = self.teacher.score_matrix(teacher_inputs)
+        if teacher.shape != student.shape:
+            raise ValueError(f"teacher scores {tuple(teacher.shape)} do not line up with the student's {tuple(student.shape)}")
+        item_q, item_pos, excluded = batch_items(inputs["q_index"], inputs["d_index"], group)
+        rows = student[item_q]
+        return self.loss(rows, teacher[item_q], item_pos, excluded), rows
 
     def _get_grad_norm(self, model, grad_norm=None):
         # the Trainer logs this as grad_norm; a non-finite one would turn the weights into NaN at the next step

@@ -98,10 +98,13 @@ class TrainingGroups(Dataset):
 
 class RankerCollator:
     """Tokenises a batch for a ranker: training groups (query + [positive, negatives...]) are flattened into
-    (batch x group) pairs with ``group_size`` set; scoring items (query, document) become plain pairs."""
+    (batch x group) pairs with ``group_size`` set; scoring items (query, document) become plain pairs.
+    With a ``teacher`` (``ssft.models.teacher.FrozenTeacher``), training batches also carry the teacher's own
+    inputs for the same distinct queries and documents (``teacher_*`` keys)."""
 
-    def __init__(self, ranker):
+    def __init__(self, ranker, teacher=None):
         self.ranker = ranker
+        self.teacher = teacher
 
     def __call__(self, items: list[dict]) -> dict[str, torch.Tensor]:
         if "documents" in items[0]:
@@ -110,6 +113,8 @@ class RankerCollator:
             docs = [d for it in items for d in it["documents"]]
             batch = self.ranker.tokenize(queries, docs)
             batch["group_size"] = torch.tensor(group)
+            if self.teacher is not None:
+                batch.update(self.teacher.tokenize(queries, docs))
             return batch
         return self.ranker.tokenize([it["query"] for it in items], [it["document"] for it in items])
 

@@ -188,9 +188,12 @@ def retrieve_and_report(
     trainer=None,
     alpha: float | None = None,
     index_kind: str = "flat",
+    fusion_alpha: float | None = None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """``rerank_and_report``'s contract for full retrieval: the model retrieves the top-``depth`` of the whole
-    corpus for the queries of ``qrels``; ``first_stage`` is evaluated beside it (and fused when ``alpha``)."""
+    corpus for the queries of ``qrels``; ``first_stage`` is evaluated beside it (and interpolated over the model's
+    documents when ``alpha``). ``fusion_alpha``: also the dense–sparse fusion of 003 Eq. 7 over the union of both
+    top-``depth`` lists, reported as ``{split}+{first_stage_name}.fusion``."""
     from ssft.eval.rerank import write_and_evaluate
 
     queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
@@ -200,7 +203,27 @@ def retrieve_and_report(
                             "documents": len(dataset.corpus), "first_stage": first_stage_name}
     results = write_and_evaluate(model_run, first_stage, qrels, split, first_stage_name, metrics, output_dir, alpha, info,
                                  tag="ssft-dense")
+    if fusion_alpha is not None:
+        results.update(write_fusion(model_run, first_stage, fusion_alpha, qrels, split, first_stage_name, metrics,
+                                    output_dir, info))
     return results, info
+
+
+def write_fusion(dense_run: Run, sparse_run: Run, alpha: float, qrels: Qrels, split: str, sparse_name: str,
+                 metrics: list[str], output_dir: Path, info: dict[str, Any], tag: str = "ssft-dense") -> dict[str, dict[str, float]]:
+    """003 Eq. 7 fusion of a dense and a sparse run: its metrics under ``{split}+{sparse_name}.fusion``, its TREC
+    run and per-query metrics under ``output_dir``, α recorded in ``info`` (``fusion_alpha``)."""
+    from ssft.data.trec import write_run
+    from ssft.eval.fusion import fuse_dense_sparse
+    from ssft.eval.metrics import write_per_query
+
+    fused = fuse_dense_sparse(dense_run, sparse_run, alpha)
+    key = f"{split}+{sparse_name}.fusion"
+    aggregate, per_query = evaluate_run(qrels, fused, metrics)
+    info["fusion_alpha"] = alpha
+    write_run(fused, output_dir / f"run.{key}.trec", tag=f"{tag}+{sparse_name}")
+    write_per_query(per_query, output_dir / f"per_query.{key}.tsv")
+    return {key: aggregate}
 
 
 def evaluate_retrieval(model, dataset: IRDataset, qrels: Qrels, metrics: list[str], depth: int = 100,
@@ -211,4 +234,4 @@ def evaluate_retrieval(model, dataset: IRDataset, qrels: Qrels, metrics: list[st
 
 
 __all__ = ["INDEX_KINDS", "build_index", "corpus_vectors", "encode_corpus", "encode_query_texts", "evaluate_retrieval",
-           "retrieve", "retrieve_and_report", "split_passages"]
+           "retrieve", "retrieve_and_report", "split_passages", "write_fusion"]

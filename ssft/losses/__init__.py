@@ -4,5 +4,7 @@ from ssft.losses.bce import PointwiseBCELoss
 from ssft.losses.contrastive import ContrastiveLoss
 from ssft.losses.listwise_ce import ListwiseSoftmaxCELoss
 from ssft.losses.pairwise_softmax import PairwiseSoftmaxLoss
+from ssft.losses.tct import TightlyCoupledDistillationLoss
 
-__all__ = ["RankingLoss", "ContrastiveLoss", "PairwiseSoftmaxLoss", "PointwiseBCELoss", "ListwiseSoftmaxCELoss"]
+__all__ = ["RankingLoss", "ContrastiveLoss", "PairwiseSoftmaxLoss", "PointwiseBCELoss", "ListwiseSoftmaxCELoss",
+           "TightlyCoupledDistillationLoss"]

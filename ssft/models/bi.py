@@ -90,6 +90,13 @@ class BiEncoder(Ranker):
         """Scores of aligned pairs: q[i] with d[i], shape (n,)."""
         raise NotImplementedError
 
+    def score_matrix(self, q: Encoded, d: Encoded) -> torch.Tensor:
+        """Scores of every query against every document, shape (len(q), len(d)); subclasses with a cheaper
+        form (a matrix product) override it."""
+        rows = torch.arange(len(q), device=q.vectors.device).repeat_interleave(len(d))
+        cols = torch.arange(len(d), device=d.vectors.device).repeat(len(q))
+        return self.score(q.select(rows), d.select(cols)).view(len(q), len(d))
+
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
         """The one encode path: backbone (with the tower's modules) → representation."""
         hidden = self.backbone(input_ids, attention_mask, tower=tower)
@@ -120,10 +127,15 @@ class BiEncoder(Ranker):
                 "d_input_ids": d["input_ids"], "d_attention_mask": d["attention_mask"]}
 
     def forward(self, q_input_ids: torch.Tensor, q_attention_mask: torch.Tensor, d_input_ids: torch.Tensor,
-                d_attention_mask: torch.Tensor, q_index: torch.Tensor | None = None, d_index: torch.Tensor | None = None) -> torch.Tensor:
-        """One score per pair. Without indices, row i of the queries pairs with row i of the documents."""
+                d_attention_mask: torch.Tensor, q_index: torch.Tensor | None = None, d_index: torch.Tensor | None = None,
+                all_pairs: bool = False) -> torch.Tensor:
+        """One score per pair. Without indices, row i of the queries pairs with row i of the documents.
+        ``all_pairs``: instead, the (distinct queries, distinct documents) matrix of every query's score against
+        every document of the batch (what in-loop distillation compares with its teacher's)."""
         q = self.encode(q_input_ids, q_attention_mask, "query")
         d = self.encode(d_input_ids, d_attention_mask, "document")
+        if all_pairs:
+            return self.score_matrix(q, d)
         if q_index is not None:
             q = q.select(q_index)
         if d_index is not None:

@@ -90,3 +90,11 @@ class ColBert(BiEncoder):
 
     def score(self, q: Encoded, d: Encoded) -> torch.Tensor:
         return maxsim(q.vectors, q.mask, d.vectors, d.mask)
+
+    def score_matrix(self, q: Encoded, d: Encoded) -> torch.Tensor:
+        """MaxSim of every query against every document, (len(q), len(d)), without repeating either."""
+        sim = torch.einsum("aik,bjk->abij", q.vectors, d.vectors)
+        sim = sim.masked_fill(~d.mask.bool()[None, :, None, :], float("-inf"))
+        best = sim.max(dim=-1).values
+        best = torch.where(torch.isfinite(best), best, torch.zeros_like(best))
+        return (best * q.mask.to(best.dtype)[:, None, :]).sum(-1)

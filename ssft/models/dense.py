@@ -220,13 +220,17 @@ class DenseDualEncoder(BiEncoder):
     def score(self, q: Encoded, d: Encoded) -> torch.Tensor:
         return self.score_scale * (q.vectors * d.vectors).sum(-1)
 
+    def score_matrix(self, q: Encoded, d: Encoded) -> torch.Tensor:
+        return self.score_scale * q.vectors @ d.vectors.T
+
     # ------------------------------------------------------------ training rows
     def forward(self, q_input_ids: torch.Tensor, q_attention_mask: torch.Tensor, d_input_ids: torch.Tensor,
                 d_attention_mask: torch.Tensor, q_index: torch.Tensor | None = None, d_index: torch.Tensor | None = None,
-                group_size: int | None = None) -> torch.Tensor:
-        """Without ``group_size``: one score per pair (as every ranker). With it: contrastive rows (see module doc)."""
+                group_size: int | None = None, all_pairs: bool = False) -> torch.Tensor:
+        """Without ``group_size``: one score per pair (as every ranker), or with ``all_pairs`` the (distinct
+        queries, distinct documents) score matrix. With ``group_size``: contrastive rows (see module doc)."""
         if group_size is None:
-            return super().forward(q_input_ids, q_attention_mask, d_input_ids, d_attention_mask, q_index, d_index)
+            return super().forward(q_input_ids, q_attention_mask, d_input_ids, d_attention_mask, q_index, d_index, all_pairs)
         q = self.encode(q_input_ids, q_attention_mask, "query").vectors
         d = self.encode(d_input_ids, d_attention_mask, "document").vectors
         rows = in_batch_rows(q, d, q_index, d_index, int(group_size), self.score_scale)
