@@ -65,6 +65,23 @@ def test_tct_loss_leaves_the_query_s_other_positives_out_of_the_cross_entropy_on
     assert float(kl_only(s, t, pos, excluded)) == pytest.approx(float(kl_only(s, t, pos)), rel=1e-6)  # KL keeps all
 
 
+def test_tct_with_gamma_one_is_the_contrastive_loss_on_the_dense_in_batch_rows():
+    from ssft.losses import ContrastiveLoss
+    from ssft.models.dense import in_batch_rows
+    from ssft.models.teacher import batch_items
+
+    torch.manual_seed(0)
+    q = torch.nn.functional.normalize(torch.randn(2, 8), dim=-1)
+    d = torch.nn.functional.normalize(torch.randn(6, 8), dim=-1)
+    # 3 items (group 2) over 2 distinct queries: items 0 and 1 share query 0 (each other's positive is excluded)
+    q_index, d_index = torch.tensor([0, 0, 0, 0, 1, 1]), torch.tensor([0, 1, 2, 3, 4, 5])
+    contrastive = ContrastiveLoss()(in_batch_rows(q, d, q_index, d_index, 2, 20.0))
+    item_q, item_pos, excluded = batch_items(q_index, d_index, 2)
+    student = 20.0 * q @ d.T
+    tct = TightlyCoupledDistillationLoss(gamma=1.0)(student[item_q], torch.zeros_like(student[item_q]), item_pos, excluded)
+    assert float(tct) == pytest.approx(float(contrastive), rel=1e-6)
+
+
 def test_tct_loss_options_and_bad_input():
     loss = TightlyCoupledDistillationLoss.from_options({"teacher": "runs/colbert", "gamma": "0.2", "temperature": 1})
     assert (loss.teacher, loss.gamma, loss.temperature) == ("runs/colbert", 0.2, 1.0)

@@ -1,4 +1,6 @@
-"""Ranking losses, one per file. Every loss takes scores shaped (batch, 1 + negatives), positive in column 0."""
+"""Ranking losses, one per file. Every loss takes scores shaped (batch, 1 + negatives), positive in column 0, except
+the distillation loss ``tct`` (``needs_teacher``): student and teacher scores of every query against every
+document of the batch (``RankingTrainer`` scores the batch with the teacher)."""
 from ssft.losses.base import RankingLoss
 from ssft.losses.bce import PointwiseBCELoss
 from ssft.losses.contrastive import ContrastiveLoss

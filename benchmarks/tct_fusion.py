@@ -1,0 +1,118 @@
+"""Benchmark: TCT-ColBERT distillation (003 Eq. 5-6) and dense-sparse fusion (Eq. 7) on NFCorpus.
+
+    OMP_NUM_THREADS=1 SSFT_DATA_HOME=../shared/data python benchmarks/tct_fusion.py --out /work/bench-runs/tct
+
+Three ``ssft-train`` runs (in this process, through ``run_recipe``), each skipped when its metrics.json exists:
+
+1. ``teacher``: recipes/tct_nfcorpus_teacher.yaml — ColBERT (all-MiniLM-L6-v2) fine-tuned briefly; reranks the
+   BM25 top-100 of the test queries.
+2. ``tct``: recipes/tct_nfcorpus.yaml — the dense student distilled from that frozen teacher (gamma 0.1, tau 0.25).
+3. ``ce``: the same recipe with ``loss={name: contrastive}``: the same student, data, steps, learning rate and
+   seed without the teacher (the gamma = 1 case of Eq. 6).
+
+Both students retrieve from the whole corpus (faiss exact); BM25 and the Eq. 7 fusion of each student with BM25
+(alpha tuned on the dev queries, ``eval.fusion: auto``) are reported beside them. Writes the 'tct_fusion'
+section of BENCHMARKS.md from the runs' metrics.json / run_info.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+METRICS = ["nDCG@10", "R@100"]
+
+
+def runs(ns) -> dict[str, tuple[str, list[str]]]:
+    common = [f"data.max_train_queries={ns.train_queries}", f"training.per_device_train_batch_size={ns.batch}"]
+    teacher = ns.out / "teacher"
+    return {
+        "teacher": ("tct_nfcorpus_teacher.yaml", common + [f"training.output_dir={teacher}"]),
+        "tct": ("tct_nfcorpus.yaml", common + [f"training.output_dir={ns.out / 'tct'}", f"loss.teacher={teacher}"]),
+        "ce": ("tct_nfcorpus.yaml", common + [f"training.output_dir={ns.out / 'ce'}", "loss={name: contrastive}"]),
+    }
+
+
+def run_all(ns) -> None:
+    from ssft.recipe import load_recipe
+    from ssft.train import _setup_logging, run_recipe
+
+    _setup_logging("INFO")
+    for name, (recipe, overrides) in runs(ns).items():
+        if (ns.out / name / "metrics.json").is_file():
+            logging.getLogger("tct_fusion").info("%s: finished earlier, kept", name)
+            continue
+        run_recipe(load_recipe(ROOT / "recipes" / recipe, overrides), overwrite=True)
+
+
+def read(ns, name: str) -> tuple[dict, dict] | None:
+    folder = ns.out / name
+    if not (folder / "metrics.json").is_file():
+        return None
+    return json.loads((folder / "metrics.json").read_text()), json.loads((folder / "run_info.json").read_text())
+
+
+def write_report(ns) -> None:
+    from report import write_section
+
+    def row(label: str, metrics: dict, train: str) -> str:
+        return f"| {label} | {train} | " + " | ".join(f"{metrics[m]:.3f}" for m in METRICS) + " |"
+
+    got = {name: read(ns, name) for name in ("teacher", "tct", "ce")}
+    lines = ["## TCT-ColBERT distillation and dense-sparse fusion on NFCorpus (003)", "",
+             f"`OMP_NUM_THREADS=1 python benchmarks/tct_fusion.py --out {ns.out} --train-queries {ns.train_queries} "
+             f"--batch {ns.batch}` (CPU, 1 thread, 2 cores shared with other jobs). all-MiniLM-L6-v2 everywhere; "
+             f"{ns.train_queries} NFCorpus train queries (seed 0), 1 positive + 1 BM25 hard negative each, batches of "
+             f"{ns.batch} queries, 1 epoch; documents ≤ 128 tokens, queries ≤ 32. Test: all 323 queries. Dense rows "
+             "retrieve from the whole corpus (3,633 documents, faiss exact inner product); the teacher reranks the "
+             "BM25 top-100 (so its R@100 is BM25's). Fusion = 003 Eq. 7 over the union of the dense and BM25 top-100, "
+             "a missing score filled with that list's minimum, α · BM25 + dense, α tuned on the 324 dev queries "
+             "(nDCG@10, grid `ssft.eval.fusion.FUSION_ALPHAS`).", "",
+             "| run | training | nDCG@10 | R@100 |", "|---|---|---|---|"]
+    if got["teacher"]:
+        m, info = got["teacher"]
+        lines.append(row("BM25 (bm25s)", m["bm25"], "—"))
+        lines.append(row("teacher: ColBERT, reranks BM25 top-100", m["test"],
+                         f"listwise CE, {info['train_seconds']:.0f} s"))
+    for name, label, loss in (("ce", "student without TCT (CE, in-batch + BM25 negatives)", "contrastive (γ = 1)"),
+                              ("tct", "student with TCT (γ 0.1, τ 0.25)", "tct")):
+        if not got[name]:
+            continue
+        m, info = got[name]
+        lines.append(row(f"{label}: dense", m["test"], f"{loss}, {info['train_seconds']:.0f} s"))
+        fused = next(k for k in m if k.endswith(".fusion"))
+        lines.append(row(f"{label} + BM25, fusion α = {info['fusion_alpha']:g}", m[fused], "—"))
+    notes = []
+    for name in ("teacher", "ce", "tct"):
+        if got[name]:
+            info = got[name][1]
+            notes.append(f"- {name}: train loss {info['train_loss']:.4f}, {info['train_seconds']:.0f} s training, "
+                         f"{info['wall_seconds']:.0f} s in all")
+    lines += ["", *notes]
+    if ns.notes and ns.notes.is_file():
+        lines += ["", ns.notes.read_text().strip()]
+    write_section("tct_fusion", "\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=Path("/work/bench-runs/tct"))
+    parser.add_argument("--train-queries", type=int, default=192)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
+    ns = parser.parse_args()
+    ns.out.mkdir(parents=True, exist_ok=True)
+    if not ns.report_only:
+        run_all(ns)
+    write_report(ns)
+
+
+if __name__ == "__main__":
+    main()
