@@ -33,7 +33,9 @@ def runs(ns) -> dict[str, tuple[str, list[str]]]:
     common = [f"data.max_train_queries={ns.train_queries}", f"training.per_device_train_batch_size={ns.batch}"]
     teacher = ns.out / "teacher"
     return {
-        "teacher": ("tct_nfcorpus_teacher.yaml", common + [f"training.output_dir={teacher}"]),
+        "teacher": ("tct_nfcorpus_teacher.yaml", [f"data.max_train_queries={ns.teacher_queries}",
+                                                  f"training.per_device_train_batch_size={ns.batch}",
+                                                  f"training.output_dir={teacher}"]),
         "tct": ("tct_nfcorpus.yaml", common + [f"training.output_dir={ns.out / 'tct'}", f"loss.teacher={teacher}"]),
         "ce": ("tct_nfcorpus.yaml", common + [f"training.output_dir={ns.out / 'ce'}", "loss={name: contrastive}"]),
     }
@@ -64,35 +66,53 @@ def write_report(ns) -> None:
     def row(label: str, metrics: dict, train: str) -> str:
         return f"| {label} | {train} | " + " | ".join(f"{metrics[m]:.3f}" for m in METRICS) + " |"
 
-    got = {name: read(ns, name) for name in ("teacher", "tct", "ce")}
+    def teacher_rows(name: str, label: str) -> list[str]:
+        m, info = got[name]
+        return [row(label, m["test"], f"listwise CE, {info['train_seconds']:.0f} s")]
+
+    def student_rows(name: str, label: str, loss: str) -> list[str]:
+        m, info = got[name]
+        fused = next(k for k in m if k.endswith(".fusion"))
+        return [row(f"{label}: dense", m["test"], f"{loss}, {info['train_seconds']:.0f} s"),
+                row(f"{label} + BM25, fusion α = {info['fusion_alpha']:g}", m[fused], "—")]
+
+    names = ("teacher", "ce", "tct", "teacher-128d", "tct-128d")
+    got = {name: read(ns, name) for name in names}
     lines = ["## TCT-ColBERT distillation and dense-sparse fusion on NFCorpus (003)", "",
              f"`OMP_NUM_THREADS=1 python benchmarks/tct_fusion.py --out {ns.out} --train-queries {ns.train_queries} "
-             f"--batch {ns.batch}` (CPU, 1 thread, 2 cores shared with other jobs). all-MiniLM-L6-v2 everywhere; "
-             f"{ns.train_queries} NFCorpus train queries (seed 0), 1 positive + 1 BM25 hard negative each, batches of "
-             f"{ns.batch} queries, 1 epoch; documents ≤ 128 tokens, queries ≤ 32. Test: all 323 queries. Dense rows "
-             "retrieve from the whole corpus (3,633 documents, faiss exact inner product); the teacher reranks the "
-             "BM25 top-100 (so its R@100 is BM25's). Fusion = 003 Eq. 7 over the union of the dense and BM25 top-100, "
-             "a missing score filled with that list's minimum, α · BM25 + dense, α tuned on the 324 dev queries "
-             "(nDCG@10, grid `ssft.eval.fusion.FUSION_ALPHAS`).", "",
+             f"--teacher-queries {ns.teacher_queries} --batch {ns.batch}` (CPU, 1 thread, 2 cores shared with other "
+             "jobs; recipes/tct_nfcorpus_teacher.yaml and recipes/tct_nfcorpus.yaml). all-MiniLM-L6-v2 everywhere. "
+             f"Teacher: ColBERT, MaxSim over the 384-d token vectors (square projection starting as the identity), "
+             f"fine-tuned 1 epoch on {ns.teacher_queries} NFCorpus train queries. Students: the dense bi-encoder (mean "
+             f"pooling, 20 × cosine), 1 epoch on {ns.train_queries} train queries (seed 0), 1 positive + 1 BM25 hard "
+             f"negative each, batches of {ns.batch} queries (so 2 × {ns.batch} in-batch documents), lr 5e-5, the same "
+             "seed, data and steps with and without the teacher; with: γ 0.1, τ 0.25 (003's values), the teacher scoring "
+             "every query × in-batch document of each batch. Documents ≤ 128 tokens, queries ≤ 32. Test: all 323 "
+             "queries. Dense rows retrieve from the whole corpus (3,633 documents, faiss exact inner product); the "
+             "teacher reranks the BM25 top-100 (so its R@100 is BM25's). Fusion = 003 Eq. 7 over the union of the "
+             "dense and BM25 top-100, α · BM25 + dense, a missing score filled with that list's minimum; α tuned on "
+             "the 324 dev queries by nDCG@10 (grid `ssft.eval.fusion.FUSION_ALPHAS`).", "",
              "| run | training | nDCG@10 | R@100 |", "|---|---|---|---|"]
     if got["teacher"]:
-        m, info = got["teacher"]
-        lines.append(row("BM25 (bm25s)", m["bm25"], "—"))
-        lines.append(row("teacher: ColBERT, reranks BM25 top-100", m["test"],
-                         f"listwise CE, {info['train_seconds']:.0f} s"))
-    for name, label, loss in (("ce", "student without TCT (CE, in-batch + BM25 negatives)", "contrastive (γ = 1)"),
-                              ("tct", "student with TCT (γ 0.1, τ 0.25)", "tct")):
-        if not got[name]:
-            continue
-        m, info = got[name]
-        lines.append(row(f"{label}: dense", m["test"], f"{loss}, {info['train_seconds']:.0f} s"))
-        fused = next(k for k in m if k.endswith(".fusion"))
-        lines.append(row(f"{label} + BM25, fusion α = {info['fusion_alpha']:g}", m[fused], "—"))
+        lines.append(row("BM25 (bm25s)", got["teacher"][0]["bm25"], "—"))
+        lines += teacher_rows("teacher", "teacher: ColBERT (384-d), reranks BM25 top-100")
+    if got["ce"]:
+        lines += student_rows("ce", "student without TCT", "contrastive (= tct with γ 1)")
+    if got["tct"]:
+        lines += student_rows("tct", "student with TCT", "tct (γ 0.1, τ 0.25)")
+    if got["teacher-128d"] or got["tct-128d"]:
+        lines += ["", "A first attempt with a weaker teacher (ColBERT with a 128-d projection trained from random, "
+                  "head lr 1e-4, backbone lr 3e-5, 192 queries — the same as the students'):", "",
+                  "| run | training | nDCG@10 | R@100 |", "|---|---|---|---|"]
+        if got["teacher-128d"]:
+            lines += teacher_rows("teacher-128d", "teacher: ColBERT (128-d), reranks BM25 top-100")
+        if got["tct-128d"]:
+            lines += student_rows("tct-128d", "student with TCT from it", "tct (γ 0.1, τ 0.25)")
     notes = []
-    for name in ("teacher", "ce", "tct"):
+    for name in names:
         if got[name]:
             info = got[name][1]
-            notes.append(f"- {name}: train loss {info['train_loss']:.4f}, {info['train_seconds']:.0f} s training, "
+            notes.append(f"- {name}: mean train loss {info['train_loss']:.4f}, {info['train_seconds']:.0f} s training, "
                          f"{info['wall_seconds']:.0f} s in all")
     lines += ["", *notes]
     if ns.notes and ns.notes.is_file():
@@ -104,6 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=Path("/work/bench-runs/tct"))
     parser.add_argument("--train-queries", type=int, default=192)
+    parser.add_argument("--teacher-queries", type=int, default=384)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")

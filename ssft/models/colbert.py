@@ -3,7 +3,9 @@
 - queries: ``[CLS] [Q] tokens [SEP]`` padded with [MASK] to ``query_max_length`` (query augmentation); the
   [MASK] positions are attended and take part in scoring.
 - documents: ``[CLS] [D] tokens [SEP]`` (``max_length``), punctuation tokens left out of scoring.
-- every token state is projected to ``colbert_dim`` (128, no bias) and L2-normalised.
+- every token state is projected to ``colbert_dim`` (128, no bias) and L2-normalised. A square projection
+  (``colbert_dim`` = the hidden size) starts as the identity, keeping the pretrained token geometry (as the
+  dense model's square projection does); any other starts at PyTorch's default.
 - score = sum over query tokens of the max over document tokens of the dot product (MaxSim).
 
 The [Q] / [D] markers are the vocabulary's ``[unused0]`` / ``[unused1]`` (as the original ColBERT).
@@ -44,6 +46,9 @@ class ColBert(BiEncoder):
         super().__init__(backbone, tokenizer, spec)
         self.dim = int(spec.get("colbert_dim", 128))
         self.projection = nn.Linear(backbone.config.hidden_size, self.dim, bias=False)
+        if self.dim == backbone.config.hidden_size:
+            with torch.no_grad():
+                self.projection.weight.copy_(torch.eye(self.dim))
         vocab = tokenizer.get_vocab()
         missing = [t for t in (QUERY_MARKER, DOCUMENT_MARKER) if t not in vocab]
         if missing or tokenizer.mask_token_id is None:
