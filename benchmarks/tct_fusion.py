@@ -46,11 +46,52 @@ def run_all(ns) -> None:
     from ssft.train import _setup_logging, run_recipe
 
     _setup_logging("INFO")
+    if ns.zero_shot:
+        zero_shot(ns)
     for name, (recipe, overrides) in runs(ns).items():
         if (ns.out / name / "metrics.json").is_file():
             logging.getLogger("tct_fusion").info("%s: finished earlier, kept", name)
             continue
         run_recipe(load_recipe(ROOT / "recipes" / recipe, overrides), overwrite=True)
+
+
+def zero_shot(ns) -> None:
+    """The students' starting point, untrained: the same dense model, retrieval and tuned fusion as ssft-train's."""
+    import time
+
+    from ssft.data.beir import load_dataset
+    from ssft.data.trec import top_k
+    from ssft.eval.fusion import fuse_dense_sparse, tune_fusion_alpha
+    from ssft.eval.metrics import evaluate_run
+    from ssft.eval.retrieve import corpus_vectors, retrieve
+    from ssft.firststage.bm25 import BM25
+    from ssft.io import atomic_write_json
+    from ssft.recipe import load_recipe
+    from ssft.registry import MODELS
+
+    folder = ns.out / "zeroshot"
+    if (folder / "metrics.json").is_file():
+        return
+    started = time.time()
+    recipe = load_recipe(ROOT / "recipes" / "tct_nfcorpus.yaml", ["loss={name: contrastive}"])
+    model = MODELS.get("dense").build(recipe.model, "full", {}).requires_grad_(False).eval()
+    dataset = load_dataset(recipe.data.dataset)
+    vectors = corpus_vectors(model, dataset, 64)
+    bm25 = BM25(dataset)
+    results, alpha = {}, None
+    for split in ("dev", "test"):
+        qrels = dataset.qrels(split)
+        queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
+        dense = retrieve(model, dataset, queries, 100, 64, doc_vectors=vectors)
+        sparse = top_k(bm25.search(queries, 100), 100)
+        if split == "dev":
+            alpha = tune_fusion_alpha(dense, sparse, qrels, "nDCG@10")
+            continue
+        results = {"test": evaluate_run(qrels, dense, METRICS)[0], "bm25": evaluate_run(qrels, sparse, METRICS)[0],
+                   "test+bm25.fusion": evaluate_run(qrels, fuse_dense_sparse(dense, sparse, alpha), METRICS)[0]}
+    atomic_write_json(folder / "run_info.json", {"fusion_alpha": alpha, "train_seconds": 0.0, "train_loss": None,
+                                                 "wall_seconds": round(time.time() - started, 1)})
+    atomic_write_json(folder / "metrics.json", results)
 
 
 def read(ns, name: str) -> tuple[dict, dict] | None:
@@ -76,7 +117,7 @@ def write_report(ns) -> None:
         return [row(f"{label}: dense", m["test"], f"{loss}, {info['train_seconds']:.0f} s"),
                 row(f"{label} + BM25, fusion α = {info['fusion_alpha']:g}", m[fused], "—")]
 
-    names = ("teacher", "ce", "tct", "teacher-128d", "tct-128d")
+    names = ("teacher", "zeroshot", "ce", "tct", "teacher-128d", "tct-128d")
     got = {name: read(ns, name) for name in names}
     lines = ["## TCT-ColBERT distillation and dense-sparse fusion on NFCorpus (003)", "",
              f"`OMP_NUM_THREADS=1 python benchmarks/tct_fusion.py --out {ns.out} --train-queries {ns.train_queries} "
@@ -96,6 +137,8 @@ def write_report(ns) -> None:
     if got["teacher"]:
         lines.append(row("BM25 (bm25s)", got["teacher"][0]["bm25"], "—"))
         lines += teacher_rows("teacher", "teacher: ColBERT (384-d), reranks BM25 top-100")
+    if got["zeroshot"]:
+        lines += student_rows("zeroshot", "student before training (MiniLM zero-shot)", "—")
     if got["ce"]:
         lines += student_rows("ce", "student without TCT", "contrastive (= tct with γ 1)")
     if got["tct"]:
@@ -112,6 +155,8 @@ def write_report(ns) -> None:
     for name in names:
         if got[name]:
             info = got[name][1]
+            if name == "zeroshot":
+                continue
             notes.append(f"- {name}: mean train loss {info['train_loss']:.4f}, {info['train_seconds']:.0f} s training, "
                          f"{info['wall_seconds']:.0f} s in all")
     lines += ["", *notes]
@@ -126,6 +171,7 @@ def main() -> None:
     parser.add_argument("--train-queries", type=int, default=192)
     parser.add_argument("--teacher-queries", type=int, default=384)
     parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--zero-shot", action="store_true", help="also evaluate the untrained student (one more corpus encoding)")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
     ns = parser.parse_args()
