@@ -114,7 +114,8 @@ def write_report(ns) -> None:
     def student_rows(name: str, label: str, loss: str) -> list[str]:
         m, info = got[name]
         fused = next(k for k in m if k.endswith(".fusion"))
-        return [row(f"{label}: dense", m["test"], f"{loss}, {info['train_seconds']:.0f} s"),
+        train = f"{loss}, {info['train_seconds']:.0f} s" if info["train_seconds"] else loss
+        return [row(f"{label}: dense", m["test"], train),
                 row(f"{label} + BM25, fusion α = {info['fusion_alpha']:g}", m[fused], "—")]
 
     names = ("teacher", "zeroshot", "ce", "tct", "teacher-128d", "tct-128d")
