@@ -4,6 +4,11 @@ Encodes the corpus with the document tower into a faiss index (flat inner produc
 pq, ivfpq by ``--index``; on the GPU with faiss-gpu), retrieves the top-``depth`` documents of every query of
 the split, and writes OUT_DIR/run.trec, per-query metrics and metrics.json ({split: {...}} — the contract of
 ssft-train). ``--passage-words N`` splits documents into N-word passages scored by maxP (000 Eq. 2).
+
+A student distilled with inherited documents retrieves from its teacher's index by itself (its saved spec names
+the teacher). ``--documents-from TEACHER`` serves any dense model's query tower against another dense model's
+document index (a saved ssft dense model, or a sentence embedder by hub id / folder with ``--teacher-pooling``),
+the asymmetric set-up of 002 / 004; the teacher's corpus vectors go to the on-disk embedding cache.
 """
 from __future__ import annotations
 
@@ -27,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passage-stride", type=int, default=None, help="words between passage starts (default N)")
     parser.add_argument("--metrics", default="P@20,nDCG@5,nDCG@10,nDCG@20,RR@10,R@100")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--documents-from", default=None,
+                        help="encode documents with this dense model instead (a saved ssft dense model, or a model name)")
+    parser.add_argument("--teacher-pooling", default="mean", help="pooling of a --documents-from model given by name")
     ns = parser.parse_args(argv)
     from ssft.train import _setup_logging
 
@@ -54,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(model, "full_retrieval", False):
         raise SsftError(f"{ns.model}: full retrieval needs a single-vector dense model (architecture 'dense'), "
                         f"not '{model.architecture}'; use ssft-rerank")
+    if ns.documents_from:
+        from ssft.distill.teacher import load_teacher, teacher_reference
+
+        model.inherit_documents(load_teacher(teacher_reference(ns.documents_from, ns.teacher_pooling,
+                                                               model.spec["max_length"], model.spec["query_max_length"])))
     queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
     run = retrieve(model, dataset, queries, ns.depth, ns.batch_size, ns.index, ns.passage_words, ns.passage_stride)
     aggregate, per_query = evaluate_run(qrels, run, metrics)

@@ -82,7 +82,8 @@ class RankingTrainer(Trainer):
     """Trainer for rankers.
 
     - ``compute_loss``: the batch holds ``group_size`` = 1 + negatives documents per query; scores are
-      reshaped to (queries, group) and passed to the ranking loss.
+      reshaped to (queries, group) and passed to the ranking loss. With a ``distillation`` objective
+      (``ssft.distill.objective``) that objective is the loss (it applies the ranking loss itself).
     - ``prediction_step``: returns relevance scores (``trainer.predict(pairs)`` reranks any pairs).
     - ``score``: what evaluation and test reranking call; bi-encoders encode each distinct document once.
     - ``evaluate``: reranks the validation first stage and returns ir_measures metrics as ``eval_<name>``.
@@ -95,15 +96,21 @@ class RankingTrainer(Trainer):
     """
 
     def __init__(self, *args, loss: RankingLoss, head_learning_rate: float | None = None,
-                 eval_qrels: Qrels | None = None, eval_metrics: list[str] | None = None, **kwargs):
+                 eval_qrels: Qrels | None = None, eval_metrics: list[str] | None = None, distillation=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.loss = loss
+        self.distillation = distillation
         self.head_learning_rate = head_learning_rate
         self.eval_qrels = eval_qrels
         self.eval_metrics = eval_metrics or ["nDCG@10"]
         self.add_callback(SaveAfterEpochEvaluation())
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if self.distillation is not None:
+            loss = self.distillation(self._ranker(), inputs)
+            if model.training and not torch.isfinite(loss.detach()).all():
+                self._stop_non_finite("loss", float(loss.detach().float().reshape(-1)[0]))
+            return (loss, None) if return_outputs else loss
         group = int(inputs.pop("group_size"))
         if getattr(self._ranker(), "in_batch_negatives", False):  # dense: in-batch + cached negatives per item
             scores = model(**inputs, group_size=group)
