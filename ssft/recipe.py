@@ -92,7 +92,8 @@ class DistillationConfig:
     """A teacher and the distillation objective (``ssft.distill.objective``); absent = no distillation."""
 
     teacher: str = ""  # hub id / folder of a transformers model (a sentence embedder), or a saved ssft model
-    teacher_pooling: str = "mean"  # a teacher built from a model name: mean | cls (L2-normalised, no projection)
+    teacher_kind: str = "dense"  # dense | cross_dual_pooled (CE -> DE, 004 §4.2)
+    teacher_pooling: str = "mean"  # dense teacher by name: mean | cls; cross_dual_pooled: cls_sep | segment_mean
     inherit_documents: bool = False  # asymmetric student: the teacher encodes the documents, only queries train
     query_only: bool = False  # train on query texts alone (002): needs inherit_documents
     query_splits: list[str] = field(default_factory=lambda: ["train"])  # query_only: the queries of these qrels splits
@@ -438,10 +439,17 @@ def _validate_distillation(recipe: Recipe, source: str) -> None:
         raise SsftError(f"{where}.teacher: name the teacher (a hub id or folder of a sentence embedder, or a saved ssft dense model)")
     if recipe.model.architecture != "dense":
         raise SsftError(f"{where}: the student must be model.architecture 'dense', not '{recipe.model.architecture}'")
+    from ssft.distill.cross_teacher import DUAL_POOLINGS
     from ssft.models.twin import POOLINGS
 
-    if k.teacher_pooling not in POOLINGS:
-        raise SsftError(f"{where}.teacher_pooling: expected one of {', '.join(POOLINGS)}, got '{k.teacher_pooling}'")
+    if k.teacher_kind not in ("dense", "cross_dual_pooled"):
+        raise SsftError(f"{where}.teacher_kind: expected 'dense' or 'cross_dual_pooled', got '{k.teacher_kind}'")
+    poolings = POOLINGS if k.teacher_kind == "dense" else DUAL_POOLINGS
+    if k.teacher_pooling not in poolings:
+        raise SsftError(f"{where}.teacher_pooling: a {k.teacher_kind} teacher pools {' or '.join(poolings)}, got '{k.teacher_pooling}'")
+    if k.teacher_kind == "cross_dual_pooled" and (k.inherit_documents or k.query_only):
+        raise SsftError(f"{where}: a cross-encoder teacher has no document index to inherit and needs (query, document) "
+                        f"pairs; set inherit_documents and query_only to false")
     if k.score_loss not in KINDS:
         raise SsftError(f"{where}.score_loss: expected one of {', '.join(KINDS)}, got '{k.score_loss}'")
     if k.embedding_distance not in DISTANCES:

@@ -174,10 +174,15 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     distill = recipe.distillation
     teacher = None
     if distill is not None:  # the teacher loads (or fails) before anything is written
-        from ssft.distill.teacher import load_teacher, teacher_reference
+        if distill.teacher_kind == "cross_dual_pooled":
+            from ssft.distill.cross_teacher import load_cross_teacher
 
-        teacher = load_teacher(teacher_reference(distill.teacher, distill.teacher_pooling, recipe.model.max_length,
-                                                 recipe.model.query_max_length))
+            teacher = load_cross_teacher(distill.teacher, distill.teacher_pooling, recipe.model.max_length)
+        else:
+            from ssft.distill.teacher import load_teacher, teacher_reference
+
+            teacher = load_teacher(teacher_reference(distill.teacher, distill.teacher_pooling, recipe.model.max_length,
+                                                     recipe.model.query_max_length))
     query_only = distill is not None and distill.query_only
     negatives_run = None
     if d.negatives == "bm25" and not query_only:
@@ -202,6 +207,10 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
 
         if distill.inherit_documents:
             ranker.inherit_documents(teacher)  # asymmetric student: only its query tower trains
+        teacher_dim = getattr(teacher, "embedding_dim", None) or teacher.model.embedding_dim
+        if ranker.embedding_dim != teacher_dim and (distill.query_embedding_weight or distill.document_embedding_weight):
+            raise SsftError(f"{recipe.source}: distillation: the student's vectors have {ranker.embedding_dim} dimensions, the "
+                            f"teacher's {teacher_dim}; set model.projection_dim: {teacher_dim} (004 Eq. 7's projection)")
         objective = DistillationObjective(teacher, distill, loss)
     trainable, total = count_parameters(ranker)
     head = sum(p.numel() for p in ranker.head_parameters())
@@ -269,7 +278,7 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     atomic_write_text(out / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
     from ssft.callbacks import build_callbacks, callback_name
 
-    if distill is not None and distill.keep_teacher_corpus and not query_only and (
+    if distill is not None and distill.keep_teacher_corpus and not query_only and distill.teacher_kind == "dense" and (
             distill.inherit_documents or distill.score_weight or distill.document_embedding_weight):
         # the teacher's document embeddings come from its corpus index (on-disk cache), encoded once
         logger.info("teacher: kept the document embeddings of %d documents", teacher.keep_corpus(dataset, e.batch_size))

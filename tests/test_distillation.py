@@ -328,3 +328,62 @@ def test_missing_teacher_fails_before_anything_is_written(teacher_dir, tiny_data
     with pytest.raises(SsftError):
         run_recipe(recipe)
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- CE -> DE: the dual-pooled cross-encoder teacher (004 §4.2)
+
+
+def test_dual_pooling_by_hand():
+    from ssft.distill.cross_teacher import dual_pool
+
+    # [CLS]=101 q1 q2 [SEP]=102 d1 d2 d3 [SEP] [PAD]
+    ids = torch.tensor([[101, 5, 6, 102, 7, 8, 9, 102, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 1, 0]])
+    types = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 1, 0]])
+    hidden = torch.arange(9, dtype=torch.float).view(1, 9, 1).repeat(1, 1, 2)  # token i's state = (i, i)
+    q, d = dual_pool(hidden, ids, mask, types, {0, 101, 102}, 102, "cls_sep")
+    assert q.tolist() == [[0.0, 0.0]] and d.tolist() == [[3.0, 3.0]]  # [CLS] and the [SEP] closing the query
+    q, d = dual_pool(hidden, ids, mask, types, {0, 101, 102}, 102, "segment_mean")
+    # App. B Eq. 15: each segment token weighted 1/sqrt(length): query (1 + 2)/sqrt(2), document (4 + 5 + 6)/sqrt(3)
+    torch.testing.assert_close(q, torch.full((1, 2), 3 / math.sqrt(2)))
+    torch.testing.assert_close(d, torch.full((1, 2), 15 / math.sqrt(3)))
+
+
+def test_cross_teacher_objective_trains_the_student_only(teacher_dir):
+    from ssft.distill.cross_teacher import load_cross_teacher
+    from ssft.distill.objective import DistillationCollator, DistillationObjective
+    from ssft.losses import ContrastiveLoss
+
+    teacher = load_cross_teacher(str(teacher_dir), "segment_mean", 64)
+    student = build_student(teacher_dir, query_layers=[0]).train()
+    cfg = DistillationConfig(teacher=str(teacher_dir), teacher_kind="cross_dual_pooled", teacher_pooling="segment_mean",
+                             document_embedding_weight=1.0)
+    items = [{"query": QUERIES[0], "documents": DOCUMENTS[:2]}, {"query": QUERIES[1], "documents": DOCUMENTS[1:]}]
+    batch = DistillationCollator(student, teacher)(items)
+    assert batch["t_p_input_ids"].shape[0] == 4  # every (query, document) pair, in the student's pair order
+    objective = DistillationObjective(teacher, cfg, ContrastiveLoss())
+    objective(student, batch).backward()
+    assert set(objective.last_parts) == {"one_hot", "score", "query_embedding", "document_embedding"}
+    assert all(p.grad is None and not p.requires_grad for p in teacher.model.parameters()) and not teacher.model.training
+    assert any(p.grad is not None for p in student.parameters())
+    # the teacher's proxies are those of this batch's pairs
+    q, d = teacher.pairs(batch["t_p_input_ids"], batch["t_p_attention_mask"], batch["t_p_token_type_ids"])
+    tok = teacher.tokenizer(QUERIES[1], DOCUMENTS[2], return_tensors="pt", return_token_type_ids=True)
+    q1, d1 = teacher.pairs(tok["input_ids"], tok["attention_mask"], tok["token_type_ids"])
+    torch.testing.assert_close(q[3:], q1, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(d[3:], d1, atol=1e-5, rtol=1e-4)
+
+
+def test_run_recipe_with_a_cross_encoder_teacher(teacher_dir, tiny_dataset, tmp_path, monkeypatch):
+    from ssft.train import run_recipe
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
+    out = tmp_path / "run"
+    recipe = _recipe(teacher_dir, tiny_dataset, out, {"teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep"},
+                     query_layers=[1])
+    assert set(run_recipe(recipe)) == {"test", "bm25"}
+    with pytest.raises(SsftError, match="cls_sep or segment_mean"):
+        _recipe(teacher_dir, tiny_dataset, out, {"teacher_kind": "cross_dual_pooled"})
+    with pytest.raises(SsftError, match="no document index to inherit"):
+        _recipe(teacher_dir, tiny_dataset, out, {"teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep",
+                                                 "inherit_documents": True})

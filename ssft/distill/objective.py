@@ -9,6 +9,10 @@ over the same documents,
          + query_embedding_weight    * query embedding matching (Eq. 7)
          + document_embedding_weight * document embedding matching (Eq. 8; a student with its own documents)
 
+A dual-pooled cross-encoder teacher (CE → DE, 004 §4.2, ``ssft.distill.cross_teacher``) scores each item's own
+documents (pairs, not the whole batch): score distillation over the item's group, Eq. 7 / Eq. 8 against the
+pair's proxy query / document embeddings.
+
 Query-only training (002; 004's "embedding matching only, inherited document embeddings"): batches of query
 texts, loss = query_embedding_weight × embedding matching of the student's and the teacher's query vectors.
 
@@ -104,6 +108,8 @@ class DistillationObjective:
         parts: dict[str, torch.Tensor] = {}
         if cfg.one_hot_weight:
             parts["one_hot"] = cfg.one_hot_weight * self.one_hot_loss(student_rows)
+        if "t_p_input_ids" in inputs:  # a dual-pooled cross-encoder teacher: proxies per (query, document) pair
+            return self._cross_teacher(model, inputs, s_q[q_index], s_d[d_index], group, parts)
         needs_teacher_documents = cfg.score_weight or cfg.document_embedding_weight
         t_q = self.teacher.queries(inputs["t_q_input_ids"], inputs["t_q_attention_mask"]) if (
             cfg.score_weight or cfg.query_embedding_weight) else None
@@ -115,6 +121,21 @@ class DistillationObjective:
             parts["query_embedding"] = cfg.query_embedding_weight * self.embedding_loss(s_q, t_q)
         if cfg.document_embedding_weight:
             parts["document_embedding"] = cfg.document_embedding_weight * self.embedding_loss(s_d, t_d)
+        return self._finish(parts)
+
+    def _cross_teacher(self, model, inputs, pair_q, pair_d, group: int, parts: dict) -> torch.Tensor:
+        """CE → DE (004 §4.2): the student's and the teacher's scores of each item's own documents (Eq. 11-13 over
+        the group), and Eq. 7 / Eq. 8 against the pair's proxy query / document embeddings."""
+        cfg = self.config
+        t_q, t_d = self.teacher.pairs(inputs["t_p_input_ids"], inputs["t_p_attention_mask"], inputs["t_p_token_type_ids"])
+        if cfg.score_weight:
+            student = model.score_scale * (pair_q * pair_d).sum(-1).view(-1, group)
+            teacher = self.teacher.score_scale * (t_q * t_d).sum(-1).view(-1, group)
+            parts["score"] = cfg.score_weight * self.score_loss(student, teacher)
+        if cfg.query_embedding_weight:
+            parts["query_embedding"] = cfg.query_embedding_weight * self.embedding_loss(pair_q, t_q)
+        if cfg.document_embedding_weight:
+            parts["document_embedding"] = cfg.document_embedding_weight * self.embedding_loss(pair_d, t_d)
         return self._finish(parts)
 
 
