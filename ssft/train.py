@@ -222,6 +222,8 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         from ssft.adapters.semi_siamese import tower_parameter_counts
 
         per_tower = tower_parameter_counts(ranker)
+        if getattr(ranker, "document_teacher", None) is not None:  # inherited documents: the frozen teacher's
+            per_tower.update(shared=0, query=per_tower["query_tower"], document=0, document_tower=0)
         logger.info("trainable parameters per tower: query encoder %s (shared %s + query-specific %s), document encoder %s "
                     "(shared %s + document-specific %s), head %s", *(f"{per_tower[k]:,}" for k in (
                         "query_tower", "shared", "query", "document_tower", "shared", "document", "head")))
