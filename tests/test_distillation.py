@@ -387,3 +387,16 @@ def test_run_recipe_with_a_cross_encoder_teacher(teacher_dir, tiny_dataset, tmp_
     with pytest.raises(SsftError, match="no document index to inherit"):
         _recipe(teacher_dir, tiny_dataset, out, {"teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep",
                                                  "inherit_documents": True})
+
+
+def test_full_fine_tuning_can_keep_the_word_embeddings_fixed(teacher_dir, tmp_path):
+    from tests.helpers import assert_save_load_round_trip
+
+    student = build_student(teacher_dir, "full", {"freeze_word_embeddings": True}, query_layers=[0, 3])
+    frozen = [n for n, p in student.named_parameters() if not p.requires_grad]
+    assert frozen == ["backbone.model.embeddings.word_embeddings.weight"]
+    assert_save_load_round_trip(student, tmp_path / "s", QUERIES, DOCUMENTS)
+    with pytest.raises(SsftError, match="freeze_word_embeddings: expected true/false"):
+        from ssft.registry import ADAPTERS
+
+        ADAPTERS.get("full").config_from({"freeze_word_embeddings": "maybe"})
