@@ -400,3 +400,17 @@ def test_full_fine_tuning_can_keep_the_word_embeddings_fixed(teacher_dir, tmp_pa
         from ssft.registry import ADAPTERS
 
         ADAPTERS.get("full").config_from({"freeze_word_embeddings": "maybe"})
+
+
+def test_a_lora_student_distills_and_reloads_on_its_layer_subset(teacher_dir, tiny_dataset, tmp_path, monkeypatch):
+    from ssft.models import load_ranker
+    from ssft.train import run_recipe
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
+    out = tmp_path / "run"
+    recipe = _recipe(teacher_dir, tiny_dataset, out, {"inherit_documents": True, "query_only": True}, query_layers=[0, 3])
+    recipe.adapter.method, recipe.adapter.options = "lora", {"r": 2, "alpha": 4}
+    run_recipe(recipe)
+    loaded = load_ranker(out / "model")
+    assert loaded.backbone.is_peft and loaded.backbone.config.num_hidden_layers == 2
+    assert (out / "model" / "adapter").is_dir() and loaded.document_teacher is not None
