@@ -10,6 +10,7 @@ Sections (every key is checked; unknown keys and wrong types are one-line errors
 - ``training`` passed to ``transformers.TrainingArguments`` unchanged (every field is allowed)
 - ``eval``     metrics, first stage, rerank depth, model selection
 - ``callbacks`` extra callbacks by name, or ``{name: daft, delta: 250}`` with options
+- ``distillation`` optional: a teacher and the distillation objective (``ssft.distill``; dense students)
 
 ``key=value`` overrides (``training.learning_rate=1e-4 adapter.r=8``) are applied before validation.
 """
@@ -40,7 +41,7 @@ class ModelConfig:
     scorer: str = "combiner"  # twin: combiner (TwinBERT's residual network) | cosine | dot
     colbert_dim: int = 128  # colbert: token embedding size after the projection
     document_name: str | None = None  # dense: document tower model (own tokenizer); null = one shared backbone
-    query_layers: int | None = None  # dense: keep only the first N layers of the query tower
+    query_layers: int | list[int] | None = None  # dense: N = the first N layers of the query tower, or a list of layers
     projection_dim: int | None = None  # dense: shared projection size a (000 Eq. 10-11); null = none
     score_scale: float = 20.0  # dense: scores are scale * dot product of the L2-normalised vectors
 
@@ -88,6 +89,26 @@ class EvalConfig:
 
 
 @dataclass
+class DistillationConfig:
+    """A teacher and the distillation objective (``ssft.distill.objective``); absent = no distillation."""
+
+    teacher: str = ""  # hub id / folder of a transformers model (a sentence embedder), or a saved ssft model
+    teacher_kind: str = "dense"  # dense | cross_dual_pooled (CE -> DE, 004 §4.2)
+    teacher_pooling: str = "mean"  # dense teacher by name: mean | cls; cross_dual_pooled: cls_sep | segment_mean
+    inherit_documents: bool = False  # asymmetric student: the teacher encodes the documents, only queries train
+    query_only: bool = False  # train on query texts alone (002): needs inherit_documents
+    query_splits: list[str] = field(default_factory=lambda: ["train"])  # query_only: the queries of these qrels splits
+    one_hot_weight: float = 1.0  # the recipe's loss on the student's scores (004 Eq. 9)
+    score_weight: float = 1.0  # score distillation (004 Eq. 11-13)
+    score_loss: str = "softmax_ce"  # softmax_ce (Eq. 11) | bce (Eq. 12) | mse (Eq. 13)
+    temperature: float = 1.0  # softmax_ce
+    query_embedding_weight: float = 1.0  # query embedding matching (004 Eq. 7; 002)
+    document_embedding_weight: float = 0.0  # document embedding matching (004 Eq. 8; a student with its own documents)
+    embedding_distance: str = "l2"  # l2 (Eq. 7-8, 002 §2.2) | mse (002 §3.3)
+    keep_teacher_corpus: bool = True  # fill the teacher's document embeddings from its (cached) corpus index first
+
+
+@dataclass
 class Recipe:
     seed: int = 42
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -97,6 +118,7 @@ class Recipe:
     training: dict[str, Any] = field(default_factory=dict)
     eval: EvalConfig = field(default_factory=EvalConfig)
     callbacks: list[Any] = field(default_factory=list)  # names, or {name: ..., options...} mappings
+    distillation: DistillationConfig | None = None
     source: str = "<recipe>"  # file the recipe came from, for error messages
 
     def to_dict(self) -> dict[str, Any]:
@@ -110,6 +132,8 @@ class Recipe:
             "eval": dataclasses.asdict(self.eval),
             "callbacks": list(self.callbacks),
         }
+        if self.distillation is not None:
+            out["distillation"] = dataclasses.asdict(self.distillation)
         return out
 
     @property
@@ -168,7 +192,7 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
 
 
 def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
-    known = {"seed", "model", "adapter", "loss", "data", "training", "eval", "callbacks"}
+    known = {"seed", "model", "adapter", "loss", "data", "training", "eval", "callbacks", "distillation"}
     for key in raw:
         if key not in known:
             raise SsftError(f"{source}: unknown section '{key}'{closest(str(key), known)}; known: {', '.join(sorted(known))}")
@@ -185,6 +209,8 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
         raise SsftError(f"{source}: callbacks must be a list of names, or of mappings {{name: ..., option: value}}")
     recipe.callbacks = callbacks
     recipe.training = _training_section(raw.get("training"), source)
+    if raw.get("distillation") is not None:
+        recipe.distillation = _dataclass_from(DistillationConfig, raw["distillation"], f"{source}: distillation")
     _validate_semantics(recipe, source)
     return recipe
 
@@ -361,6 +387,7 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
         raise SsftError(f"{source}: model.colbert_dim: must be >= 1")
     _validate_dense(recipe, source)
     _validate_fusion(recipe, source)
+    _validate_distillation(recipe, source)
     if isinstance(e.interpolation, str) and e.interpolation != "auto":
         raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1] or 'auto', got '{e.interpolation}'")
     if e.interpolation == "auto" and not d.validation_split:
@@ -415,8 +442,12 @@ def _validate_dense(recipe: Recipe, source: str) -> None:
             if getattr(m, key) is not None:
                 raise SsftError(f"{source}: model.{key}: only for model.architecture 'dense', not '{m.architecture}'")
         return
-    if m.query_layers is not None and m.query_layers < 1:
-        raise SsftError(f"{source}: model.query_layers: must be >= 1 or null")
+    if isinstance(m.query_layers, int) and m.query_layers < 1:
+        raise SsftError(f"{source}: model.query_layers: must be >= 1, a list of layer indices, or null")
+    if isinstance(m.query_layers, list) and (not m.query_layers or m.query_layers != sorted(set(m.query_layers))
+                                             or m.query_layers[0] < 0):
+        raise SsftError(f"{source}: model.query_layers: a list of layers must be increasing distinct indices >= 0, "
+                        f"got {m.query_layers}")
     if m.projection_dim is not None and m.projection_dim < 1:
         raise SsftError(f"{source}: model.projection_dim: must be >= 1 or null")
     if m.score_scale <= 0:
@@ -426,9 +457,71 @@ def _validate_dense(recipe: Recipe, source: str) -> None:
     if m.document_name is not None and recipe.adapter.method in SEPARATE_TOWER_METHODS_REFUSED:
         raise SsftError(f"{source}: adapter.method: '{recipe.adapter.method}' needs one shared backbone; "
                         f"with model.document_name set use full, lora, lora++, prefix, prompt or hidden_prefix")
-    if m.query_layers is not None and recipe.adapter.method != "full":
-        raise SsftError(f"{source}: model.query_layers: a truncated query tower needs adapter.method 'full'")
     names = [c if isinstance(c, str) else c.get("name") for c in recipe.callbacks]
     if "daft" in names and m.document_name is None:
         raise SsftError(f"{source}: callbacks: 'daft' aligns a separate query tower to a frozen document tower; "
                         f"set model.document_name (the same name as model.name gives two separate copies)")
+
+
+def _validate_distillation(recipe: Recipe, source: str) -> None:
+    """The ``distillation`` section: what it needs and what it cannot combine with."""
+    from ssft.losses.embedding_match import DISTANCES
+    from ssft.losses.score_distillation import KINDS
+
+    k = recipe.distillation
+    if k is None:
+        return
+    where = f"{source}: distillation"
+    if not k.teacher:
+        raise SsftError(f"{where}.teacher: name the teacher (a hub id or folder of a sentence embedder, or a saved ssft dense model)")
+    if recipe.model.architecture != "dense":
+        raise SsftError(f"{where}: the student must be model.architecture 'dense', not '{recipe.model.architecture}'")
+    if recipe.loss.name == "tct":
+        raise SsftError(f"{where}: loss 'tct' has its own in-loop teacher (loss.teacher); use one or the other")
+    from ssft.distill.cross_teacher import DUAL_POOLINGS
+    from ssft.models.twin import POOLINGS
+
+    if k.teacher_kind not in ("dense", "cross_dual_pooled"):
+        raise SsftError(f"{where}.teacher_kind: expected 'dense' or 'cross_dual_pooled', got '{k.teacher_kind}'")
+    poolings = POOLINGS if k.teacher_kind == "dense" else DUAL_POOLINGS
+    if k.teacher_pooling not in poolings:
+        raise SsftError(f"{where}.teacher_pooling: a {k.teacher_kind} teacher pools {' or '.join(poolings)}, got '{k.teacher_pooling}'")
+    if k.teacher_kind == "cross_dual_pooled" and (k.inherit_documents or k.query_only):
+        raise SsftError(f"{where}: a cross-encoder teacher has no document index to inherit and needs (query, document) "
+                        f"pairs; set inherit_documents and query_only to false")
+    if k.score_loss not in KINDS:
+        raise SsftError(f"{where}.score_loss: expected one of {', '.join(KINDS)}, got '{k.score_loss}'")
+    if k.embedding_distance not in DISTANCES:
+        raise SsftError(f"{where}.embedding_distance: expected one of {', '.join(DISTANCES)}, got '{k.embedding_distance}'")
+    if k.temperature <= 0:
+        raise SsftError(f"{where}.temperature: must be > 0")
+    weights = ("one_hot_weight", "score_weight", "query_embedding_weight", "document_embedding_weight")
+    for key in weights:
+        if getattr(k, key) < 0:
+            raise SsftError(f"{where}.{key}: must be >= 0")
+    if k.query_only:
+        if not k.inherit_documents:
+            raise SsftError(f"{where}.query_only: a student trained on queries alone serves against the teacher's "
+                            f"documents; set distillation.inherit_documents: true")
+        if not k.query_embedding_weight:
+            raise SsftError(f"{where}.query_only: the only loss is query embedding matching; query_embedding_weight must be > 0")
+        if not k.query_splits:
+            raise SsftError(f"{where}.query_splits: name at least one split whose queries train the student")
+        if recipe.data.test_split in k.query_splits:
+            raise SsftError(f"{where}.query_splits: '{recipe.data.test_split}' is data.test_split; its queries must not train the student")
+    elif not any(getattr(k, key) for key in weights):
+        raise SsftError(f"{where}: every loss weight is 0")
+    if k.inherit_documents:
+        if recipe.model.document_name is not None:
+            raise SsftError(f"{where}.inherit_documents: the student inherits the teacher's documents; "
+                            f"model.document_name must be null")
+        if k.document_embedding_weight:
+            raise SsftError(f"{where}.document_embedding_weight: an inherited document encoder is the teacher's own "
+                            f"(Eq. 8 is 0); set it to 0")
+    if recipe.adapter.method == "hybrid":
+        raise SsftError(f"{where}: a hybrid schedule does not combine with distillation; use one adapter.method")
+    names = [c if isinstance(c, str) else c.get("name") for c in recipe.callbacks]
+    for name in ("negative_cache", "daft"):
+        if name in names:
+            raise SsftError(f"{source}: callbacks: '{name}' does not combine with distillation (the teacher scores "
+                            f"only the batch's documents)")

@@ -9,6 +9,10 @@ ssft-train). ``--passage-words N`` splits documents into N-word passages scored 
 top-``depth`` by 003 Eq. 7 (α · BM25 + dense over the union, a missing score filled with that list's minimum):
 metrics.json then holds ``bm25`` and ``{split}+bm25.fusion`` beside ``{split}``, and fusion.json the α used. ``--fusion auto
 --tune-split dev`` picks α on another split (grid ``ssft.eval.fusion.FUSION_ALPHAS``, by ``--tune-metric``).
+A student distilled with inherited documents retrieves from its teacher's index by itself (its saved spec names
+the teacher). ``--documents-from TEACHER`` serves any dense model's query tower against another dense model's
+document index (a saved ssft dense model, or a sentence embedder by hub id / folder with ``--teacher-pooling``),
+the asymmetric set-up of 002 / 004; the teacher's corpus vectors go to the on-disk embedding cache.
 """
 from __future__ import annotations
 
@@ -35,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fusion", default=None, help="dense-sparse fusion with BM25 (003 Eq. 7): weight alpha >= 0, or 'auto'")
     parser.add_argument("--tune-split", default=None, help="with --fusion auto: the split alpha is tuned on (e.g. dev)")
     parser.add_argument("--tune-metric", default="nDCG@10", help="with --fusion auto: the metric alpha maximises")
+    parser.add_argument("--documents-from", default=None,
+                        help="encode documents with this dense model instead (a saved ssft dense model, or a model name)")
+    parser.add_argument("--teacher-pooling", default="mean", help="pooling of a --documents-from model given by name")
     ns = parser.parse_args(argv)
     from ssft.train import _setup_logging
 
@@ -66,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(model, "full_retrieval", False):
         raise SsftError(f"{ns.model}: full retrieval needs a single-vector dense model (architecture 'dense'), "
                         f"not '{model.architecture}'; use ssft-rerank")
+    if ns.documents_from:
+        from ssft.distill.teacher import load_teacher, teacher_reference
+
+        model.inherit_documents(load_teacher(teacher_reference(ns.documents_from, ns.teacher_pooling,
+                                                               model.spec["max_length"], model.spec["query_max_length"])))
     queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
     from ssft.eval.retrieve import corpus_vectors
 

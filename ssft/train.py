@@ -176,18 +176,52 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     if val_qrels:
         val_spec = e.validation_first_stage or ("bm25" if e.first_stage not in ("bm25", "bm25-stem") else e.first_stage)
         _, val_first = first_stage_run(val_spec, dataset, bm25_cache, {q: dataset.queries[q] for q in val_qrels}, val_depth)
+    distill = recipe.distillation
+    teacher = None
+    if distill is not None:  # the teacher loads (or fails) before anything is written
+        if distill.teacher_kind == "cross_dual_pooled":
+            from ssft.distill.cross_teacher import load_cross_teacher
+
+            teacher = load_cross_teacher(distill.teacher, distill.teacher_pooling, recipe.model.max_length)
+        else:
+            from ssft.distill.teacher import load_teacher, teacher_reference
+
+            teacher = load_teacher(teacher_reference(distill.teacher, distill.teacher_pooling, recipe.model.max_length,
+                                                     recipe.model.query_max_length))
+    query_only = distill is not None and distill.query_only
     negatives_run = None
-    if d.negatives == "bm25":
+    if d.negatives == "bm25" and not query_only:
         _, negatives_run = first_stage_run("bm25", dataset, bm25_cache, {q: dataset.queries[q] for q in train_qrels}, d.negatives_depth)
-    examples = build_examples(train_qrels, list(dataset.corpus), negatives_run, d.min_relevance, d.max_positives_per_query, d.sample_seed)
-    train_set = TrainingGroups(examples, dataset, d.num_negatives, seed=recipe.seed)
+    if query_only:  # 002: the student learns from query texts alone
+        from ssft.distill.objective import QueryTexts
+
+        query_ids: list[str] = []
+        for split in distill.query_splits:
+            split_qrels = train_qrels if split == d.train_split else dataset.qrels(split)
+            query_ids += [q for q in sorted(split_qrels) if q in dataset.queries and q not in test_qrels]
+        examples = []
+        train_set = QueryTexts([dataset.queries[q] for q in query_ids])
+    else:
+        examples = build_examples(train_qrels, list(dataset.corpus), negatives_run, d.min_relevance, d.max_positives_per_query, d.sample_seed)
+        train_set = TrainingGroups(examples, dataset, d.num_negatives, seed=recipe.seed)
     set_seed(recipe.seed)
     ranker = MODELS.get(recipe.model.architecture).build(recipe.model, recipe.adapter.method, recipe.adapter.options)
-    teacher = None
+    score_teacher = None  # the loss's in-loop teacher (tct)
     if teacher_name:  # built after the student, so the student starts from the same weights with or without it
         from ssft.models.teacher import FrozenTeacher
 
-        teacher = FrozenTeacher.load(teacher_name, recipe.model)
+        score_teacher = FrozenTeacher.load(teacher_name, recipe.model)
+    objective = None
+    if distill is not None:
+        from ssft.distill.objective import DistillationObjective
+
+        if distill.inherit_documents:
+            ranker.inherit_documents(teacher)  # asymmetric student: only its query tower trains
+        teacher_dim = getattr(teacher, "embedding_dim", None) or teacher.model.embedding_dim
+        if ranker.embedding_dim != teacher_dim and (distill.query_embedding_weight or distill.document_embedding_weight):
+            raise SsftError(f"{recipe.source}: distillation: the student's vectors have {ranker.embedding_dim} dimensions, the "
+                            f"teacher's {teacher_dim}; set model.projection_dim: {teacher_dim} (004 Eq. 7's projection)")
+        objective = DistillationObjective(teacher, distill, loss)
     trainable, total = count_parameters(ranker)
     head = sum(p.numel() for p in ranker.head_parameters())
     logger.info("model %s (%s, method %s): %s trainable of %s parameters (%.3f%%; ranker head %s)",
@@ -198,6 +232,8 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         from ssft.adapters.semi_siamese import tower_parameter_counts
 
         per_tower = tower_parameter_counts(ranker)
+        if getattr(ranker, "document_teacher", None) is not None:  # inherited documents: the frozen teacher's
+            per_tower.update(shared=0, query=per_tower["query_tower"], document=0, document_tower=0)
         logger.info("trainable parameters per tower: query encoder %s (shared %s + query-specific %s), document encoder %s "
                     "(shared %s + document-specific %s), head %s", *(f"{per_tower[k]:,}" for k in (
                         "query_tower", "shared", "query", "document_tower", "shared", "document", "head")))
@@ -217,14 +253,23 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         schedule = f"{args.max_steps} steps of {args.per_device_train_batch_size} queries"
     else:
         schedule = f"{args.num_train_epochs:g} epoch(s) of batches of {args.per_device_train_batch_size} queries"
-    notes = [
-        f"training: {len(train_qrels)} queries of {d.dataset}/{d.train_split} "
-        f"({'all' if d.max_train_queries is None else 'subsampled'}), {len(examples)} (query, positive) examples, "
-        f"{d.num_negatives} {d.negatives} negative(s) each, " + schedule,
-    ]
-    if teacher is not None:
-        notes.append(f"distillation (003 Eq. 6): frozen {teacher.ranker.architecture} teacher {teacher_name} scores every "
-                     f"query x document of each batch; gamma {loss.gamma:g}, teacher temperature {loss.temperature:g}")
+    if query_only:
+        notes = [f"training: query-only distillation from {distill.teacher} on {len(train_set)} queries of "
+                 f"{d.dataset}/{'+'.join(distill.query_splits)} (test queries excluded), " + schedule]
+    else:
+        notes = [
+            f"training: {len(train_qrels)} queries of {d.dataset}/{d.train_split} "
+            f"({'all' if d.max_train_queries is None else 'subsampled'}), {len(examples)} (query, positive) examples, "
+            f"{d.num_negatives} {d.negatives} negative(s) each, " + schedule,
+        ]
+        if distill is not None:
+            notes.append(f"distillation from {distill.teacher}: weights one-hot {distill.one_hot_weight:g}, score "
+                         f"({distill.score_loss}) {distill.score_weight:g}, query embedding {distill.query_embedding_weight:g}, "
+                         f"document embedding {distill.document_embedding_weight:g}"
+                         + ("; documents inherited from the teacher" if distill.inherit_documents else ""))
+        if score_teacher is not None:
+            notes.append(f"distillation (003 Eq. 6): frozen {score_teacher.ranker.architecture} teacher {teacher_name} scores "
+                         f"every query x document of each batch; gamma {loss.gamma:g}, teacher temperature {loss.temperature:g}")
     if val_qrels:
         notes.append(f"validation: {len(val_qrels)} queries of {d.validation_split}, top-{val_depth} of the first stage, "
                      f"best epoch by {e.selection_metric}")
@@ -248,8 +293,15 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     atomic_write_text(out / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
     from ssft.callbacks import build_callbacks, callback_name
 
+    if distill is not None and distill.keep_teacher_corpus and not query_only and distill.teacher_kind == "dense" and (
+            distill.inherit_documents or distill.score_weight or distill.document_embedding_weight):
+        # the teacher's document embeddings come from its corpus index (on-disk cache), encoded once
+        logger.info("teacher: kept the document embeddings of %d documents", teacher.keep_corpus(dataset, e.batch_size))
+
     extra_callbacks = build_callbacks([c for c in recipe.callbacks if callback_name(c) != "best_epoch"],
                                       dataset=dataset, validation_qrels=val_qrels, train_qrels=train_qrels)
+
+    from ssft.distill.objective import DistillationCollator
 
     def new_trainer(train_args, callbacks, groups=train_set) -> RankingTrainer:
         return RankingTrainer(
@@ -257,9 +309,11 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
             args=train_args,
             train_dataset=groups,
             eval_dataset=val_pairs,
-            data_collator=RankerCollator(ranker, teacher),
+            data_collator=(DistillationCollator(ranker, teacher) if teacher is not None
+                           else RankerCollator(ranker, score_teacher)),
             loss=loss,
-            teacher=teacher,
+            teacher=score_teacher,
+            distillation=objective,
             head_learning_rate=recipe.model.head_learning_rate,
             eval_qrels=val_qrels,
             eval_metrics=sorted({e.selection_metric, *e.metrics}),

@@ -82,7 +82,8 @@ class RankingTrainer(Trainer):
     """Trainer for rankers.
 
     - ``compute_loss``: the batch holds ``group_size`` = 1 + negatives documents per query; scores are
-      reshaped to (queries, group) and passed to the ranking loss.
+      reshaped to (queries, group) and passed to the ranking loss. With a ``distillation`` objective
+      (``ssft.distill.objective``) that objective is the loss (it applies the ranking loss itself).
     - ``prediction_step``: returns relevance scores (``trainer.predict(pairs)`` reranks any pairs).
     - ``score``: what evaluation and test reranking call; bi-encoders encode each distinct document once.
     - ``evaluate``: reranks the validation first stage and returns ir_measures metrics as ``eval_<name>``.
@@ -98,18 +99,27 @@ class RankingTrainer(Trainer):
     """
 
     def __init__(self, *args, loss: RankingLoss, head_learning_rate: float | None = None,
-                 eval_qrels: Qrels | None = None, eval_metrics: list[str] | None = None, teacher=None, **kwargs):
+                 eval_qrels: Qrels | None = None, eval_metrics: list[str] | None = None, teacher=None,
+                 distillation=None, **kwargs):
         super().__init__(*args, **kwargs)
         if getattr(loss, "needs_teacher", False) and teacher is None:
             raise ValueError(f"the loss {type(loss).__name__} distils a teacher: pass teacher=FrozenTeacher(...)")
         self.loss = loss
+        if teacher is not None and distillation is not None:
+            raise ValueError("pass either a teacher (in-loop score distillation, e.g. tct) or a distillation objective, not both")
         self.teacher = teacher
+        self.distillation = distillation
         self.head_learning_rate = head_learning_rate
         self.eval_qrels = eval_qrels
         self.eval_metrics = eval_metrics or ["nDCG@10"]
         self.add_callback(SaveAfterEpochEvaluation())
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if self.distillation is not None:
+            loss = self.distillation(self._ranker(), inputs)
+            if model.training and not torch.isfinite(loss.detach()).all():
+                self._stop_non_finite("loss", float(loss.detach().float().reshape(-1)[0]))
+            return (loss, None) if return_outputs else loss
         group = int(inputs.pop("group_size"))
         if self.teacher is not None:  # in-loop distillation: the teacher scores this very batch
             loss, scores = self._distillation_loss(model, inputs, group)

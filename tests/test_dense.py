@@ -451,8 +451,10 @@ def test_recipe_validation_of_dense_keys():
         recipe_from_dict({"model": {"architecture": "twin", "document_name": "x"}}, "r.yaml")
     with pytest.raises(SsftError, match="callbacks: 'daft'.*document_name"):
         recipe_from_dict({**_recipe(), "callbacks": ["daft"]}, "r.yaml")
-    with pytest.raises(SsftError, match="query_layers.*full"):
-        recipe_from_dict({**_recipe(document_name="m2", query_layers=2), "adapter": {"method": "lora"}}, "r.yaml")
+    # a layer subset composes with LoRA (the subset is re-applied before the adapter on load, test_distillation)
+    recipe_from_dict({**_recipe(document_name="m2", query_layers=[0, 5]), "adapter": {"method": "lora"}}, "r.yaml")
+    with pytest.raises(SsftError, match="query_layers: a list of layers must be increasing"):
+        recipe_from_dict(_recipe(query_layers=[5, 0]), "r.yaml")
     with pytest.raises(SsftError, match="ss_lora"):
         recipe_from_dict({**_recipe(document_name="m2"), "adapter": {"method": "ss_lora"}}, "r.yaml")
     with pytest.raises(SsftError, match="unknown option 'deltaa' for callback 'daft'"):
@@ -467,7 +469,7 @@ def test_shipped_recipes_validate():
     from ssft.recipe import load_recipe
 
     root = Path(__file__).resolve().parents[1] / "recipes"
-    for name in ("dense_scifact.yaml", "daft_scifact.yaml"):
+    for name in ("dense_scifact.yaml", "daft_scifact.yaml", "distill_scifact.yaml", "embeddistill_scifact.yaml"):
         load_recipe(root / name)
 
 

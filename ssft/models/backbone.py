@@ -34,6 +34,34 @@ def encoder_layers(model: nn.Module) -> nn.ModuleList:
     raise SsftError(f"cannot find the transformer layers of {type(model).__name__} (looked for encoder.layer, transformer.layer)")
 
 
+def layer_subset(layers: int | list[int] | tuple[int, ...]) -> list[int] | None:
+    """The layer indices a ``query_layers`` value names: N = the first N layers, a list = those layers."""
+    if layers is None:
+        return None
+    if isinstance(layers, int):
+        return list(range(layers))
+    return [int(i) for i in layers]
+
+
+def select_layers(transformer: nn.Module, layers: int | list[int], name: str, key: str = "model.query_layers") -> None:
+    """Keep only the transformer layers ``layers`` names (N = the first N; a list = those indices, in order), in
+    place, the config updated; embeddings and everything outside the layer stack are kept (002 §2.1: a student
+    from a subset of the teacher's layers, e.g. [0, 5] of a 6-layer teacher)."""
+    stack = encoder_layers(transformer)
+    chosen = layer_subset(layers)
+    if not chosen or chosen != sorted(set(chosen)) or chosen[0] < 0 or chosen[-1] >= len(stack):
+        raise SsftError(f"{key}: {name} has {len(stack)} layers (0-{len(stack) - 1}); cannot keep {layers} "
+                        f"(a count 1-{len(stack)} or increasing distinct indices)")
+    kept = [stack[i] for i in chosen]
+    for position, layer in enumerate(kept):  # modules that know their layer index (KV caches) get the new one
+        for module in layer.modules():
+            if isinstance(getattr(module, "layer_idx", None), int):
+                module.layer_idx = position
+    del stack[:]
+    stack.extend(kept)
+    transformer.config.num_hidden_layers = len(kept)
+
+
 @contextmanager
 def replaced_prefix_states(layers: nn.ModuleList, states: torch.Tensor) -> Iterator[None]:
     """While active, the input of layer l has its first ``states.shape[-2]`` positions replaced by

@@ -102,20 +102,28 @@ def save_backbone(backbone: Backbone, folder: Path, base_model: str, frozen_base
         save_file({k: v.detach().contiguous() for k, v in prefix.state_dict().items()}, folder / PREFIX_WEIGHTS)
 
 
-def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: dict[str, Any]) -> Backbone:
-    """Inverse of ``save_backbone``: the backbone saved in ``path`` on top of ``base_model``."""
+def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: dict[str, Any],
+                  layers: int | list[int] | None = None) -> Backbone:
+    """Inverse of ``save_backbone``: the backbone saved in ``path`` on top of ``base_model``. ``layers``: the
+    layer subset the saved backbone was built on (``select_layers``), re-applied to a base loaded by name
+    before its adapter (a saved ``backbone/`` already holds only those layers)."""
     from peft import PeftModel
     from transformers import AutoModel
 
+    from ssft.models.backbone import select_layers
     from ssft.registry import ADAPTERS
+
+    def base() -> nn.Module:
+        transformer, _ = load_transformer(base_model, trust)
+        if layers is not None:
+            select_layers(transformer, layers, base_model, f"{path}/{SPEC_FILE}: query_layers")
+        return transformer
 
     adapter_cls = ADAPTERS.get(method) if method in ADAPTERS else None
     if adapter_cls is not None and hasattr(adapter_cls, "load_backbone"):  # e.g. several named PEFT adapters
-        transformer, _ = load_transformer(base_model, trust)
-        backbone = adapter_cls.load_backbone(transformer, path, spec)
+        backbone = adapter_cls.load_backbone(base(), path, spec)
     elif (path / "adapter").is_dir():
-        transformer, _ = load_transformer(base_model, trust)
-        model = PeftModel.from_pretrained(transformer, path / "adapter", is_trainable=False)
+        model = PeftModel.from_pretrained(base(), path / "adapter", is_trainable=False)
         backbone = Backbone(model, method)
     elif (path / "backbone").is_dir():
         try:
@@ -124,7 +132,7 @@ def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: d
             transformer = AutoModel.from_pretrained(path / "backbone", trust_remote_code=trust)
         backbone = Backbone(transformer, method)
     elif Ranker._frozen_base_method(method):
-        transformer, _ = load_transformer(base_model, trust)
+        transformer = base()
         for p in transformer.parameters():
             p.requires_grad_(False)
         backbone = Backbone(transformer, method)
@@ -243,7 +251,8 @@ class Ranker(nn.Module):
 
         path = Path(path)
         spec = cls.read_spec(path)
-        backbone = load_backbone(path, spec["method"], spec["base_model"], bool(spec.get("trust_remote_code", False)), spec)
+        backbone = load_backbone(path, spec["method"], spec["base_model"], bool(spec.get("trust_remote_code", False)), spec,
+                                 layers=spec.get("query_layers"))
         tokenizer = AutoTokenizer.from_pretrained(path)
         ranker = cls.from_loaded(path, backbone, tokenizer, spec)
         state_file = path / "ranker.safetensors"

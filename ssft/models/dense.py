@@ -3,8 +3,15 @@
 - Towers: ``model.name`` is the query tower; ``model.document_name`` the document tower — a different model
   with its own tokenizer (heterogeneous, e.g. a MiniLM-L6 query tower with an MPNet-base document tower), or
   the same name for two separately trained copies. ``document_name: null`` shares one backbone (Siamese).
-- ``model.query_layers``: keep only the first N transformer layers of the query tower (000's BERT_{L=2}
-  query encoders; 002's layer subsets).
+- ``model.query_layers``: keep only some transformer layers of the query tower: N = the first N (000's
+  BERT_{L=2} query encoders), a list = those layer indices (002 §2.1, e.g. [0, 5] of a 6-layer teacher),
+  embeddings and pooling kept (``ssft.models.backbone.select_layers``). With a shared backbone
+  (``document_name: null``) both towers are that subset.
+- Inherited documents (asymmetric student, 002 and 004 §4.1): ``inherit_documents(teacher)`` makes another
+  frozen dense model encode the documents — its final document embeddings are this model's, and its corpus
+  index (and on-disk embedding cache) is the one this model retrieves from; only the query tower trains. The
+  teacher is not a parameter of this model: the saved spec names it (``document_encoder``) and loading
+  rebuilds it.
 - Pooling: ``mean`` (default) or ``cls`` (000 uses the CLS output).
 - ``model.projection_dim`` a: a *shared* linear projection W·LM(x) + b applied to both towers, then L2
   normalisation (000 Eq. 10–11). When the towers' hidden sizes differ, the smaller vectors are zero-padded to
@@ -33,7 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ssft.errors import SsftError
-from ssft.models.backbone import Backbone, encoder_layers
+from ssft.models.backbone import Backbone, select_layers
 from ssft.models.base import SPEC_FILE, load_backbone, load_transformer, save_backbone
 from ssft.models.bi import BiEncoder, Encoded
 from ssft.models.twin import POOLINGS, mean_pool
@@ -43,15 +50,6 @@ logger = logging.getLogger(__name__)
 
 DOCUMENT_TOWER = "document_tower"  # sub-folder of a saved ranker holding the separate document tower
 SEPARATE_TOWER_METHODS_REFUSED = ("ss_lora", "ss_hidden_prefix", "hybrid")
-
-
-def truncate_layers(transformer: nn.Module, layers: int, name: str) -> None:
-    """Keep the first ``layers`` transformer layers of ``transformer`` (in place, config updated)."""
-    stack = encoder_layers(transformer)
-    if not 1 <= layers <= len(stack):
-        raise SsftError(f"model.query_layers: {name} has {len(stack)} layers, cannot keep {layers}")
-    del stack[layers:]
-    transformer.config.num_hidden_layers = layers
 
 
 def row_keys(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[bytes]:
@@ -98,6 +96,12 @@ class DenseDualEncoder(BiEncoder):
         self.last_num_negatives: float | None = None
         self._frozen_documents: dict[bytes, torch.Tensor] = {}
         self.keep_frozen_documents = True  # False: always run the document tower (latency measurements)
+        object.__setattr__(self, "document_teacher", None)  # inherited documents: not a submodule, not saved or trained
+
+    @property
+    def embedding_dim(self) -> int:
+        """Size of the final (projected, normalised) vectors."""
+        return self.projection.out_features if self.projection is not None else self.hidden_dim
 
     # ------------------------------------------------------------ building / saving
     @classmethod
@@ -108,16 +112,13 @@ class DenseDualEncoder(BiEncoder):
         if separate and method in SEPARATE_TOWER_METHODS_REFUSED:
             raise SsftError(f"adapter.method: '{method}' wires one backbone into query/document towers; with a separate "
                             f"model.document_name use a single-backbone method (full, lora, lora++, prefix, prompt, hidden_prefix)")
-        if model_cfg.query_layers is not None and method != "full":
-            raise SsftError("model.query_layers: a truncated query tower needs adapter.method 'full' (its saved "
-                            "weights hold the truncated model; an adapter would be re-applied to the full one on load)")
         adapter = ADAPTERS.get(method)
         config = adapter.config_from(options)
 
         def tower(name: str, layers: int | None) -> tuple[Backbone, Any]:
             transformer, tokenizer = load_transformer(name, model_cfg.trust_remote_code)
             if layers is not None:
-                truncate_layers(transformer, layers, name)
+                select_layers(transformer, layers, name)
             for p in transformer.parameters():
                 p.requires_grad_(False)
             return adapter.apply(transformer, config), tokenizer
@@ -140,6 +141,12 @@ class DenseDualEncoder(BiEncoder):
     def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any]) -> "DenseDualEncoder":
         from transformers import AutoTokenizer
 
+        if spec.get("document_encoder") is not None:  # an asymmetric student: the teacher encodes documents
+            from ssft.distill.teacher import load_teacher
+
+            model = cls(backbone, tokenizer, spec)
+            model.inherit_documents(load_teacher(spec["document_encoder"]))
+            return model
         if spec.get("document_name") is None:
             return cls(backbone, tokenizer, spec)
         sub = Path(path) / DOCUMENT_TOWER
@@ -148,10 +155,33 @@ class DenseDualEncoder(BiEncoder):
         document_backbone = load_backbone(sub, spec["method"], spec["document_name"], bool(spec.get("trust_remote_code", False)), spec)
         return cls(backbone, tokenizer, spec, document_backbone, AutoTokenizer.from_pretrained(sub))
 
+    # ------------------------------------------------------------ inherited documents (asymmetric student)
+    def inherit_documents(self, teacher) -> None:
+        """Documents are from now on encoded by ``teacher`` (a ``ssft.distill.teacher.DenseTeacher``: frozen, eval
+        mode, no gradient): 004's asymmetric student that inherits the teacher's document encoder / embeddings,
+        002's student query encoder served against the teacher's unchanged index. The spec records the teacher's
+        reference, so loading the student rebuilds it."""
+        if self.document_backbone is not None:
+            raise SsftError("distillation.inherit_documents: the student has its own document tower (model.document_name); "
+                            "an asymmetric student has a query tower only (set model.document_name: null)")
+        if teacher.model.embedding_dim != self.embedding_dim:
+            raise SsftError(f"distillation.inherit_documents: the student's query vectors have {self.embedding_dim} dimensions, "
+                            f"the teacher's document vectors {teacher.model.embedding_dim}; set model.projection_dim: "
+                            f"{teacher.model.embedding_dim} (004 Eq. 7's projection)")
+        object.__setattr__(self, "document_teacher", teacher)
+        self.document_tokenizer = teacher.model.document_tokenizer
+        self.spec["document_encoder"] = dict(teacher.reference)
+
+    def document_source(self) -> "DenseDualEncoder":
+        """The model whose document vectors this one retrieves from (its index, its embedding cache)."""
+        return self.document_teacher.model if self.document_teacher is not None else self
+
     # ------------------------------------------------------------ towers
     def tower_parameters(self, tower: str) -> list[nn.Parameter]:
         """The parameters only ``tower`` uses (the shared projection belongs to neither). A Siamese model has one
-        backbone for both towers: asking for either returns it."""
+        backbone for both towers: asking for either returns it. Inherited documents: the document tower has none."""
+        if tower == "document" and self.document_teacher is not None:
+            return []
         if tower == "document" and self.document_backbone is not None:
             return list(self.document_backbone.parameters())
         if tower not in ("query", "document"):
@@ -162,6 +192,8 @@ class DenseDualEncoder(BiEncoder):
         return self.document_backbone is not None and not any(p.requires_grad for p in self.document_backbone.parameters())
 
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
+        if self.document_teacher is not None:  # the teacher's tokens, so kept embeddings match its own
+            return self.document_teacher.model.tokenize_documents(texts)
         out = self.document_tokenizer(texts, padding=True, truncation=True, max_length=self.spec["max_length"], return_tensors="pt")
         return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
 
@@ -212,6 +244,8 @@ class DenseDualEncoder(BiEncoder):
         return F.normalize(pooled, dim=-1)
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
+        if tower == "document" and self.document_teacher is not None:
+            return Encoded(self.document_teacher.documents(input_ids, attention_mask))
         return Encoded(self.project(self.pooled(input_ids, attention_mask, tower)))
 
     def represent(self, hidden, input_ids, attention_mask, tower) -> Encoded:  # encode() does it all
@@ -269,4 +303,4 @@ def in_batch_rows(q: torch.Tensor, d: torch.Tensor, q_index: torch.Tensor, d_ind
     return torch.cat([positive, scores.masked_fill(excluded, float("-inf"))], dim=1)
 
 
-__all__ = ["DenseDualEncoder", "in_batch_rows", "row_keys", "truncate_layers"]
+__all__ = ["DenseDualEncoder", "in_batch_rows", "row_keys"]

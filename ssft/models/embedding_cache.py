@@ -133,7 +133,11 @@ def _write(path: Path, doc_ids: list[str], reps: list, model_fp: str, corpus_fp:
 
 def cached_documents(model: torch.nn.Module, doc_ids: list[str], texts: list[str], encode: Callable[[], list]) -> list:
     """Representations of ``doc_ids`` (one ``Encoded`` per document): from the cache when model and documents
-    match a stored file, else ``encode()`` and store the result (when the cache applies to ``model``)."""
+    match a stored file, else ``encode()`` and store the result (when the cache applies to ``model``). A model
+    whose documents another model encodes (``document_source()``, an asymmetric student and its teacher) shares
+    that model's cache."""
+    if hasattr(model, "document_source"):
+        model = model.document_source()
     if not doc_ids or not cache_enabled(model):
         return encode()
     model_fp = model_fingerprint(model)
