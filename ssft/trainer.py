@@ -78,6 +78,20 @@ class SaveAfterEpochEvaluation(TrainerCallback):
             self.deferred = False
 
 
+def ranking_loss(model, ranker, loss_fn: RankingLoss, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, scores) of a training batch: ``model`` is what runs the forward (the ranker itself, or its DDP
+    wrapper), ``ranker`` the unwrapped ranker. Each process of a multi-process run computes the loss of its own
+    items; DDP averages the gradients. In-batch negatives (dense) are gathered across processes by the model,
+    whose ``loss_weight`` makes that average the global batch's mean when processes hold different item counts."""
+    inputs = dict(inputs)
+    group = int(inputs.pop("group_size"))
+    if getattr(ranker, "in_batch_negatives", False):  # dense: in-batch + cached negatives per item
+        scores = model(**inputs, group_size=group)
+        return loss_fn(scores) * getattr(ranker, "loss_weight", 1.0), scores
+    scores = model(**inputs).view(-1, group)
+    return loss_fn(scores), scores
+
+
 class RankingTrainer(Trainer):
     """Trainer for rankers.
 
@@ -104,12 +118,7 @@ class RankingTrainer(Trainer):
         self.add_callback(SaveAfterEpochEvaluation())
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        group = int(inputs.pop("group_size"))
-        if getattr(self._ranker(), "in_batch_negatives", False):  # dense: in-batch + cached negatives per item
-            scores = model(**inputs, group_size=group)
-        else:
-            scores = model(**inputs).view(-1, group)
-        loss = self.loss(scores)
+        loss, scores = ranking_loss(model, self._ranker(), self.loss, inputs)
         if model.training and not torch.isfinite(loss.detach()).all():
             self._stop_non_finite("loss", float(loss.detach().float().reshape(-1)[0]))
         return (loss, scores) if return_outputs else loss
