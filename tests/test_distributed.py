@@ -109,3 +109,58 @@ def test_gathered_rows_equal_one_process_rows(tiny_model_dir):
     torch.testing.assert_close(rows, expected)
     assert weight == 1.0
     assert len(positives[0]) == 2 and positives[0] == positives[3]  # the repeated query's two positives
+
+
+def test_accelerate_launch_two_processes_end_to_end(tiny_model_dir, tmp_path):
+    """``accelerate launch --multi_gpu --num_processes 2 ssft/train.py RECIPE`` on a machine without GPU (two gloo CPU
+    processes through torchrun; accelerate's ``--cpu`` flag alone runs one process) trains the dense model with
+    in-batch negatives gathered across the two processes, evaluates, and the main process writes the outputs once."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.helpers import write_synthetic_beir
+
+    data = write_synthetic_beir(tmp_path / "beir", queries=30, docs=40)
+    out = tmp_path / "run"
+    recipe = {
+        "seed": 3,
+        "model": {"architecture": "dense", "name": str(tiny_model_dir), "max_length": 32, "query_max_length": 8},
+        "adapter": "full", "loss": "contrastive",
+        "data": {"dataset": str(data), "negatives": "bm25", "num_negatives": 1},
+        "eval": {"depth": 10, "metrics": ["nDCG@10", "R@10"], "batch_size": 16},
+        "training": {"output_dir": str(out), "num_train_epochs": 1, "per_device_train_batch_size": 4, "learning_rate": 1e-3,
+                     "use_cpu": True, "logging_steps": 1},
+    }
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1", "--multi_gpu",
+           "--mixed_precision", "no", "--dynamo_backend", "no", str(root / "ssft" / "train.py"), str(tmp_path / "recipe.yaml")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["processes"] == 2
+    assert proc.stdout.count("'train_runtime'") == 1  # the Trainer's summary, logged by the main process
+    assert "'epoch': '1'" in proc.stdout and proc.stdout.count("'loss'") == 3  # 20 queries / (2 × 4) → 3 steps
+    assert info["train_loss"] > 0 and info["train_loss"] == info["train_loss"]  # finite, trained
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert 0.0 <= metrics["test"]["nDCG@10"] <= 1.0
+    assert (out / "model" / "ssft_model.json").is_file() and (out / "run.test.trec").is_file()
+    assert not list(out.glob("checkpoint-*"))  # removed by the main process once the run finished
+    # the result table is printed once (by the main process), not once per process
+    assert proc.stdout.count("trainable parameters") == 1, proc.stdout[-2000:]
+
+
+def test_evaluation_without_write_leaves_no_files(tmp_path):
+    """What the non-main processes of a multi-process run do: evaluate, write nothing."""
+    from ssft.eval.rerank import write_and_evaluate
+
+    run = {"q1": {"d1": 2.0, "d2": 1.0}}
+    qrels = {"q1": {"d1": 1}}
+    results = write_and_evaluate(run, run, qrels, "test", "bm25", ["nDCG@10"], tmp_path, 0.5, {}, write=False)
+    assert results["test"]["nDCG@10"] == 1.0 and "test+bm25" in results
+    assert not list(tmp_path.iterdir())

@@ -188,6 +188,7 @@ def retrieve_and_report(
     trainer=None,
     alpha: float | None = None,
     index_kind: str = "flat",
+    write: bool = True,
 ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """``rerank_and_report``'s contract for full retrieval: the model retrieves the top-``depth`` of the whole
     corpus for the queries of ``qrels``; ``first_stage`` is evaluated beside it (and fused when ``alpha``)."""
@@ -199,7 +200,7 @@ def retrieve_and_report(
     info: dict[str, Any] = {"split": split, "queries": len(model_run), "depth": depth, "retrieval": f"full corpus, faiss {index_kind}",
                             "documents": len(dataset.corpus), "first_stage": first_stage_name}
     results = write_and_evaluate(model_run, first_stage, qrels, split, first_stage_name, metrics, output_dir, alpha, info,
-                                 tag="ssft-dense")
+                                 tag="ssft-dense", write=write)
     return results, info
 
 
