@@ -88,9 +88,11 @@ class StepClock:
         class _Clock(TrainerCallback):
             def __init__(self):
                 self.times: list[float] = []
+                self.cpu: list[float] = []
 
             def on_step_end(self, args, state, control, **kwargs):
                 self.times.append(time.perf_counter())
+                self.cpu.append(time.process_time())
 
         return _Clock()
 
@@ -153,7 +155,8 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
         base = rss_mb()
         trainer.train()
         t = clock.times
-        result.update(throughput=a.batch_size * (len(t) - 1) / (t[-1] - t[0]), steps=len(t))
+        c = clock.cpu
+        result.update(throughput=a.batch_size * (len(t) - 1) / (t[-1] - t[0]), cpu_throughput=a.batch_size * (len(t) - 1) / (c[-1] - c[0]), steps=len(t))
     elif task == "cross_train":
         items = groups[: a.cross_queries * a.train_steps]
         pair_batch = a.cross_queries * 4
@@ -186,7 +189,8 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
         base = rss_mb()
         trainer.train()
         t = clock.times
-        result.update(throughput=pair_batch * (len(t) - 1) / (t[-1] - t[0]), steps=len(t))
+        c = clock.cpu
+        result.update(throughput=pair_batch * (len(t) - 1) / (t[-1] - t[0]), cpu_throughput=pair_batch * (len(t) - 1) / (c[-1] - c[0]), steps=len(t))
     elif task == "rerank":
         if side == "ssft":
             from ssft.data.examples import PairDataset
@@ -198,7 +202,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             dataset = ListPairs(pairs)
             trainer.predict(ListPairs(pairs[: a.eval_batch_size]))  # warm-up
             base = rss_mb()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             scores = trainer.predict(dataset).predictions
         else:
             from sentence_transformers.cross_encoder import CrossEncoder
@@ -207,10 +211,10 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.rerank_max_length, device="cpu")
             model.predict(pairs[: a.eval_batch_size], batch_size=a.eval_batch_size)  # warm-up
             base = rss_mb()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             scores = model.predict(pairs, batch_size=a.eval_batch_size, show_progress_bar=False)
         assert len(scores) == len(pairs)
-        result.update(throughput=len(pairs) / (time.perf_counter() - start))
+        result.update(throughput=len(pairs) / (time.perf_counter() - start), cpu_throughput=len(pairs) / (time.process_time() - cpu))
     elif task == "encode":
         if side == "ssft":
             from ssft.eval.retrieve import encode_corpus
@@ -219,7 +223,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             model.requires_grad_(False)
             encode_corpus(model, corpus[: a.eval_batch_size], a.eval_batch_size)  # warm-up
             base = rss_mb()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             vectors = encode_corpus(model, corpus, a.eval_batch_size)
         else:
             from sentence_transformers import SentenceTransformer
@@ -229,10 +233,10 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             model.max_seq_length = a.rerank_max_length
             model.encode(corpus[: a.eval_batch_size], batch_size=a.eval_batch_size, normalize_embeddings=True)  # warm-up
             base = rss_mb()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             vectors = model.encode(corpus, batch_size=a.eval_batch_size, normalize_embeddings=True, show_progress_bar=False)
         assert len(vectors) == len(corpus)
-        result.update(throughput=len(corpus) / (time.perf_counter() - start))
+        result.update(throughput=len(corpus) / (time.perf_counter() - start), cpu_throughput=len(corpus) / (time.process_time() - cpu))
     else:
         raise ValueError(task)
     result.update(peak_rss_mb=rss_mb(), rss_before_mb=base, unit=UNITS[task])
@@ -288,19 +292,27 @@ def report(results: list[dict], a) -> str:
              f"{a.eval_batch_size}; ssft Trainer.predict vs CrossEncoder.predict.",
              f"- encode: {a.encode_docs} corpus documents, max length {a.rerank_max_length}, batch {a.eval_batch_size}; ssft "
              "encode_corpus vs SentenceTransformer.encode.", "",
-             "| task | unit | ssft | sentence-transformers | ratio | ssft peak RSS MB | ST peak RSS MB | ssft runs | ST runs |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "Wall-clock throughput is what a user sees; on a machine shared with other jobs it swings with their load, so "
+             "the throughput per CPU-second of the worker (one thread: work done / process CPU time) is given beside it — "
+             "the steadier figure for the ratio.", "",
+             "| task | unit | ssft | sentence-transformers | ratio (wall) | ssft / CPU-s | ST / CPU-s | ratio (CPU) | "
+             "ssft peak RSS MB | ST peak RSS MB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for task in a.tasks:
         row = {}
         for side in ("ssft", "st"):
             rs = [r for r in results if r["task"] == task and r["side"] == side]
-            row[side] = (statistics.median(r["throughput"] for r in rs), statistics.median(r["peak_rss_mb"] for r in rs),
-                         statistics.median(r["peak_rss_mb"] - r["rss_before_mb"] for r in rs),
-                         ", ".join(f"{r['throughput']:.2f}" for r in rs))
-        ratio = row["ssft"][0] / row["st"][0]
-        lines.append(f"| {task} | {UNITS[task]} | {row['ssft'][0]:.2f} | {row['st'][0]:.2f} | **{ratio:.2f}×** | "
-                     f"{row['ssft'][1]:.0f} (+{row['ssft'][2]:.0f}) | {row['st'][1]:.0f} (+{row['st'][2]:.0f}) | "
-                     f"{row['ssft'][3]} | {row['st'][3]} |")
+            row[side] = {"wall": statistics.median(r["throughput"] for r in rs),
+                         "cpu": statistics.median(r["cpu_throughput"] for r in rs),
+                         "rss": statistics.median(r["peak_rss_mb"] for r in rs),
+                         "grow": statistics.median(r["peak_rss_mb"] - r["rss_before_mb"] for r in rs)}
+        x, y = row["ssft"], row["st"]
+        lines.append(f"| {task} | {UNITS[task]} | {x['wall']:.2f} | {y['wall']:.2f} | **{x['wall'] / y['wall']:.2f}×** | "
+                     f"{x['cpu']:.2f} | {y['cpu']:.2f} | **{x['cpu'] / y['cpu']:.2f}×** | {x['rss']:.0f} (+{x['grow']:.0f}) | "
+                     f"{y['rss']:.0f} (+{y['grow']:.0f}) |")
+    lines += ["", "Every run (wall-clock throughput, ssft / ST): " + "; ".join(
+        f"{task} " + " / ".join(", ".join(f"{r['throughput']:.2f}" for r in results if r["task"] == task and r["side"] == side)
+                                for side in ("ssft", "st")) for task in a.tasks)]
     return "\n".join(lines)
 
 
@@ -350,7 +362,7 @@ def main() -> int:
                 r["repeat"] = repeat
                 results.append(r)
                 print(f"[{time.time() - started:6.0f}s] repeat {repeat} {task:12s} {side:5s} {r['throughput']:8.2f} "
-                      f"{r['unit']}  peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+                      f"{r['unit']} ({r['cpu_throughput']:.2f} per CPU-s)  peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
                 (out / "results.json").write_text(json.dumps(results, indent=1))
     text = report(results, a)
     (out / "report.md").write_text(text + "\n")

@@ -164,6 +164,9 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         args = TrainingArguments(**training_kwargs)
     except (ValueError, TypeError) as err:
         raise SsftError(f"{recipe.source}: training: {str(err).splitlines()[0]}") from None
+    if args.fp16 and args.device.type == "cpu":
+        logger.warning("training.fp16 on a CPU: accelerate autocasts fp16 on GPUs only, this run trains in float32 "
+                       "(for mixed precision on a CPU use training.bf16 with training.use_cpu)")
     bm25_cache: dict = {}
     test_name, test_first = first_stage_run(e.first_stage, dataset, bm25_cache, {q: dataset.queries[q] for q in test_qrels}, e.depth)
     val_depth = e.validation_depth or e.depth

@@ -138,6 +138,28 @@ class RankingTrainer(Trainer):
         raise SsftError(f"training stopped at step {step} (epoch {self.state.epoch or 0:.2f}): the {what} is {value}; "
                         f"{kept}; try a lower training.learning_rate or a training.max_grad_norm")
 
+    # ------------------------------------------------------------ batching
+    def _get_train_sampler(self, train_dataset=None):
+        # training.train_sampling_strategy: group_by_length batches queries of similar length together (less
+        # padding); the Trainer can only read lengths from a datasets column or tokenised items, the training
+        # groups give theirs (query + positive, in characters) themselves
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        if self.args.train_sampling_strategy == "group_by_length" and hasattr(dataset, "lengths"):
+            from transformers.trainer_pt_utils import LengthGroupedSampler
+
+            return LengthGroupedSampler(self.args.train_batch_size * self.args.gradient_accumulation_steps,
+                                        lengths=dataset.lengths())
+        return super()._get_train_sampler(train_dataset)
+
+    def _get_eval_sampler(self, eval_dataset):
+        # predictions must come back in the pairs' order (PairDataset.to_run), which is already sorted by length:
+        # never the length-grouped (shuffled) order the Trainer would use under group_by_length
+        if self.args.world_size <= 1:
+            from torch.utils.data import SequentialSampler
+
+            return SequentialSampler(eval_dataset)
+        return None
+
     # ------------------------------------------------------------ checkpoints and resume
     def _run_epoch(self, *args, **kwargs):
         # the training groups draw their negatives by epoch; accelerate forwards set_epoch to the dataset only
