@@ -68,12 +68,13 @@ def build_data(path: Path, args) -> dict:
     test = dataset.qrels("test")
     test_q = sorted(test)[: args.rerank_queries]
     test_run = bm25.search({q: dataset.queries[q] for q in test_q}, args.rerank_depth)
+    rerank_run = {q: {d: float(score) for d, score in test_run[q].items()} for q in test_q if test_run.get(q)}
     pairs = [[dataset.queries[q], dataset.corpus[d].full_text]
-             for q in test_q for d, _ in sorted(test_run[q].items(), key=lambda kv: -kv[1])]
+             for q in sorted(rerank_run) for d, _ in sorted(rerank_run[q].items(), key=lambda kv: -kv[1])]
     corpus_ids = sorted(dataset.corpus)
     rng.shuffle(corpus_ids)
     corpus = [dataset.corpus[d].full_text for d in corpus_ids[: args.encode_docs]]
-    data = {"groups": groups, "pairs": pairs, "corpus": corpus}
+    data = {"groups": groups, "pairs": pairs, "rerank_run": rerank_run, "corpus": corpus}
     path.write_text(json.dumps(data))
     return data
 
@@ -192,18 +193,21 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
         c = clock.cpu
         result.update(throughput=pair_batch * (len(t) - 1) / (t[-1] - t[0]), cpu_throughput=pair_batch * (len(t) - 1) / (c[-1] - c[0]), steps=len(t))
     elif task == "rerank":
-        if side == "ssft":
+        if side == "ssft":  # ssft's reranking path: PairDataset (pairs sorted by length) → RankingTrainer.score → predict
+            from ssft.data.beir import load_dataset
             from ssft.data.examples import PairDataset
             from ssft.eval.rerank import prediction_trainer
 
             model = ssft_model("cross", a.rerank_max_length, 32)
-            model.eval()
+            model.requires_grad_(False)
             trainer = prediction_trainer(model, a.eval_batch_size)
-            dataset = ListPairs(pairs)
-            trainer.predict(ListPairs(pairs[: a.eval_batch_size]))  # warm-up
+            run = data["rerank_run"]
+            dataset = PairDataset(run, max(len(docs) for docs in run.values()), load_dataset(a.dataset))
+            warm = next(iter(run))
+            trainer.score(PairDataset({warm: run[warm]}, a.eval_batch_size, dataset.dataset))  # warm-up
             base = rss_mb()
             start, cpu = time.perf_counter(), time.process_time()
-            scores = trainer.predict(dataset).predictions
+            scores = trainer.score(dataset)
         else:
             from sentence_transformers.cross_encoder import CrossEncoder
             from ssft.models.hub import resolve_model
@@ -243,23 +247,6 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
     return result
 
 
-class ListPairs:
-    """(query, document) text pairs as the items ``RankerCollator`` reads (what ``PairDataset`` yields), kept in
-    the given order: the same pairs the ST side gets."""
-
-    def __init__(self, pairs):
-        from torch.utils.data import Dataset  # noqa: F401  (a plain sequence is enough for the Trainer)
-
-        self.pairs = pairs
-
-    def __len__(self):
-        return len(self.pairs)
-
-    def __getitem__(self, i):
-        q, d = self.pairs[i]
-        return {"query": q, "document": d}
-
-
 # ---------------------------------------------------------------------------------------------- parent
 def run_worker(task: str, side: str, data_file: Path, a, out: Path) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads),
@@ -289,7 +276,7 @@ def report(results: list[dict], a) -> str:
              f"- cross_train: batch {a.cross_queries * 4} pairs ({a.cross_queries} queries × 1 positive + 3 BM25 negatives), max "
              f"length {a.max_length}, BCE; ssft cross vs CrossEncoderTrainer + BinaryCrossEntropyLoss.",
              f"- rerank: {a.rerank_queries} test queries × BM25 top-{a.rerank_depth}, max length {a.rerank_max_length}, batch "
-             f"{a.eval_batch_size}; ssft Trainer.predict vs CrossEncoder.predict.",
+             f"{a.eval_batch_size}; ssft Trainer.predict (RankingTrainer.score over a PairDataset) vs CrossEncoder.predict.",
              f"- encode: {a.encode_docs} corpus documents, max length {a.rerank_max_length}, batch {a.eval_batch_size}; ssft "
              "encode_corpus vs SentenceTransformer.encode.", "",
              "Wall-clock throughput is what a user sees; on a machine shared with other jobs it swings with their load, so "
@@ -346,7 +333,7 @@ def main() -> int:
             print(json.dumps(worker(*a.worker, data, a, Path(scratch))))
         return 0
     a.tasks = [t for t in a.tasks.split(",") if t]
-    a.passthrough = [arg for name in ("threads", "batch_size", "cross_queries", "train_steps", "max_length",
+    a.passthrough = [arg for name in ("dataset", "threads", "batch_size", "cross_queries", "train_steps", "max_length",
                                       "rerank_max_length", "eval_batch_size")
                      for arg in (f"--{name.replace('_', '-')}", str(getattr(a, name)))]
     out = Path(a.out)

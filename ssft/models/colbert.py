@@ -67,18 +67,15 @@ class ColBert(BiEncoder):
         """Queries padded with [MASK] to exactly ``query_max_length``, all positions attended."""
         length = self.spec["query_max_length"]
         rows, _ = self._tokenize_marked(texts, self.query_marker_id, length)
-        ids = torch.full((len(rows), length), self.tokenizer.mask_token_id, dtype=torch.long)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = torch.tensor(row)
+        ids = torch.tensor([row + [self.tokenizer.mask_token_id] * (length - len(row)) for row in rows], dtype=torch.long)
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
         rows, width = self._tokenize_marked(texts, self.document_marker_id, self.spec["max_length"])
-        ids = torch.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = torch.tensor(row)
-            mask[i, : len(row)] = 1
+        pad = self.tokenizer.pad_token_id or 0
+        ids = torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long)
+        lengths = torch.tensor([len(row) for row in rows])
+        mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).long()
         return {"input_ids": ids, "attention_mask": mask}
 
     def represent(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
