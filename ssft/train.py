@@ -229,7 +229,7 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     # function in every process; they all train and take part in scoring, only process 0 writes)
     main = args.should_save
     resume = folder_state == "resume"
-    with args.main_process_first(desc="preparing the output folder"):  # the others wait until it is ready
+    with args.main_process_first(local=False, desc="preparing the output folder"):  # the others wait until it is ready
         if main:
             if folder_state == "overwrite" and out.is_dir():
                 logger.info("--overwrite: removing the earlier run's outputs from %s", out)
@@ -286,7 +286,7 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         best = BestEpochCallback(e.selection_metric)
         trainer = new_trainer(args, [best])
         checkpoint = None
-        with args.main_process_first(desc="discarding incomplete checkpoints"):
+        with args.main_process_first(local=False, desc="discarding incomplete checkpoints"):
             for removed in (discard_incomplete_checkpoints(out) if main else []):  # never trained into, never resumed from
                 logger.warning("removed %s: a checkpoint cut short by an interruption", removed)
         if resume:
