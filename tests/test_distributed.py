@@ -138,7 +138,13 @@ def test_accelerate_launch_two_processes_end_to_end(tiny_model_dir, tmp_path):
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}
+    import socket
+
+    with socket.socket() as sock:  # a free port: another run on the machine may hold torchrun's default 29500
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1", "--multi_gpu",
+           "--main_process_port", str(port),
            "--mixed_precision", "no", "--dynamo_backend", "no", str(root / "ssft" / "train.py"), str(tmp_path / "recipe.yaml")]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
