@@ -95,3 +95,93 @@ def test_bf16_without_support_is_a_one_line_recipe_error(tmp_path, monkeypatch):
     with pytest.raises(SsftError, match=r"r\.yaml: training: .*bf16"):
         run_recipe(recipe)
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- tokenisation once per text
+
+
+def _texts_of(dataset_dir, n: int = 200):
+    import random
+
+    from ssft.data.beir import load_dataset
+
+    ds = load_dataset(str(dataset_dir))
+    rng = random.Random(0)
+    docs = [ds.corpus[d].full_text for d in rng.sample(sorted(ds.corpus), min(n, len(ds.corpus)))]
+    queries = [ds.queries[q] for q in rng.sample(sorted(ds.queries), min(n, len(ds.queries)))]
+    return queries, docs
+
+
+def _assert_same(tokenizer, queries, docs, lengths=(12, 16, 33, 64, 128, 256)):
+    from ssft.data.tokens import TokenCache
+
+    cache = TokenCache(tokenizer, max(lengths))
+    assert cache.supported
+    # first texts: queries, and documents (long first texts exercise the split-the-budget case)
+    first = (queries + docs)[: len(docs)]
+    for max_length in lengths:
+        expected = tokenizer(first, docs, padding=True, truncation="longest_first", max_length=max_length, return_tensors="pt")
+        got = cache.pairs(first, docs, max_length)
+        assert set(got) == set(expected)
+        for key in expected:
+            assert torch.equal(got[key], expected[key]), (max_length, key)
+        expected = tokenizer(docs, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        got = cache.single(docs, max_length)
+        for key in expected:
+            assert torch.equal(got[key], expected[key]), (max_length, key)
+    assert len(cache) == len(set(first) | set(docs))  # each distinct text tokenised once
+
+
+def test_pair_lengths_follow_longest_first():
+    from ssft.data.tokens import pair_lengths
+
+    assert pair_lengths(3, 4, 10) == (3, 4)  # fits
+    assert pair_lengths(3, 20, 10) == (3, 7)  # the longer gives way
+    assert pair_lengths(20, 3, 10) == (7, 3)
+    assert pair_lengths(8, 9, 11) == (5, 6)  # both too long: halves, the longer text gets the odd token
+    assert pair_lengths(9, 8, 11) == (6, 5)
+    assert pair_lengths(9, 9, 11) == (5, 6)
+
+
+def test_token_cache_gives_the_tokenizer_s_inputs(tiny_model_dir, tiny_dataset):
+    from transformers import AutoTokenizer
+
+    queries, docs = _texts_of(tiny_dataset)
+    _assert_same(AutoTokenizer.from_pretrained(tiny_model_dir), queries, docs, lengths=(8, 9, 12, 16, 33))
+
+
+@pytest.mark.integration
+def test_token_cache_gives_the_tokenizer_s_inputs_on_nfcorpus():
+    from transformers import AutoTokenizer
+
+    from ssft.data.beir import resolve_dataset
+    from ssft.models.hub import resolve_model
+
+    queries, docs = _texts_of(resolve_dataset("nfcorpus"))
+    _assert_same(AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2")), queries, docs)
+
+
+def test_rankers_tokenise_each_text_once(tiny_model_dir):
+    from ssft.recipe import ModelConfig
+    from ssft.registry import MODELS
+
+    for family in ("cross", "twin", "colbert", "dense"):
+        ranker = MODELS.get(family).build(ModelConfig(architecture=family, name=str(tiny_model_dir), max_length=32,
+                                                      query_max_length=8, colbert_dim=8), "full", {})
+        calls = []
+        original = ranker.tokenizer.__class__.__call__
+
+        def counting(self, *args, **kwargs):
+            calls.append(args[0] if args else kwargs.get("text"))
+            return original(self, *args, **kwargs)
+
+        ranker.tokenize(["vitamin d"], ["bone health"])  # warm: templates read, texts stored
+        ranker.tokenizer.__class__.__call__ = counting
+        try:
+            again = ranker.tokenize(["vitamin d"], ["bone health"])
+            assert calls == [], family  # the same texts again: nothing goes through the tokenizer
+            ranker.tokenize(["coffee"], ["bone health"])
+            assert calls == [["coffee"]], family  # only the new text does
+        finally:
+            ranker.tokenizer.__class__.__call__ = original
+        assert again[next(iter(again))].shape[0] == 1

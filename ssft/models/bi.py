@@ -80,7 +80,7 @@ class BiEncoder(Ranker):
         return self._tokenize_single(texts, self.spec["max_length"])
 
     def _tokenize_single(self, texts: list[str], max_length: int) -> dict[str, torch.Tensor]:
-        out = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        out = self.token_cache().single(texts, max_length)  # = tokenizer(texts, truncation, padding); each text once
         return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
 
     def represent(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:

@@ -164,7 +164,7 @@ class DenseDualEncoder(BiEncoder):
         return self.document_backbone is not None and not any(p.requires_grad for p in self.document_backbone.parameters())
 
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        out = self.document_tokenizer(texts, padding=True, truncation=True, max_length=self.spec["max_length"], return_tensors="pt")
+        out = self.token_cache(self.document_tokenizer).single(texts, self.spec["max_length"])
         return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
 
     # ------------------------------------------------------------ the encode path
