@@ -15,6 +15,8 @@ BERT-, RoBERTa- and MPNet-style templates all work; a tokenizer whose template o
 """
 from __future__ import annotations
 
+from array import array
+
 import torch
 
 
@@ -38,7 +40,8 @@ class TokenCache:
     def __init__(self, tokenizer, max_tokens: int):
         self.tokenizer = tokenizer
         self.max_tokens = max_tokens  # ids kept per text; the full length is kept beside them
-        self._ids: dict[str, tuple[list[int], int]] = {}
+        # 4 bytes a token (array, not a list of ints); grows with the distinct texts seen (corpus + queries)
+        self._ids: dict[str, tuple[array, int]] = {}
         self.supported = self._read_templates()
 
     def __len__(self) -> int:
@@ -79,13 +82,13 @@ class TokenCache:
         return True
 
     # ------------------------------------------------------------ ids
-    def ids(self, texts: list[str]) -> list[tuple[list[int], int]]:
+    def ids(self, texts: list[str]) -> list[tuple[array, int]]:
         """(ids cut at ``max_tokens``, full length) of each text; texts not seen before are tokenised together."""
         missing = [t for t in dict.fromkeys(texts) if t not in self._ids]
         if missing:
             encoded = self.tokenizer(missing, add_special_tokens=False, verbose=False)["input_ids"]
             for text, ids in zip(missing, encoded):
-                self._ids[text] = (ids[: self.max_tokens], len(ids))
+                self._ids[text] = (array("i", ids[: self.max_tokens]), len(ids))
         return [self._ids[t] for t in texts]
 
     # ------------------------------------------------------------ model inputs
@@ -105,7 +108,7 @@ class TokenCache:
             return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt"))
         prefix, suffix = self._single
         keep = max_length - len(prefix) - len(suffix)
-        rows = [prefix + ids[:keep] + suffix for ids, _ in self.ids(texts)]
+        rows = [prefix + ids[:keep].tolist() + suffix for ids, _ in self.ids(texts)]
         types = [[self._single_types[0]] * len(r) for r in rows] if self._with_types else None
         return self._tensors(rows, types)
 
@@ -120,7 +123,7 @@ class TokenCache:
         rows, types = [], [] if self._with_types else None
         for (a, na), (b, nb) in zip(self.ids(first), self.ids(second)):
             k1, k2 = pair_lengths(na, nb, budget)
-            rows.append(prefix + a[:k1] + middle + b[:k2] + suffix)
+            rows.append(prefix + a[:k1].tolist() + middle + b[:k2].tolist() + suffix)
             if types is not None:
                 tp, ta, tm, tb, ts = self._pair_types
                 types.append(tp + [ta] * k1 + tm + [tb] * k2 + ts)

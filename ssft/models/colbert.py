@@ -59,7 +59,7 @@ class ColBert(BiEncoder):
         self.register_buffer("punctuation_ids", torch.tensor(sorted(punctuation), dtype=torch.long), persistent=False)
 
     def _tokenize_marked(self, texts: list[str], marker: int, max_length: int) -> tuple[list[list[int]], int]:
-        pieces = [ids[: max_length - 3] for ids, _ in self.token_cache().ids(texts)]  # each distinct text tokenised once
+        pieces = [ids[: max_length - 3].tolist() for ids, _ in self.token_cache().ids(texts)]  # each distinct text tokenised once
         cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         return [[cls, marker, *ids, sep] for ids in pieces], max(len(ids) + 3 for ids in pieces)
 
