@@ -267,7 +267,7 @@ def report(results: list[dict], a) -> str:
              f"`python benchmarks/vs_sentence_transformers.py --repeats {a.repeats} --threads {a.threads}` — "
              f"`{MODEL}` on both sides, {a.dataset} texts, {a.threads} CPU thread(s) each, on {platform.machine()} "
              f"({os.cpu_count()} cores, shared), torch fp32. Each (task, side, repeat) ran in its own process, the two sides "
-             f"interleaved repeat by repeat; figures are medians over {a.repeats} repeats, ratio = ssft / ST of the medians, "
+             f"interleaved repeat by repeat; figures are medians over the repeats (n per side in the last column), ratio = ssft / ST of the medians, "
              "peak RSS = the worker's maximum resident set (model, data and libraries included; in brackets the growth "
              "during the timed part).", "",
              f"- bi_train: batch {a.batch_size} queries × (positive + 1 BM25 hard negative), in-batch negatives, max length "
@@ -283,8 +283,8 @@ def report(results: list[dict], a) -> str:
              "the throughput per CPU-second of the worker (one thread: work done / process CPU time) is given beside it — "
              "the steadier figure for the ratio.", "",
              "| task | unit | ssft | sentence-transformers | ratio (wall) | ssft / CPU-s | ST / CPU-s | ratio (CPU) | "
-             "ssft peak RSS MB | ST peak RSS MB |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "ssft peak RSS MB | ST peak RSS MB | n |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for task in a.tasks:
         row = {}
         for side in ("ssft", "st"):
@@ -292,11 +292,11 @@ def report(results: list[dict], a) -> str:
             row[side] = {"wall": statistics.median(r["throughput"] for r in rs),
                          "cpu": statistics.median(r["cpu_throughput"] for r in rs),
                          "rss": statistics.median(r["peak_rss_mb"] for r in rs),
-                         "grow": statistics.median(r["peak_rss_mb"] - r["rss_before_mb"] for r in rs)}
+                         "grow": statistics.median(r["peak_rss_mb"] - r["rss_before_mb"] for r in rs), "n": len(rs)}
         x, y = row["ssft"], row["st"]
         lines.append(f"| {task} | {UNITS[task]} | {x['wall']:.2f} | {y['wall']:.2f} | **{x['wall'] / y['wall']:.2f}×** | "
                      f"{x['cpu']:.2f} | {y['cpu']:.2f} | **{x['cpu'] / y['cpu']:.2f}×** | {x['rss']:.0f} (+{x['grow']:.0f}) | "
-                     f"{y['rss']:.0f} (+{y['grow']:.0f}) |")
+                     f"{y['rss']:.0f} (+{y['grow']:.0f}) | {min(x['n'], y['n'])} |")
     lines += ["", "Every run (wall-clock throughput, ssft / ST): " + "; ".join(
         f"{task} " + " / ".join(", ".join(f"{r['throughput']:.2f}" for r in results if r["task"] == task and r["side"] == side)
                                 for side in ("ssft", "st")) for task in a.tasks)]
@@ -320,6 +320,7 @@ def main() -> int:
     p.add_argument("--encode-docs", type=int, default=320)
     p.add_argument("--eval-batch-size", type=int, default=32)
     p.add_argument("--write", action="store_true", help="write the section of BENCHMARKS.md")
+    p.add_argument("--report-from", help="only report the results.json of an earlier (or cut short) run")
     p.add_argument("--worker", nargs=2, metavar=("TASK", "SIDE"), help=argparse.SUPPRESS)
     p.add_argument("--data-file", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -338,6 +339,11 @@ def main() -> int:
                      for arg in (f"--{name.replace('_', '-')}", str(getattr(a, name)))]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.report_from:
+        results = json.loads(Path(a.report_from).read_text())
+        a.repeats = 1 + max(r["repeat"] for r in results)
+        a.tasks = [t for t in a.tasks if any(r["task"] == t for r in results)]
+        return finish(results, a, out)
     data_file = out / "data.json"
     build_data(data_file, a)
     results = []
@@ -351,6 +357,10 @@ def main() -> int:
                 print(f"[{time.time() - started:6.0f}s] repeat {repeat} {task:12s} {side:5s} {r['throughput']:8.2f} "
                       f"{r['unit']} ({r['cpu_throughput']:.2f} per CPU-s)  peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
                 (out / "results.json").write_text(json.dumps(results, indent=1))
+    return finish(results, a, out)
+
+
+def finish(results: list[dict], a, out: Path) -> int:
     text = report(results, a)
     (out / "report.md").write_text(text + "\n")
     print(text)
