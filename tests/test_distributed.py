@@ -170,3 +170,20 @@ def test_evaluation_without_write_leaves_no_files(tmp_path):
     results = write_and_evaluate(run, run, qrels, "test", "bm25", ["nDCG@10"], tmp_path, 0.5, {}, write=False)
     assert results["test"]["nDCG@10"] == 1.0 and "test+bm25" in results
     assert not list(tmp_path.iterdir())
+
+
+def test_daft_refuses_several_processes(tiny_model_dir, tmp_path):
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl, TrainerState
+
+    from ssft.callbacks.daft import DaftCallback
+    from ssft.errors import SsftError
+    from ssft.recipe import ModelConfig
+    from ssft.registry import MODELS
+
+    model = MODELS.get("dense").build(ModelConfig(architecture="dense", name=str(tiny_model_dir), document_name=str(tiny_model_dir),
+                                                  max_length=32), "full", {})
+    args = SimpleNamespace(output_dir=str(tmp_path), world_size=2, should_save=True, max_steps=-1, num_train_epochs=2)
+    with pytest.raises(SsftError, match="DDP cannot follow"):
+        DaftCallback().on_train_begin(args, TrainerState(), TrainerControl(), model=model)
