@@ -169,6 +169,13 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         args = TrainingArguments(**training_kwargs)
     except (ValueError, TypeError) as err:
         raise SsftError(f"{recipe.source}: training: {str(err).splitlines()[0]}") from None
+    if args.world_size > 1 and (teacher_name or recipe.distillation is not None):
+        # the teacher scores and embedding targets are per process: nothing gathers them across processes yet
+        raise SsftError(f"{recipe.source}: {'loss.teacher' if teacher_name else 'distillation'}: distillation trains "
+                        f"in one process (no accelerate launch --num_processes {args.world_size})")
+    if args.fp16 and args.device.type == "cpu":
+        logger.warning("training.fp16 on a CPU: accelerate autocasts fp16 on GPUs only, this run trains in float32 "
+                       "(for mixed precision on a CPU use training.bf16 with training.use_cpu)")
     bm25_cache: dict = {}
     test_name, test_first = first_stage_run(e.first_stage, dataset, bm25_cache, {q: dataset.queries[q] for q in test_qrels}, e.depth)
     val_depth = e.validation_depth or e.depth
@@ -280,17 +287,21 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     for note in notes:
         logger.info(note)
 
-    # ---- from here on, outputs
-    if folder_state == "overwrite" and out.is_dir():
-        logger.info("--overwrite: removing the earlier run's outputs from %s", out)
-        clear_run_outputs(out)
-    out.mkdir(parents=True, exist_ok=True)
-    # metrics.json marks a finished run and is written last, so a crash midway never leaves a folder that looks complete
-    (out / "metrics.json").unlink(missing_ok=True)
+    # ---- from here on, outputs: written by the main process only (accelerate launch --num_processes N runs this
+    # function in every process; they all train and take part in scoring, only process 0 writes)
+    main = args.should_save
     resume = folder_state == "resume"
-    import yaml
+    with args.main_process_first(local=False, desc="preparing the output folder"):  # the others wait until it is ready
+        if main:
+            if folder_state == "overwrite" and out.is_dir():
+                logger.info("--overwrite: removing the earlier run's outputs from %s", out)
+                clear_run_outputs(out)
+            out.mkdir(parents=True, exist_ok=True)
+            # metrics.json marks a finished run and is written last, so a crash midway never leaves a folder that looks complete
+            (out / "metrics.json").unlink(missing_ok=True)
+            import yaml
 
-    atomic_write_text(out / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
+            atomic_write_text(out / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
     from ssft.callbacks import build_callbacks, callback_name
 
     if distill is not None and distill.keep_teacher_corpus and not query_only and distill.teacher_kind == "dense" and (
@@ -347,8 +358,9 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         best = BestEpochCallback(e.selection_metric)
         trainer = new_trainer(args, [best])
         checkpoint = None
-        for removed in discard_incomplete_checkpoints(out):  # never trained into, never resumed from
-            logger.warning("removed %s: a checkpoint cut short by an interruption", removed)
+        with args.main_process_first(local=False, desc="discarding incomplete checkpoints"):
+            for removed in (discard_incomplete_checkpoints(out) if main else []):  # never trained into, never resumed from
+                logger.warning("removed %s: a checkpoint cut short by an interruption", removed)
         if resume:
             checkpoint = latest_checkpoint(out)
             if checkpoint is not None:
@@ -357,7 +369,8 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         train_output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     train_seconds = time.time() - train_started
     ranker.eval()
-    ranker.save(out / "model")  # PEFT format, before any merge
+    if main:
+        ranker.save(out / "model")  # PEFT format, before any merge
     ranker.requires_grad_(False)  # frozen from here on (lets ColBERT reuse cached document embeddings)
     if ranker.can_merge:  # lora / lora++ only; ss_lora's two towers cannot share merged weights
         ranker.merge_adapter()  # same scores, no LoRA overhead while reranking
@@ -384,7 +397,7 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     results, info = report(
         ranker=ranker, dataset=dataset, split=d.test_split, qrels=test_qrels, first_stage=test_first,
         first_stage_name=test_name, depth=e.depth, metrics=e.metrics, output_dir=out, batch_size=e.batch_size,
-        trainer=trainer, alpha=alpha, **report_options,
+        trainer=trainer, alpha=alpha, write=main, **report_options,
     )
     info.update({
         "trainable_parameters": trainable, "total_parameters": total, "trainable_parameters_per_tower": per_tower,
@@ -396,6 +409,10 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         info["hybrid_phases"] = phases_info
     if resumed_from:
         info["resumed_from"] = resumed_from
+    if args.world_size > 1:
+        info["processes"] = args.world_size
+    if not main:
+        return results
     atomic_write_json(out / "run_info.json", info)
     _write_model_card(out, recipe, results, info)
     atomic_write_json(out / "metrics.json", results)  # last: its presence marks a finished run

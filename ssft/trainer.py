@@ -78,6 +78,20 @@ class SaveAfterEpochEvaluation(TrainerCallback):
             self.deferred = False
 
 
+def ranking_loss(model, ranker, loss_fn: RankingLoss, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, scores) of a training batch: ``model`` is what runs the forward (the ranker itself, or its DDP
+    wrapper), ``ranker`` the unwrapped ranker. Each process of a multi-process run computes the loss of its own
+    items; DDP averages the gradients. In-batch negatives (dense) are gathered across processes by the model,
+    whose ``loss_weight`` makes that average the global batch's mean when processes hold different item counts."""
+    inputs = dict(inputs)
+    group = int(inputs.pop("group_size"))
+    if getattr(ranker, "in_batch_negatives", False):  # dense: in-batch + cached negatives per item
+        scores = model(**inputs, group_size=group)
+        return loss_fn(scores) * getattr(ranker, "loss_weight", 1.0), scores
+    scores = model(**inputs).view(-1, group)
+    return loss_fn(scores), scores
+
+
 class RankingTrainer(Trainer):
     """Trainer for rankers.
 
@@ -120,15 +134,11 @@ class RankingTrainer(Trainer):
             if model.training and not torch.isfinite(loss.detach()).all():
                 self._stop_non_finite("loss", float(loss.detach().float().reshape(-1)[0]))
             return (loss, None) if return_outputs else loss
-        group = int(inputs.pop("group_size"))
         if self.teacher is not None:  # in-loop distillation: the teacher scores this very batch
-            loss, scores = self._distillation_loss(model, inputs, group)
+            inputs = dict(inputs)
+            loss, scores = self._distillation_loss(model, inputs, int(inputs.pop("group_size")))
         else:
-            if getattr(self._ranker(), "in_batch_negatives", False):  # dense: in-batch + cached negatives per item
-                scores = model(**inputs, group_size=group)
-            else:
-                scores = model(**inputs).view(-1, group)
-            loss = self.loss(scores)
+            loss, scores = ranking_loss(model, self._ranker(), self.loss, inputs)
         if model.training and not torch.isfinite(loss.detach()).all():
             self._stop_non_finite("loss", float(loss.detach().float().reshape(-1)[0]))
         return (loss, scores) if return_outputs else loss
@@ -165,6 +175,28 @@ class RankingTrainer(Trainer):
                 else "no checkpoint was written before it")
         raise SsftError(f"training stopped at step {step} (epoch {self.state.epoch or 0:.2f}): the {what} is {value}; "
                         f"{kept}; try a lower training.learning_rate or a training.max_grad_norm")
+
+    # ------------------------------------------------------------ batching
+    def _get_train_sampler(self, train_dataset=None):
+        # training.train_sampling_strategy: group_by_length batches queries of similar length together (less
+        # padding); the Trainer can only read lengths from a datasets column or tokenised items, the training
+        # groups give theirs (query + positive, in characters) themselves
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        if self.args.train_sampling_strategy == "group_by_length" and hasattr(dataset, "lengths"):
+            from transformers.trainer_pt_utils import LengthGroupedSampler
+
+            return LengthGroupedSampler(self.args.train_batch_size * self.args.gradient_accumulation_steps,
+                                        lengths=dataset.lengths())
+        return super()._get_train_sampler(train_dataset)
+
+    def _get_eval_sampler(self, eval_dataset):
+        # predictions must come back in the pairs' order (PairDataset.to_run), which is already sorted by length:
+        # never the length-grouped (shuffled) order the Trainer would use under group_by_length
+        if self.args.world_size <= 1:
+            from torch.utils.data import SequentialSampler
+
+            return SequentialSampler(eval_dataset)
+        return None
 
     # ------------------------------------------------------------ checkpoints and resume
     def _run_epoch(self, *args, **kwargs):

@@ -153,6 +153,16 @@ def test_cache_hit_for_the_same_model_and_documents(saved_colbert, tiny_dataset,
     assert len(cache_files()) == 1
 
 
+def test_twin_reranking_reads_its_document_vectors_from_the_cache(tiny_model_dir, tiny_dataset, tmp_path, monkeypatch):
+    build(tiny_model_dir, "twin", "lora", {"r": 2}).save(tmp_path / "twin")
+    ds = load_dataset(str(tiny_dataset))
+    counter = Counter(monkeypatch, TwinBert)
+    first = score_run(load_ranker(tmp_path / "twin"), RUN, ds, depth=3)
+    assert counter.documents == 5 and len(cache_files()) == 1
+    counter.reset()
+    assert score_run(load_ranker(tmp_path / "twin"), RUN, ds, depth=3) == first and counter.documents == 0
+
+
 def test_cache_miss_when_one_weight_changes(saved_colbert, tiny_dataset, monkeypatch):
     ds = load_dataset(str(tiny_dataset))
     score_run(load_ranker(saved_colbert), RUN, ds, depth=3)

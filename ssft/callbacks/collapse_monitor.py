@@ -112,7 +112,7 @@ class CollapseMonitorCallback(TrainerCallback):
 
     # ------------------------------------------------------------ events
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self._output_dir = args.output_dir
+        self._output_dir = args.output_dir if getattr(args, "should_save", True) else None  # only the main process writes
         if not self.queries or not self.documents:
             train = getattr(kwargs.get("train_dataloader"), "dataset", None)
             if train is not None and hasattr(train, "dataset"):

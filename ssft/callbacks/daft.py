@@ -131,7 +131,10 @@ class DaftCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if model is None or not hasattr(model, "tower_parameters") or getattr(model, "document_backbone", None) is None:
             raise SsftError("callbacks.daft: needs a dense model with a separate document tower (model.document_name)")
-        self._output_dir = args.output_dir
+        if getattr(args, "world_size", 1) > 1:  # DDP fixes the parameters it synchronises when it wraps the model
+            raise SsftError("callbacks.daft: unfreezes the document tower during training, which DDP cannot follow; "
+                            "train DAFT in one process (no accelerate launch --num_processes)")
+        self._output_dir = args.output_dir if getattr(args, "should_save", True) else None  # only the main process writes
         if self._resumed is not None:  # a checkpoint's stage state: no new stage change, no initial estimate
             resumed, self._resumed = self._resumed, None
             self.stage, self.history, self.stage_changes = resumed["stage"], resumed["history"], resumed["stage_changes"]

@@ -78,6 +78,11 @@ class TrainingGroups(Dataset):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
 
+    def lengths(self) -> list[int]:
+        """Per item, the characters of its query and positive (the negatives change every epoch): what
+        ``training.train_sampling_strategy: group_by_length`` groups batches by."""
+        return [len(self.dataset.queries[ex.qid]) + len(self.dataset.corpus[ex.positive].full_text) for ex in self.examples]
+
     def _negatives(self, ex: Example, rng: random.Random) -> list[str]:
         pool = ex.negatives
         if len(pool) >= self.num_negatives:

@@ -75,9 +75,11 @@ def rerank_and_report(
     batch_size: int = 64,
     trainer=None,
     alpha: float | None = None,
+    write: bool = True,
 ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Rerank ``first_stage``'s top-``depth`` for the queries of ``qrels`` and write run files and
-    per-query metrics under ``output_dir``. Returns (metrics.json content for this split, run info)."""
+    per-query metrics under ``output_dir`` (unless ``write`` is false: the other processes of a multi-process run
+    take part in the scoring, only the main one writes). Returns (metrics.json content for this split, run info)."""
     first_stage = top_k({q: first_stage[q] for q in qrels if first_stage.get(q)}, depth)
     missing = len([q for q in qrels if q not in first_stage])
     if missing:
@@ -87,29 +89,33 @@ def rerank_and_report(
     model_run = pairs.to_run(score_pairs(ranker, pairs, batch_size, trainer, output_dir))
     info: dict[str, Any] = {"split": split, "queries": len(model_run), "pairs": len(pairs), "depth": depth,
                             "first_stage": first_stage_name}
-    results = write_and_evaluate(model_run, first_stage, qrels, split, first_stage_name, metrics, output_dir, alpha, info)
+    results = write_and_evaluate(model_run, first_stage, qrels, split, first_stage_name, metrics, output_dir, alpha, info,
+                                 write=write)
     return results, info
 
 
 def write_and_evaluate(model_run: Run, first_stage: Run, qrels: Qrels, split: str, first_stage_name: str, metrics: list[str],
-                       output_dir: Path, alpha: float | None, info: dict[str, Any], tag: str = "ssft") -> dict[str, dict[str, float]]:
+                       output_dir: Path, alpha: float | None, info: dict[str, Any], tag: str = "ssft",
+                       write: bool = True) -> dict[str, dict[str, float]]:
     """The output contract shared by reranking and full retrieval: metrics of the model run and the first stage (and
     their interpolation when ``alpha``), their TREC runs and per-query files under ``output_dir``; ``alpha`` is
-    recorded in ``info``. Returns the metrics.json content for this split."""
+    recorded in ``info``; ``write`` false: evaluate only. Returns the metrics.json content for this split."""
     model_metrics, model_per_query = evaluate_run(qrels, model_run, metrics)
     base_metrics, base_per_query = evaluate_run(qrels, first_stage, metrics)
     results = {split: model_metrics, first_stage_name: base_metrics}
-    write_run(model_run, output_dir / f"run.{split}.trec", tag=tag)
-    write_run(first_stage, output_dir / f"run.{first_stage_name}.{split}.trec", tag=first_stage_name)
-    write_per_query(model_per_query, output_dir / f"per_query.{split}.tsv")
-    write_per_query(base_per_query, output_dir / f"per_query.{first_stage_name}.{split}.tsv")
+    if write:
+        write_run(model_run, output_dir / f"run.{split}.trec", tag=tag)
+        write_run(first_stage, output_dir / f"run.{first_stage_name}.{split}.trec", tag=first_stage_name)
+        write_per_query(model_per_query, output_dir / f"per_query.{split}.tsv")
+        write_per_query(base_per_query, output_dir / f"per_query.{first_stage_name}.{split}.tsv")
     if alpha is not None:
         fused = interpolate(model_run, first_stage, alpha)
         key = f"{split}+{first_stage_name}"
         results[key], fused_per_query = evaluate_run(qrels, fused, metrics)
         info["interpolation_alpha"] = alpha
-        write_run(fused, output_dir / f"run.{key}.trec", tag=f"{tag}+{first_stage_name}")
-        write_per_query(fused_per_query, output_dir / f"per_query.{key}.tsv")
+        if write:
+            write_run(fused, output_dir / f"run.{key}.trec", tag=f"{tag}+{first_stage_name}")
+            write_per_query(fused_per_query, output_dir / f"per_query.{key}.tsv")
     return results
 
 

@@ -189,6 +189,7 @@ def retrieve_and_report(
     alpha: float | None = None,
     index_kind: str = "flat",
     fusion_alpha: float | None = None,
+    write: bool = True,
 ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """``rerank_and_report``'s contract for full retrieval: the model retrieves the top-``depth`` of the whole
     corpus for the queries of ``qrels``; ``first_stage`` is evaluated beside it (and interpolated over the model's
@@ -202,17 +203,19 @@ def retrieve_and_report(
     info: dict[str, Any] = {"split": split, "queries": len(model_run), "depth": depth, "retrieval": f"full corpus, faiss {index_kind}",
                             "documents": len(dataset.corpus), "first_stage": first_stage_name}
     results = write_and_evaluate(model_run, first_stage, qrels, split, first_stage_name, metrics, output_dir, alpha, info,
-                                 tag="ssft-dense")
+                                 tag="ssft-dense", write=write)
     if fusion_alpha is not None:
         results.update(write_fusion(model_run, first_stage, fusion_alpha, qrels, split, first_stage_name, metrics,
-                                    output_dir, info))
+                                    output_dir, info, write=write))
     return results, info
 
 
 def write_fusion(dense_run: Run, sparse_run: Run, alpha: float, qrels: Qrels, split: str, sparse_name: str,
-                 metrics: list[str], output_dir: Path, info: dict[str, Any], tag: str = "ssft-dense") -> dict[str, dict[str, float]]:
+                 metrics: list[str], output_dir: Path, info: dict[str, Any], tag: str = "ssft-dense",
+                 write: bool = True) -> dict[str, dict[str, float]]:
     """003 Eq. 7 fusion of a dense and a sparse run: its metrics under ``{split}+{sparse_name}.fusion``, its TREC
-    run and per-query metrics under ``output_dir``, α recorded in ``info`` (``fusion_alpha``)."""
+    run and per-query metrics under ``output_dir`` (unless ``write`` is false: the other processes of a
+    multi-process run), α recorded in ``info`` (``fusion_alpha``)."""
     from ssft.data.trec import write_run
     from ssft.eval.fusion import fuse_dense_sparse
     from ssft.eval.metrics import write_per_query
@@ -221,8 +224,9 @@ def write_fusion(dense_run: Run, sparse_run: Run, alpha: float, qrels: Qrels, sp
     key = f"{split}+{sparse_name}.fusion"
     aggregate, per_query = evaluate_run(qrels, fused, metrics)
     info["fusion_alpha"] = alpha
-    write_run(fused, output_dir / f"run.{key}.trec", tag=f"{tag}+{sparse_name}")
-    write_per_query(per_query, output_dir / f"per_query.{key}.tsv")
+    if write:
+        write_run(fused, output_dir / f"run.{key}.trec", tag=f"{tag}+{sparse_name}")
+        write_per_query(per_query, output_dir / f"per_query.{key}.tsv")
     return {key: aggregate}
 
 

@@ -156,6 +156,16 @@ class Ranker(nn.Module):
         self.tokenizer = tokenizer
         self.spec = spec
 
+    def token_cache(self, tokenizer=None):
+        """The ``TokenCache`` of ``tokenizer`` (default: the ranker's): each distinct text tokenised once."""
+        from ssft.data.tokens import TokenCache
+
+        tokenizer = tokenizer if tokenizer is not None else self.tokenizer
+        caches = self.__dict__.setdefault("_token_caches", {})  # plain attribute: never in the state dict
+        if id(tokenizer) not in caches:
+            caches[id(tokenizer)] = TokenCache(tokenizer, max(self.spec["max_length"], self.spec["query_max_length"]))
+        return caches[id(tokenizer)]
+
     # ------------------------------------------------------------ building
     @classmethod
     def build(cls, model_cfg, method: str, options: dict[str, Any]) -> "Ranker":

@@ -36,14 +36,14 @@ class Encoded:
 
     def split(self) -> list["Encoded"]:
         """One ``Encoded`` per text, multi-vector ones trimmed of their unused (masked) trailing tokens."""
-        out = []
-        for i in range(len(self)):
-            if self.mask is None:
-                out.append(Encoded(self.vectors[i : i + 1]))
-            else:
-                keep = int(self.mask[i].nonzero().max()) + 1 if self.mask[i].any() else 1
-                out.append(Encoded(self.vectors[i : i + 1, :keep], self.mask[i : i + 1, :keep]))
-        return out
+        if self.mask is None:
+            return [Encoded(self.vectors[i : i + 1]) for i in range(len(self))]
+        # each row's last used token + 1 (1 for a row with none), for all rows at once: one device sync, not one per row
+        width = self.mask.shape[1]
+        used = self.mask.bool()
+        last = width - used.flip(1).int().argmax(1)
+        keep = torch.where(used.any(1), last, torch.ones_like(last)).tolist()
+        return [Encoded(self.vectors[i : i + 1, :k], self.mask[i : i + 1, :k]) for i, k in enumerate(keep)]
 
     @staticmethod
     def stack(items: list["Encoded"]) -> "Encoded":
@@ -80,7 +80,7 @@ class BiEncoder(Ranker):
         return self._tokenize_single(texts, self.spec["max_length"])
 
     def _tokenize_single(self, texts: list[str], max_length: int) -> dict[str, torch.Tensor]:
-        out = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        out = self.token_cache().single(texts, max_length)  # = tokenizer(texts, truncation, padding); each text once
         return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
 
     def represent(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:

@@ -64,7 +64,7 @@ class ColBert(BiEncoder):
         self.register_buffer("punctuation_ids", torch.tensor(sorted(punctuation), dtype=torch.long), persistent=False)
 
     def _tokenize_marked(self, texts: list[str], marker: int, max_length: int) -> tuple[list[list[int]], int]:
-        pieces = self.tokenizer(texts, add_special_tokens=False, truncation=True, max_length=max_length - 3)["input_ids"]
+        pieces = [ids[: max_length - 3].tolist() for ids, _ in self.token_cache().ids(texts)]  # each distinct text tokenised once
         cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         return [[cls, marker, *ids, sep] for ids in pieces], max(len(ids) + 3 for ids in pieces)
 
@@ -72,18 +72,15 @@ class ColBert(BiEncoder):
         """Queries padded with [MASK] to exactly ``query_max_length``, all positions attended."""
         length = self.spec["query_max_length"]
         rows, _ = self._tokenize_marked(texts, self.query_marker_id, length)
-        ids = torch.full((len(rows), length), self.tokenizer.mask_token_id, dtype=torch.long)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = torch.tensor(row)
+        ids = torch.tensor([row + [self.tokenizer.mask_token_id] * (length - len(row)) for row in rows], dtype=torch.long)
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
         rows, width = self._tokenize_marked(texts, self.document_marker_id, self.spec["max_length"])
-        ids = torch.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = torch.tensor(row)
-            mask[i, : len(row)] = 1
+        pad = self.tokenizer.pad_token_id or 0
+        ids = torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long)
+        lengths = torch.tensor([len(row) for row in rows])
+        mask = (torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)).long()
         return {"input_ids": ids, "attention_mask": mask}
 
     def represent(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:

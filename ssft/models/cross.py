@@ -24,14 +24,6 @@ class CrossEncoder(Ranker):
         return self.head(self.dropout(hidden[:, 0])).squeeze(-1)
 
     def tokenize(self, queries: list[str], documents: list[str]) -> dict[str, torch.Tensor]:
-        """Pairs to model inputs; long documents are cut, the query is kept."""
-        return dict(
-            self.tokenizer(
-                queries,
-                documents,
-                padding=True,
-                truncation="longest_first",
-                max_length=self.spec["max_length"],
-                return_tensors="pt",
-            )
-        )
+        """Pairs to model inputs, as ``tokenizer(queries, documents, padding=True, truncation="longest_first",
+        max_length=max_length)`` returns them (a long document is cut first), each distinct text tokenised once."""
+        return self.token_cache().pairs(queries, documents, self.spec["max_length"])  # = the tokenizer's own call

@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ssft.distributed import world_size
 from ssft.errors import SsftError
 from ssft.models.backbone import Backbone, select_layers
 from ssft.models.base import SPEC_FILE, load_backbone, load_transformer, save_backbone
@@ -94,6 +95,7 @@ class DenseDualEncoder(BiEncoder):
                     self.projection.bias.zero_()
         self.negative_cache = None  # a NegativeCache attached for training (ssft.models.negative_cache)
         self.last_num_negatives: float | None = None
+        self.loss_weight = 1.0  # set by a training forward; != 1 when processes hold different item counts
         self._frozen_documents: dict[bytes, torch.Tensor] = {}
         self.keep_frozen_documents = True  # False: always run the document tower (latency measurements)
         object.__setattr__(self, "document_teacher", None)  # inherited documents: not a submodule, not saved or trained
@@ -194,7 +196,7 @@ class DenseDualEncoder(BiEncoder):
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
         if self.document_teacher is not None:  # the teacher's tokens, so kept embeddings match its own
             return self.document_teacher.model.tokenize_documents(texts)
-        out = self.document_tokenizer(texts, padding=True, truncation=True, max_length=self.spec["max_length"], return_tensors="pt")
+        out = self.token_cache(self.document_tokenizer).single(texts, self.spec["max_length"])
         return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
 
     # ------------------------------------------------------------ the encode path
@@ -267,10 +269,19 @@ class DenseDualEncoder(BiEncoder):
             return super().forward(q_input_ids, q_attention_mask, d_input_ids, d_attention_mask, q_index, d_index, all_pairs)
         q = self.encode(q_input_ids, q_attention_mask, "query").vectors
         d = self.encode(d_input_ids, d_attention_mask, "document").vectors
-        rows = in_batch_rows(q, d, q_index, d_index, int(group_size), self.score_scale)
+        group = int(group_size)
+        if world_size() > 1:  # accelerate launch --num_processes N: every process's documents are negatives
+            rows, positive_keys, self.loss_weight = gathered_in_batch_rows(
+                q, d, q_index, d_index, group, self.score_scale, row_keys(q_input_ids, q_attention_mask),
+                row_keys(d_input_ids, d_attention_mask))
+        else:
+            rows = in_batch_rows(q, d, q_index, d_index, group, self.score_scale)
+            positive_keys = None
+            self.loss_weight = 1.0
         if self.negative_cache is not None:
-            item_q = q[q_index.view(-1, int(group_size))[:, 0]]
-            positive_keys = _positive_keys(d_input_ids, d_attention_mask, q_index, d_index, int(group_size))
+            item_q = q[q_index.view(-1, group)[:, 0]]
+            if positive_keys is None:
+                positive_keys = _positive_keys(d_input_ids, d_attention_mask, q_index, d_index, group)
             rows = torch.cat([rows, self.negative_cache.negative_scores(item_q, positive_keys, self.score_scale)], dim=1)
         # |D^-| per item, for the collapse value log(1 + |D^-|) (000 Eq. 7)
         self.last_num_negatives = float(torch.isfinite(rows[:, 1:]).sum(1).float().mean())
@@ -303,4 +314,47 @@ def in_batch_rows(q: torch.Tensor, d: torch.Tensor, q_index: torch.Tensor, d_ind
     return torch.cat([positive, scores.masked_fill(excluded, float("-inf"))], dim=1)
 
 
-__all__ = ["DenseDualEncoder", "in_batch_rows", "row_keys"]
+def gathered_in_batch_rows(q: torch.Tensor, d: torch.Tensor, q_index: torch.Tensor, d_index: torch.Tensor, group: int,
+                           scale: float, q_keys: list[bytes], d_keys: list[bytes]) -> tuple[torch.Tensor, list[set[bytes]], float]:
+    """``in_batch_rows`` over the global batch of several processes: this process's items scored against the
+    documents of every process (gathered with gradient). Returns (rows, the positive keys of each local item's
+    query across all processes, loss weight).
+
+    The rows equal those the items would get in one process holding the whole batch (the concatenation of the
+    processes' batches in rank order): the same document in two processes' batches counts once (later copies are
+    -inf), a query's positives in any process are excluded from its negatives (queries and documents identified by
+    their token ids, ``row_keys``), and each item's hard negatives stay its own (they are documents of its
+    process's batch, in the gathered columns like every other document). Loss weight: local items × processes /
+    global items, so that DDP's average over processes of the weighted per-process mean is the mean over the
+    global batch even when processes hold different item counts."""
+    from ssft.distributed import gather_objects, gather_rows, rank, world_size
+
+    item_q = q_index.view(-1, group)[:, 0]
+    item_pos = d_index.view(-1, group)[:, 0]
+    d_all, offsets = gather_rows(d)
+    local_items = [(q_keys[qi], d_keys[pi]) for qi, pi in zip(item_q.tolist(), item_pos.tolist())]
+    gathered = gather_objects((d_keys, local_items))
+    first_column: dict[bytes, int] = {}
+    duplicates: list[int] = []
+    for column, key in enumerate(k for keys, _ in gathered for k in keys):
+        if key in first_column:
+            duplicates.append(column)
+        else:
+            first_column[key] = column
+    positives_of: dict[bytes, set[bytes]] = {}
+    for _, items in gathered:
+        for query_key, positive_key in items:
+            positives_of.setdefault(query_key, set()).add(positive_key)
+    excluded = torch.zeros(len(local_items), d_all.shape[0], dtype=torch.bool)
+    excluded[:, duplicates] = True
+    for i, (query_key, _) in enumerate(local_items):
+        excluded[i, [first_column[k] for k in positives_of[query_key]]] = True
+    scores = scale * q[item_q] @ d_all.T
+    positive = scores.gather(1, (item_pos + offsets[rank()]).unsqueeze(1))
+    rows = torch.cat([positive, scores.masked_fill(excluded.to(scores.device), float("-inf"))], dim=1)
+    global_items = sum(len(items) for _, items in gathered)
+    weight = len(local_items) * world_size() / global_items
+    return rows, [positives_of[query_key] for query_key, _ in local_items], weight
+
+
+__all__ = ["DenseDualEncoder", "gathered_in_batch_rows", "in_batch_rows", "row_keys"]

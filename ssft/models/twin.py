@@ -42,6 +42,7 @@ class ResidualCombiner(nn.Module):
 class TwinBert(BiEncoder):
     architecture = "twin"
     model_options = ("pooling", "scorer")
+    cache_document_embeddings = True  # a frozen model's pooled document vectors go to the on-disk cache (embedding_cache)
 
     def __init__(self, backbone: Backbone, tokenizer, spec):
         super().__init__(backbone, tokenizer, spec)

@@ -1,0 +1,376 @@
+"""ssft against sentence-transformers on the same model, data, batch size and machine, in one run.
+
+    pip install -e ".[bench]"
+    python benchmarks/vs_sentence_transformers.py --out /work/bench-runs/scale [--repeats 3] [--threads 1]
+
+Four tasks, each timed for ssft and for sentence-transformers (ST) in its own fresh worker process (so that each
+side's peak RSS is its own), the two sides interleaved repeat by repeat (alternating which goes first), medians
+over repeats, and the ratio ssft / ST of the medians:
+
+- ``bi_train``: bi-encoder training, ssft dense dual encoder + contrastive loss (in-batch + one BM25 hard negative
+  per query, 000 Eq. 5) vs ``SentenceTransformerTrainer`` + ``MultipleNegativesRankingLoss`` on (anchor, positive,
+  negative) triplets — the same loss (scale 20 × cosine, in-batch + hard negatives). Queries / s.
+- ``cross_train``: cross-encoder training, ssft ``cross`` + BCE vs ``CrossEncoderTrainer`` +
+  ``BinaryCrossEntropyLoss`` on the same (query, document, label) pairs. Pairs / s.
+- ``rerank``: ssft ``Trainer.predict`` (``RankingTrainer.score``) vs ``CrossEncoder.predict`` on BM25 top-k pairs.
+  Pairs / s.
+- ``encode``: ssft ``encode_corpus`` (dense dual encoder, mean pooling, L2-normalised) vs
+  ``SentenceTransformer.encode`` (normalize_embeddings). Documents / s.
+
+The parent process builds the data once (``data.json`` under ``--out``: NFCorpus train triplets with BM25 hard
+negatives, test BM25 top-k pairs, corpus texts), so both sides read exactly the same texts. Training throughput
+excludes the first optimizer step (warm-up); inference runs one warm-up batch first. Every worker runs with
+``--threads`` torch threads (1 by default: fair on a shared machine, and ratios are what is reported).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+TASKS = ("bi_train", "cross_train", "rerank", "encode")
+UNITS = {"bi_train": "queries/s", "cross_train": "pairs/s", "rerank": "pairs/s", "encode": "docs/s"}
+
+
+# ---------------------------------------------------------------------------------------------- data (parent)
+def build_data(path: Path, args) -> dict:
+    sys.path.insert(0, str(ROOT))
+    from ssft.data.beir import load_dataset
+    from ssft.firststage.bm25 import BM25
+
+    dataset = load_dataset(args.dataset)
+    rng = random.Random(0)
+    bm25 = BM25(dataset)
+    train = dataset.qrels("train")
+    qids = sorted(q for q, rels in train.items() if any(r > 0 for r in rels.values()))
+    rng.shuffle(qids)
+    need_bi = args.batch_size * args.train_steps
+    need_cross = args.cross_queries * args.train_steps
+    qids = qids[: max(need_bi, need_cross)]
+    run = bm25.search({q: dataset.queries[q] for q in qids}, 30)
+    groups = []  # (query, positive, 3 hard negatives): one positive per query
+    for q in qids:
+        positives = sorted(d for d, r in train[q].items() if r > 0 and d in dataset.corpus)
+        negatives = [d for d, _ in sorted(run.get(q, {}).items(), key=lambda kv: -kv[1]) if train[q].get(d, 0) <= 0]
+        if not positives or len(negatives) < 3:
+            continue
+        groups.append({"query": dataset.queries[q], "positive": dataset.corpus[rng.choice(positives)].full_text,
+                       "negatives": [dataset.corpus[d].full_text for d in negatives[:3]]})
+    test = dataset.qrels("test")
+    test_q = sorted(test)[: args.rerank_queries]
+    test_run = bm25.search({q: dataset.queries[q] for q in test_q}, args.rerank_depth)
+    rerank_run = {q: {d: float(score) for d, score in test_run[q].items()} for q in test_q if test_run.get(q)}
+    pairs = [[dataset.queries[q], dataset.corpus[d].full_text]
+             for q in sorted(rerank_run) for d, _ in sorted(rerank_run[q].items(), key=lambda kv: -kv[1])]
+    corpus_ids = sorted(dataset.corpus)
+    rng.shuffle(corpus_ids)
+    corpus = [dataset.corpus[d].full_text for d in corpus_ids[: args.encode_docs]]
+    data = {"groups": groups, "pairs": pairs, "rerank_run": rerank_run, "corpus": corpus}
+    path.write_text(json.dumps(data))
+    return data
+
+
+# ---------------------------------------------------------------------------------------------- workers
+class StepClock:
+    """A TrainerCallback recording the time at the end of every optimizer step."""
+
+    def __new__(cls):
+        from transformers import TrainerCallback
+
+        class _Clock(TrainerCallback):
+            def __init__(self):
+                self.times: list[float] = []
+                self.cpu: list[float] = []
+
+            def on_step_end(self, args, state, control, **kwargs):
+                self.times.append(time.perf_counter())
+                self.cpu.append(time.process_time())
+
+        return _Clock()
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _train_args(cls, out: Path, batch_size: int, steps: int, **extra):
+    return cls(output_dir=str(out), per_device_train_batch_size=batch_size, max_steps=steps, learning_rate=2e-5,
+               warmup_steps=0, weight_decay=0.0, report_to=[], save_strategy="no", logging_strategy="no",
+               disable_tqdm=True, seed=42, dataloader_pin_memory=False, **extra)
+
+
+def ssft_model(architecture: str, max_length: int, query_max_length: int):
+    from ssft.recipe import ModelConfig
+    from ssft.registry import MODELS
+
+    cfg = ModelConfig(architecture=architecture, name=MODEL, max_length=max_length, query_max_length=query_max_length,
+                      head_learning_rate=None)
+    return MODELS.get(architecture).build(cfg, "full", {})
+
+
+def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
+    import torch
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    groups, pairs, corpus = data["groups"], data["pairs"], data["corpus"]
+    result: dict = {"task": task, "side": side}
+    if task == "bi_train":
+        items = groups[: a.batch_size * a.train_steps]
+        clock = StepClock()
+        if side == "ssft":
+            from ssft.data.examples import RankerCollator
+            from ssft.losses import ContrastiveLoss
+            from ssft.trainer import RankingTrainer
+            from transformers import TrainingArguments
+
+            model = ssft_model("dense", a.max_length, a.max_length)  # one length limit for both towers, as ST
+            train = [{"query": g["query"], "documents": [g["positive"], g["negatives"][0]]} for g in items]
+            trainer = RankingTrainer(model=model, args=_train_args(TrainingArguments, scratch, a.batch_size, a.train_steps,
+                                                                   remove_unused_columns=False),
+                                     train_dataset=train, data_collator=RankerCollator(model), loss=ContrastiveLoss(),
+                                     callbacks=[clock])
+        else:
+            from datasets import Dataset
+            from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+            from sentence_transformers.losses import MultipleNegativesRankingLoss
+            from sentence_transformers.training_args import SentenceTransformerTrainingArguments
+            from ssft.models.hub import resolve_model
+
+            model = SentenceTransformer(str(resolve_model(MODEL)), device="cpu")
+            model.max_seq_length = a.max_length
+            train = Dataset.from_dict({"anchor": [g["query"] for g in items], "positive": [g["positive"] for g in items],
+                                       "negative": [g["negatives"][0] for g in items]})
+            trainer = SentenceTransformerTrainer(model=model, args=_train_args(SentenceTransformerTrainingArguments, scratch,
+                                                                               a.batch_size, a.train_steps),
+                                                 train_dataset=train, loss=MultipleNegativesRankingLoss(model), callbacks=[clock])
+        base = rss_mb()
+        trainer.train()
+        t = clock.times
+        c = clock.cpu
+        result.update(throughput=a.batch_size * (len(t) - 1) / (t[-1] - t[0]), cpu_throughput=a.batch_size * (len(t) - 1) / (c[-1] - c[0]), steps=len(t))
+    elif task == "cross_train":
+        items = groups[: a.cross_queries * a.train_steps]
+        pair_batch = a.cross_queries * 4
+        clock = StepClock()
+        if side == "ssft":
+            from ssft.data.examples import RankerCollator
+            from ssft.losses import PointwiseBCELoss
+            from ssft.trainer import RankingTrainer
+            from transformers import TrainingArguments
+
+            model = ssft_model("cross", a.max_length, 32)
+            train = [{"query": g["query"], "documents": [g["positive"], *g["negatives"]]} for g in items]
+            trainer = RankingTrainer(model=model, args=_train_args(TrainingArguments, scratch, a.cross_queries, a.train_steps,
+                                                                   remove_unused_columns=False),
+                                     train_dataset=train, data_collator=RankerCollator(model), loss=PointwiseBCELoss(),
+                                     callbacks=[clock])
+        else:
+            from datasets import Dataset
+            from sentence_transformers.cross_encoder import CrossEncoder, CrossEncoderTrainer
+            from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+            from sentence_transformers.cross_encoder.training_args import CrossEncoderTrainingArguments
+            from ssft.models.hub import resolve_model
+
+            model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.max_length, device="cpu")
+            rows = [(g["query"], d, float(i == 0)) for g in items for i, d in enumerate([g["positive"], *g["negatives"]])]
+            train = Dataset.from_dict({"query": [r[0] for r in rows], "document": [r[1] for r in rows], "label": [r[2] for r in rows]})
+            trainer = CrossEncoderTrainer(model=model, args=_train_args(CrossEncoderTrainingArguments, scratch, pair_batch,
+                                                                        a.train_steps),
+                                          train_dataset=train, loss=BinaryCrossEntropyLoss(model), callbacks=[clock])
+        base = rss_mb()
+        trainer.train()
+        t = clock.times
+        c = clock.cpu
+        result.update(throughput=pair_batch * (len(t) - 1) / (t[-1] - t[0]), cpu_throughput=pair_batch * (len(t) - 1) / (c[-1] - c[0]), steps=len(t))
+    elif task == "rerank":
+        if side == "ssft":  # ssft's reranking path: PairDataset (pairs sorted by length) → RankingTrainer.score → predict
+            from ssft.data.beir import load_dataset
+            from ssft.data.examples import PairDataset
+            from ssft.eval.rerank import prediction_trainer
+
+            model = ssft_model("cross", a.rerank_max_length, 32)
+            model.requires_grad_(False)
+            trainer = prediction_trainer(model, a.eval_batch_size)
+            run = data["rerank_run"]
+            dataset = PairDataset(run, max(len(docs) for docs in run.values()), load_dataset(a.dataset))
+            warm = next(iter(run))
+            trainer.score(PairDataset({warm: run[warm]}, a.eval_batch_size, dataset.dataset))  # warm-up
+            base = rss_mb()
+            start, cpu = time.perf_counter(), time.process_time()
+            scores = trainer.score(dataset)
+        else:
+            from sentence_transformers.cross_encoder import CrossEncoder
+            from ssft.models.hub import resolve_model
+
+            model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.rerank_max_length, device="cpu")
+            model.predict(pairs[: a.eval_batch_size], batch_size=a.eval_batch_size)  # warm-up
+            base = rss_mb()
+            start, cpu = time.perf_counter(), time.process_time()
+            scores = model.predict(pairs, batch_size=a.eval_batch_size, show_progress_bar=False)
+        assert len(scores) == len(pairs)
+        result.update(throughput=len(pairs) / (time.perf_counter() - start), cpu_throughput=len(pairs) / (time.process_time() - cpu))
+    elif task == "encode":
+        if side == "ssft":
+            from ssft.eval.retrieve import encode_corpus
+
+            model = ssft_model("dense", a.rerank_max_length, 32)
+            model.requires_grad_(False)
+            encode_corpus(model, corpus[: a.eval_batch_size], a.eval_batch_size)  # warm-up
+            base = rss_mb()
+            start, cpu = time.perf_counter(), time.process_time()
+            vectors = encode_corpus(model, corpus, a.eval_batch_size)
+        else:
+            from sentence_transformers import SentenceTransformer
+            from ssft.models.hub import resolve_model
+
+            model = SentenceTransformer(str(resolve_model(MODEL)), device="cpu")
+            model.max_seq_length = a.rerank_max_length
+            model.encode(corpus[: a.eval_batch_size], batch_size=a.eval_batch_size, normalize_embeddings=True)  # warm-up
+            base = rss_mb()
+            start, cpu = time.perf_counter(), time.process_time()
+            vectors = model.encode(corpus, batch_size=a.eval_batch_size, normalize_embeddings=True, show_progress_bar=False)
+        assert len(vectors) == len(corpus)
+        result.update(throughput=len(corpus) / (time.perf_counter() - start), cpu_throughput=len(corpus) / (time.process_time() - cpu))
+    else:
+        raise ValueError(task)
+    result.update(peak_rss_mb=rss_mb(), rss_before_mb=base, unit=UNITS[task])
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- parent
+def run_worker(task: str, side: str, data_file: Path, a, out: Path) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads),
+           "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, __file__, "--worker", task, side, "--data-file", str(data_file), *a.passthrough]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    (out / "logs").mkdir(exist_ok=True)
+    (out / "logs" / f"{task}.{side}.{int(time.time())}.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{task}/{side} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def report(results: list[dict], a) -> str:
+    import platform
+
+    lines = ["## ssft vs sentence-transformers: training, reranking and encoding throughput", "",
+             f"`python benchmarks/vs_sentence_transformers.py --repeats {a.repeats} --threads {a.threads}` — "
+             f"`{MODEL}` on both sides, {a.dataset} texts, {a.threads} CPU thread(s) each, on {platform.machine()} "
+             f"({os.cpu_count()} cores, shared), torch fp32. Each (task, side, repeat) ran in its own process, the two sides "
+             f"interleaved repeat by repeat; figures are medians over the repeats (n per side in the last column), ratio = ssft / ST of the medians, "
+             "peak RSS = the worker's maximum resident set (model, data and libraries included; in brackets the growth "
+             "during the timed part).", "",
+             f"- bi_train: batch {a.batch_size} queries × (positive + 1 BM25 hard negative), in-batch negatives, max length "
+             f"{a.max_length}, {a.train_steps} steps (first excluded); ssft dense + contrastive vs SentenceTransformerTrainer + "
+             "MultipleNegativesRankingLoss.",
+             f"- cross_train: batch {a.cross_queries * 4} pairs ({a.cross_queries} queries × 1 positive + 3 BM25 negatives), max "
+             f"length {a.max_length}, BCE; ssft cross vs CrossEncoderTrainer + BinaryCrossEntropyLoss.",
+             f"- rerank: {a.rerank_queries} test queries × BM25 top-{a.rerank_depth}, max length {a.rerank_max_length}, batch "
+             f"{a.eval_batch_size}; ssft Trainer.predict (RankingTrainer.score over a PairDataset) vs CrossEncoder.predict.",
+             f"- encode: {a.encode_docs} corpus documents, max length {a.rerank_max_length}, batch {a.eval_batch_size}; ssft "
+             "encode_corpus vs SentenceTransformer.encode.", "",
+             "Wall-clock throughput is what a user sees; on a machine shared with other jobs it swings with their load, so "
+             "the throughput per CPU-second of the worker (one thread: work done / process CPU time) is given beside it — "
+             "the steadier figure for the ratio.", "",
+             "| task | unit | ssft | sentence-transformers | ratio (wall) | ssft / CPU-s | ST / CPU-s | ratio (CPU) | "
+             "ssft peak RSS MB | ST peak RSS MB | n |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for task in a.tasks:
+        row = {}
+        for side in ("ssft", "st"):
+            rs = [r for r in results if r["task"] == task and r["side"] == side]
+            row[side] = {"wall": statistics.median(r["throughput"] for r in rs),
+                         "cpu": statistics.median(r["cpu_throughput"] for r in rs),
+                         "rss": statistics.median(r["peak_rss_mb"] for r in rs),
+                         "grow": statistics.median(r["peak_rss_mb"] - r["rss_before_mb"] for r in rs), "n": len(rs)}
+        x, y = row["ssft"], row["st"]
+        lines.append(f"| {task} | {UNITS[task]} | {x['wall']:.2f} | {y['wall']:.2f} | **{x['wall'] / y['wall']:.2f}×** | "
+                     f"{x['cpu']:.2f} | {y['cpu']:.2f} | **{x['cpu'] / y['cpu']:.2f}×** | {x['rss']:.0f} (+{x['grow']:.0f}) | "
+                     f"{y['rss']:.0f} (+{y['grow']:.0f}) | {min(x['n'], y['n'])} |")
+    lines += ["", "Every run (wall-clock throughput, ssft / ST): " + "; ".join(
+        f"{task} " + " / ".join(", ".join(f"{r['throughput']:.2f}" for r in results if r["task"] == task and r["side"] == side)
+                                for side in ("ssft", "st")) for task in a.tasks)]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="bench-runs/vs_sentence_transformers")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--tasks", default=",".join(TASKS))
+    p.add_argument("--dataset", default="nfcorpus")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--cross-queries", type=int, default=4, help="cross_train: queries per batch (× 4 pairs each)")
+    p.add_argument("--train-steps", type=int, default=6)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--rerank-queries", type=int, default=16)
+    p.add_argument("--rerank-depth", type=int, default=20)
+    p.add_argument("--rerank-max-length", type=int, default=256)
+    p.add_argument("--encode-docs", type=int, default=320)
+    p.add_argument("--eval-batch-size", type=int, default=32)
+    p.add_argument("--write", action="store_true", help="write the section of BENCHMARKS.md")
+    p.add_argument("--report-from", help="only report the results.json of an earlier (or cut short) run")
+    p.add_argument("--worker", nargs=2, metavar=("TASK", "SIDE"), help=argparse.SUPPRESS)
+    p.add_argument("--data-file", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.worker:
+        import logging
+        import tempfile
+
+        logging.disable(logging.WARNING)
+        data = json.loads(Path(a.data_file).read_text())
+        with tempfile.TemporaryDirectory() as scratch:
+            print(json.dumps(worker(*a.worker, data, a, Path(scratch))))
+        return 0
+    a.tasks = [t for t in a.tasks.split(",") if t]
+    a.passthrough = [arg for name in ("dataset", "threads", "batch_size", "cross_queries", "train_steps", "max_length",
+                                      "rerank_max_length", "eval_batch_size")
+                     for arg in (f"--{name.replace('_', '-')}", str(getattr(a, name)))]
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if a.report_from:
+        results = json.loads(Path(a.report_from).read_text())
+        a.repeats = 1 + max(r["repeat"] for r in results)
+        a.tasks = [t for t in a.tasks if any(r["task"] == t for r in results)]
+        return finish(results, a, out)
+    data_file = out / "data.json"
+    build_data(data_file, a)
+    results = []
+    started = time.time()
+    for repeat in range(a.repeats):
+        for task in a.tasks:
+            for side in (("ssft", "st") if (repeat + a.tasks.index(task)) % 2 == 0 else ("st", "ssft")):
+                r = run_worker(task, side, data_file, a, out)
+                r["repeat"] = repeat
+                results.append(r)
+                print(f"[{time.time() - started:6.0f}s] repeat {repeat} {task:12s} {side:5s} {r['throughput']:8.2f} "
+                      f"{r['unit']} ({r['cpu_throughput']:.2f} per CPU-s)  peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+                (out / "results.json").write_text(json.dumps(results, indent=1))
+    return finish(results, a, out)
+
+
+def finish(results: list[dict], a, out: Path) -> int:
+    text = report(results, a)
+    (out / "report.md").write_text(text + "\n")
+    print(text)
+    if a.write:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from report import write_section
+
+        write_section("vs_sentence_transformers", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
