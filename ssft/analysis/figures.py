@@ -34,9 +34,13 @@ def _save(fig, path: str | Path) -> Path:
 
 
 def plot_ambiguity_ratios(ratios: Mapping[str, Mapping[str, float]], path: str | Path, metric: str = "P@20",
-                          title: str | None = None) -> Path:
+                          title: str | None = None,
+                          intervals: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
+                          references: Sequence[str] = ()) -> Path:
     """001 Fig. 3: one bar per method of ``ratios`` = {encoder kind: {method: ambiguous / non-ambiguous ratio}}
-    (a ``ClassSplit`` is accepted for a ratio), one panel per encoder kind, a dashed line at 1. Writes a PNG."""
+    (a ``ClassSplit`` is accepted for a ratio), one panel per encoder kind, a dashed line at 1; ``intervals``
+    ({panel: {method: (low, high)}}, e.g. ``ssft.analysis.split.bootstrap_ratio_interval``) draws error bars;
+    methods named in ``references`` (e.g. the first stage) are drawn grey. Writes a PNG."""
     from matplotlib.figure import Figure
 
     panels = [(enc, {m: (getattr(v, "ratio", v)) for m, v in methods.items()}) for enc, methods in ratios.items() if methods]
@@ -47,17 +51,28 @@ def plot_ambiguity_ratios(ratios: Mapping[str, Mapping[str, float]], path: str |
     for ax, (encoder, values) in zip(axes, panels):
         names = list(values)
         heights = [float(values[n]) for n in names]
-        bars = ax.bar(range(len(names)), [0 if math.isnan(h) else h for h in heights], color="tab:blue")
-        for bar, h in zip(bars, heights):
-            ax.annotate("n/a" if math.isnan(h) else f"{h:.2f}", (bar.get_x() + bar.get_width() / 2, 0 if math.isnan(h) else h),
+        colours = ["tab:grey" if n in references else "tab:blue" for n in names]
+        bars = ax.bar(range(len(names)), [0 if math.isnan(h) else h for h in heights], color=colours)
+        tops = list(heights)
+        spans = (intervals or {}).get(encoder, {})
+        if spans:
+            lows = [spans.get(n, (h, h))[0] for n, h in zip(names, heights)]
+            highs = [spans.get(n, (h, h))[1] for n, h in zip(names, heights)]
+            err = [[max(h - lo, 0) if not math.isnan(h) and not math.isnan(lo) else 0 for h, lo in zip(heights, lows)],
+                   [max(hi - h, 0) if not math.isnan(h) and not math.isnan(hi) else 0 for h, hi in zip(heights, highs)]]
+            ax.errorbar(range(len(names)), [0 if math.isnan(h) else h for h in heights], yerr=err, fmt="none",
+                        ecolor="black", elinewidth=1, capsize=3)
+            tops = [h if math.isnan(h) or math.isnan(hi) else max(h, hi) for h, hi in zip(heights, highs)]
+        for bar, h, top in zip(bars, heights, tops):
+            ax.annotate("n/a" if math.isnan(h) else f"{h:.2f}", (bar.get_x() + bar.get_width() / 2, 0 if math.isnan(h) else top),
                         ha="center", va="bottom", fontsize=8)
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
         ax.set_title(encoder)
-        ax.set_ylabel(f"{metric} ambiguous / non-ambiguous")
+    axes[0].set_ylabel(f"{metric} ambiguous / non-ambiguous")
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, y=1.02)
     return _save(fig, path)
 
 
