@@ -4,6 +4,9 @@
   per encoder kind (cross- vs bi-encoders); input from ``ssft.analysis.split.ratio_table``.
 - ``plot_validation_curves``: 001 Fig. 4, the validation metric per epoch of prefix tuning, LoRA, the concurrent
   hybrid and the sequential hybrid; input from ``validation_curve`` of each run folder.
+- ``plot_collapse_history``: what the collapse monitor and DAFT recorded during training (000 §3.2, §4): total
+  variance and effective rank of each tower, the loss against the collapse value log(1 + |D⁻|), DAFT's KL history;
+  input from ``collapse_record`` of a run folder (``collapse.json``, ``daft.json``) or the callbacks' own lists.
 """
 from __future__ import annotations
 
@@ -142,4 +145,76 @@ def plot_validation_curves(curves: Sequence[ValidationCurve], path: str | Path, 
     return _save(fig, path)
 
 
-__all__ = ["ValidationCurve", "plot_ambiguity_ratios", "plot_validation_curves", "validation_curve"]
+def collapse_record(run_dir: str | Path) -> dict:
+    """{"history", "losses", "warnings"} of ``collapse.json`` and {"kl_history", "stage_changes", "delta"} of
+    ``daft.json`` of a run folder (either may be absent, not both): the input of ``plot_collapse_history``."""
+    run = Path(run_dir)
+    record: dict = {}
+    for name in ("collapse.json", "daft.json"):
+        path = run / name
+        if path.is_file():
+            try:
+                record.update(json.loads(path.read_text(encoding="utf-8")))
+            except json.JSONDecodeError as err:
+                raise SsftError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    if not record:
+        raise SsftError(f"{run}: neither collapse.json nor daft.json (train with the collapse_monitor / daft callbacks)")
+    return record
+
+
+def plot_collapse_history(runs: Mapping[str, Mapping], path: str | Path, delta: float | None = None,
+                          title: str | None = None) -> Path:
+    """Training histories of dense models side by side, ``runs`` = {label: record} where a record holds any of
+    ``history`` (CollapseMonitorCallback.history), ``losses`` (its losses with collapse values), ``kl_history`` and
+    ``stage_changes`` (DaftCallback's). Panels: total variance (log scale) and effective rank per tower (query
+    solid, document dashed), training loss with its collapse value log(1 + |D⁻|) dotted, and the KL estimate with
+    ``delta``; a vertical line where a DAFT run changes stage. Writes a PNG."""
+    from matplotlib.figure import Figure
+
+    if not runs or not any(r.get("history") or r.get("losses") or r.get("kl_history") for r in runs.values()):
+        raise SsftError("collapse history plot: no recorded history")
+    with_kl = any(r.get("kl_history") for r in runs.values())
+    n_panels = 4 if with_kl else 3
+    fig = Figure(figsize=(4.2 * n_panels, 3.6))
+    axes = fig.subplots(1, n_panels)
+    colours = [f"C{i}" for i in range(10)]
+    for (label, record), colour in zip(runs.items(), colours):
+        history = record.get("history") or []
+        if history:
+            steps = [h["step"] for h in history]
+            for side, style in (("query", "-"), ("document", "--")):
+                axes[0].plot(steps, [max(h[side]["total_variance"], 1e-12) for h in history], style, color=colour,
+                             marker="o", markersize=2, label=f"{label}: {side}")
+                axes[1].plot(steps, [h[side]["effective_rank"] for h in history], style, color=colour, marker="o",
+                             markersize=2, label=f"{label}: {side}")
+        losses = record.get("losses") or []
+        if losses:
+            steps = [x["step"] for x in losses]
+            axes[2].plot(steps, [x["loss"] for x in losses], "-", color=colour, marker="o", markersize=2, label=f"{label}: loss")
+            axes[2].plot(steps, [x["collapse_value"] for x in losses], ":", color=colour, label=f"{label}: log(1+|D⁻|)")
+        if with_kl and record.get("kl_history"):
+            kl = record["kl_history"]
+            axes[3].plot([h["step"] for h in kl], [h["kl"] for h in kl], "-", color=colour, marker="o", markersize=3, label=label)
+        for change in record.get("stage_changes") or []:
+            if change.get("stage") == "fine-tuning":
+                for ax in axes:
+                    ax.axvline(change["step"], color=colour, linestyle="-.", linewidth=0.8)
+    axes[0].set_yscale("log")
+    axes[0].set_title("total variance of the sample")
+    axes[1].set_title("effective rank")
+    axes[2].set_title("training loss vs collapse value")
+    if with_kl:
+        if delta is not None:
+            axes[3].axhline(delta, color="grey", linestyle="--", linewidth=1, label=f"δ = {delta:g}")
+        axes[3].set_title("DAFT: 1-NN KL(doc ‖ query)")
+    for ax in axes:
+        ax.set_xlabel("step")
+        if ax.has_data():
+            ax.legend(fontsize=6)
+    if title:
+        fig.suptitle(title, y=1.02)
+    return _save(fig, path)
+
+
+__all__ = ["ValidationCurve", "collapse_record", "plot_ambiguity_ratios", "plot_collapse_history", "plot_validation_curves",
+           "validation_curve"]
