@@ -7,6 +7,7 @@
 - ``plot_collapse_history``: what the collapse monitor and DAFT recorded during training (000 §3.2, §4): total
   variance and effective rank of each tower, the loss against the collapse value log(1 + |D⁻|), DAFT's KL history;
   input from ``collapse_record`` of a run folder (``collapse.json``, ``daft.json``) or the callbacks' own lists.
+- ``plot_latency_tradeoff``: 000 Fig. 6, retrieval quality against query encoding latency, one panel per batch size.
 """
 from __future__ import annotations
 
@@ -216,5 +217,57 @@ def plot_collapse_history(runs: Mapping[str, Mapping], path: str | Path, delta: 
     return _save(fig, path)
 
 
-__all__ = ["ValidationCurve", "collapse_record", "plot_ambiguity_ratios", "plot_collapse_history", "plot_validation_curves",
-           "validation_curve"]
+@dataclass
+class LatencyPoint:
+    """One model of the trade-off: its quality and its query encoder's ms per query at each batch size; ``extra``
+    points (e.g. distilled students) get their own marker."""
+
+    label: str
+    quality: float
+    ms_per_query: Mapping[int, float]
+    extra: bool = False
+
+
+def plot_latency_tradeoff(points: Sequence[LatencyPoint], path: str | Path, metric: str = "nDCG@10",
+                          reference: tuple[str, Mapping[int, float]] | None = None, threads: int | None = None,
+                          title: str | None = None) -> Path:
+    """000 Fig. 6: ``metric`` against query encoding latency (ms per query, log scale), one panel per batch size
+    the points share, each point labelled; ``reference`` = (label, {batch size: ms}) draws a vertical line (a
+    latency without a quality of its own, e.g. the document tower used as query encoder). Writes a PNG."""
+    from matplotlib.figure import Figure
+
+    if not points:
+        raise SsftError("latency trade-off plot: no points")
+    batch_sizes = sorted(set.intersection(*(set(p.ms_per_query) for p in points)))
+    if not batch_sizes:
+        raise SsftError("latency trade-off plot: the points share no batch size")
+    fig = Figure(figsize=(5.0 * len(batch_sizes), 4.0))
+    axes = fig.subplots(1, len(batch_sizes), squeeze=False)[0]
+    for ax, batch in zip(axes, batch_sizes):
+        for extra, marker, colour, name in ((False, "o", "tab:blue", "trained runs"), (True, "s", "tab:red", "extra runs")):
+            chosen = [p for p in points if p.extra == extra]
+            if not chosen:
+                continue
+            ax.scatter([p.ms_per_query[batch] for p in chosen], [p.quality for p in chosen], marker=marker, color=colour, label=name, zorder=3)
+            for p in chosen:
+                ax.annotate(p.label, (p.ms_per_query[batch], p.quality), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        if reference is not None and batch in reference[1]:
+            ax.axvline(reference[1][batch], color="grey", linestyle="--", linewidth=1, label=f"{reference[0]} ({reference[1][batch]:.1f} ms)")
+        from matplotlib.ticker import ScalarFormatter
+
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(ScalarFormatter())
+        ax.tick_params(axis="x", which="minor", labelsize=7)
+        ax.margins(x=0.25, y=0.12)  # room for the labels
+        ax.set_xlabel("query encoding ms per query (log)" + (f", {threads} thread(s)" if threads else ""))
+        ax.set_title(f"batch {batch}")
+        ax.legend(fontsize=7, loc="best")
+    axes[0].set_ylabel(metric)
+    if title:
+        fig.suptitle(title, y=1.02)
+    return _save(fig, path)
+
+
+__all__ = ["LatencyPoint", "ValidationCurve", "collapse_record", "plot_ambiguity_ratios", "plot_collapse_history",
+           "plot_latency_tradeoff", "plot_validation_curves", "validation_curve"]
