@@ -77,7 +77,8 @@ def training_set(dataset, n_queries: int, seed: int):
     return TrainingGroups(build_examples(qrels, list(dataset.corpus), negatives, 1, None, seed), dataset, 1), qrels
 
 
-def train(model, train_set, out: Path, epochs: int, batch: int, lr: float, callbacks: list, seed: int = 42):
+def train(model, train_set, out: Path, epochs: int, batch: int, lr: float, callbacks: list, seed: int = 42,
+          logging_steps: int = 5, warmup_steps: int = 5):
     from transformers import TrainingArguments
 
     from ssft.data.examples import RankerCollator
@@ -85,7 +86,7 @@ def train(model, train_set, out: Path, epochs: int, batch: int, lr: float, callb
     from ssft.trainer import RankingTrainer
 
     args = TrainingArguments(output_dir=str(out), num_train_epochs=epochs, per_device_train_batch_size=batch, learning_rate=lr,
-                             lr_scheduler_type="constant_with_warmup", warmup_steps=5, logging_steps=5, report_to=[],
+                             lr_scheduler_type="constant_with_warmup", warmup_steps=warmup_steps, logging_steps=logging_steps, report_to=[],
                              save_strategy="no", eval_strategy="no", remove_unused_columns=False, disable_tqdm=True,
                              use_cpu=True, seed=seed, dataloader_pin_memory=False)
     trainer = RankingTrainer(model=model, args=args, train_dataset=train_set, data_collator=RankerCollator(model),

@@ -9,7 +9,8 @@ import pytest
 from ssft.analysis import ambiguity, wordnet
 from ssft.analysis.ambiguity import AMBIGUOUS, EXCLUDED, NON_AMBIGUOUS, AmbiguityRule, classify_queries
 from ssft.analysis.figures import ValidationCurve, plot_ambiguity_ratios, plot_validation_curves, validation_curve
-from ssft.analysis.split import ClassSplit, class_split, ratio_table, read_per_query, split_run, split_runs
+from ssft.analysis.split import (ClassSplit, bootstrap_ratio_interval, class_split, ratio_table, read_per_query, split_run,
+                                 split_runs)
 from ssft.errors import SsftError
 from tests.conftest import SHARED_DATA
 
@@ -160,6 +161,43 @@ def test_split_runs_and_ratio_table(tmp_path):
         read_per_query(tmp_path / "bad.tsv")
 
 
+def test_ratio_table_by_architecture_keeps_twin_and_colbert_apart_and_first_stage(tmp_path):
+    values = lambda a, n: {"a1": {"nDCG@10": a}, "a2": {"nDCG@10": a}, "n1": {"nDCG@10": n}, "n2": {"nDCG@10": n},
+                           "n3": {"nDCG@10": n}}
+    twin = write_run(tmp_path / "t", "twin", {"method": "lora"}, values(0.2, 0.4), split="test")
+    colbert = write_run(tmp_path / "c", "colbert", {"method": "lora"}, values(0.4, 0.4), split="test")
+    bm25 = values(0.3, 0.1)
+    lines = ["query_id\tmetric\tvalue"] + [f"{q}\t{m}\t{v}" for q, vals in bm25.items() for m, v in vals.items()]
+    (twin / "per_query.bm25.test.tsv").write_text("\n".join(lines) + "\n")
+    rows = split_runs([twin, colbert], LABELS, "nDCG@10")
+    pooled = ratio_table(rows)  # one bi-encoder panel: the two architectures pooled like seeds
+    assert pooled["bi-encoder"]["lora"].ratio == pytest.approx(0.3 / 0.4)
+    apart = ratio_table(rows, by="architecture")
+    assert apart["bi-encoder (TwinBERT)"]["lora"].ratio == pytest.approx(0.5)
+    assert apart["bi-encoder (ColBERT)"]["lora"].ratio == pytest.approx(1.0)
+    first = split_run(twin, LABELS, "nDCG@10", first_stage="bm25")
+    assert (first.method, first.split.ratio) == ("bm25", pytest.approx(3.0))
+    with pytest.raises(SsftError, match="per_query.bm25.test.tsv: no such per-query file"):
+        split_run(colbert, LABELS, "nDCG@10", first_stage="bm25")
+    with pytest.raises(SsftError, match="group runs by one of encoder, architecture"):
+        ratio_table(rows, by="seed")
+
+
+def test_bootstrap_interval_of_the_ratio():
+    per_query = {"a1": {"m": 0.2}, "a2": {"m": 0.6}, "a3": {"m": 0.4}, "n1": {"m": 0.4}, "n2": {"m": 0.4}, "n3": {"m": 0.4}}
+    labels = {"a1": AMBIGUOUS, "a2": AMBIGUOUS, "a3": AMBIGUOUS, "n1": NON_AMBIGUOUS, "n2": NON_AMBIGUOUS, "n3": NON_AMBIGUOUS}
+    s = class_split(per_query, labels, "m")
+    low, high = bootstrap_ratio_interval(s, resamples=4000, seed=1)
+    assert s.ratio == pytest.approx(1.0)
+    # ambiguous resampled means lie in [0.2, 0.6] over a constant 0.4: ratios in [0.5, 1.5], interval around 1
+    assert 0.5 <= low < 1.0 < high <= 1.5
+    assert bootstrap_ratio_interval(s, resamples=4000, seed=1) == (low, high)  # seeded
+    constant = class_split({q: {"m": 0.3} for q in labels}, labels, "m")
+    assert bootstrap_ratio_interval(constant) == (pytest.approx(1.0), pytest.approx(1.0))
+    with pytest.raises(SsftError, match="no per-query values"):
+        bootstrap_ratio_interval(ClassSplit("m", 0.1, 0.2, 1, 1))
+
+
 def png_size(path):
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -173,6 +211,9 @@ def test_ratio_plot_writes_png(tmp_path):
     assert width > height > 100
     with pytest.raises(SsftError, match="no ratios"):
         plot_ambiguity_ratios({"cross-encoder": {}}, tmp_path / "x.png")
+    with_bars = plot_ambiguity_ratios({"bi-encoder": {"BM25": 1.1, "LoRA": 0.9}}, tmp_path / "bars.png",
+                                      intervals={"bi-encoder": {"BM25": (0.8, 1.4), "LoRA": (0.6, 1.2)}}, references=["BM25"])
+    assert png_size(with_bars)[0] > 100
 
 
 def test_validation_curve_of_sequential_hybrid_and_plot(tmp_path):

@@ -13,6 +13,8 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 FIGURES = {
     "ambiguity_analysis": ["fig3_ambiguity_ratio.senses.png", "fig3_ambiguity_ratio.confidence.png"],
     "hybrid_curves": ["fig4_hybrid_curves.png"],
+    "collapse_daft": ["collapse_daft_pca.png", "collapse_daft_monitor.png"],
+    "latency_tradeoff": ["fig6_latency_tradeoff.png"],
 }
 
 

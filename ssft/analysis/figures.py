@@ -4,6 +4,10 @@
   per encoder kind (cross- vs bi-encoders); input from ``ssft.analysis.split.ratio_table``.
 - ``plot_validation_curves``: 001 Fig. 4, the validation metric per epoch of prefix tuning, LoRA, the concurrent
   hybrid and the sequential hybrid; input from ``validation_curve`` of each run folder.
+- ``plot_collapse_history``: what the collapse monitor and DAFT recorded during training (000 §3.2, §4): total
+  variance and effective rank of each tower, the loss against the collapse value log(1 + |D⁻|), DAFT's KL history;
+  input from ``collapse_record`` of a run folder (``collapse.json``, ``daft.json``) or the callbacks' own lists.
+- ``plot_latency_tradeoff``: 000 Fig. 6, retrieval quality against query encoding latency, one panel per batch size.
 """
 from __future__ import annotations
 
@@ -34,9 +38,13 @@ def _save(fig, path: str | Path) -> Path:
 
 
 def plot_ambiguity_ratios(ratios: Mapping[str, Mapping[str, float]], path: str | Path, metric: str = "P@20",
-                          title: str | None = None) -> Path:
+                          title: str | None = None,
+                          intervals: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
+                          references: Sequence[str] = ()) -> Path:
     """001 Fig. 3: one bar per method of ``ratios`` = {encoder kind: {method: ambiguous / non-ambiguous ratio}}
-    (a ``ClassSplit`` is accepted for a ratio), one panel per encoder kind, a dashed line at 1. Writes a PNG."""
+    (a ``ClassSplit`` is accepted for a ratio), one panel per encoder kind, a dashed line at 1; ``intervals``
+    ({panel: {method: (low, high)}}, e.g. ``ssft.analysis.split.bootstrap_ratio_interval``) draws error bars;
+    methods named in ``references`` (e.g. the first stage) are drawn grey. Writes a PNG."""
     from matplotlib.figure import Figure
 
     panels = [(enc, {m: (getattr(v, "ratio", v)) for m, v in methods.items()}) for enc, methods in ratios.items() if methods]
@@ -47,17 +55,28 @@ def plot_ambiguity_ratios(ratios: Mapping[str, Mapping[str, float]], path: str |
     for ax, (encoder, values) in zip(axes, panels):
         names = list(values)
         heights = [float(values[n]) for n in names]
-        bars = ax.bar(range(len(names)), [0 if math.isnan(h) else h for h in heights], color="tab:blue")
-        for bar, h in zip(bars, heights):
-            ax.annotate("n/a" if math.isnan(h) else f"{h:.2f}", (bar.get_x() + bar.get_width() / 2, 0 if math.isnan(h) else h),
+        colours = ["tab:grey" if n in references else "tab:blue" for n in names]
+        bars = ax.bar(range(len(names)), [0 if math.isnan(h) else h for h in heights], color=colours)
+        tops = list(heights)
+        spans = (intervals or {}).get(encoder, {})
+        if spans:
+            lows = [spans.get(n, (h, h))[0] for n, h in zip(names, heights)]
+            highs = [spans.get(n, (h, h))[1] for n, h in zip(names, heights)]
+            err = [[max(h - lo, 0) if not math.isnan(h) and not math.isnan(lo) else 0 for h, lo in zip(heights, lows)],
+                   [max(hi - h, 0) if not math.isnan(h) and not math.isnan(hi) else 0 for h, hi in zip(heights, highs)]]
+            ax.errorbar(range(len(names)), [0 if math.isnan(h) else h for h in heights], yerr=err, fmt="none",
+                        ecolor="black", elinewidth=1, capsize=3)
+            tops = [h if math.isnan(h) or math.isnan(hi) else max(h, hi) for h, hi in zip(heights, highs)]
+        for bar, h, top in zip(bars, heights, tops):
+            ax.annotate("n/a" if math.isnan(h) else f"{h:.2f}", (bar.get_x() + bar.get_width() / 2, 0 if math.isnan(h) else top),
                         ha="center", va="bottom", fontsize=8)
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
         ax.set_title(encoder)
-        ax.set_ylabel(f"{metric} ambiguous / non-ambiguous")
+    axes[0].set_ylabel(f"{metric} ambiguous / non-ambiguous")
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, y=1.02)
     return _save(fig, path)
 
 
@@ -127,4 +146,128 @@ def plot_validation_curves(curves: Sequence[ValidationCurve], path: str | Path, 
     return _save(fig, path)
 
 
-__all__ = ["ValidationCurve", "plot_ambiguity_ratios", "plot_validation_curves", "validation_curve"]
+def collapse_record(run_dir: str | Path) -> dict:
+    """{"history", "losses", "warnings"} of ``collapse.json`` and {"kl_history", "stage_changes", "delta"} of
+    ``daft.json`` of a run folder (either may be absent, not both): the input of ``plot_collapse_history``."""
+    run = Path(run_dir)
+    record: dict = {}
+    for name in ("collapse.json", "daft.json"):
+        path = run / name
+        if path.is_file():
+            try:
+                record.update(json.loads(path.read_text(encoding="utf-8")))
+            except json.JSONDecodeError as err:
+                raise SsftError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    if not record:
+        raise SsftError(f"{run}: neither collapse.json nor daft.json (train with the collapse_monitor / daft callbacks)")
+    return record
+
+
+def plot_collapse_history(runs: Mapping[str, Mapping], path: str | Path, delta: float | None = None,
+                          title: str | None = None) -> Path:
+    """Training histories of dense models side by side, ``runs`` = {label: record} where a record holds any of
+    ``history`` (CollapseMonitorCallback.history), ``losses`` (its losses with collapse values), ``kl_history`` and
+    ``stage_changes`` (DaftCallback's). Panels: total variance (log scale) and effective rank per tower (query
+    solid, document dashed), training loss with its collapse value log(1 + |D⁻|) dotted, and the KL estimate with
+    ``delta``; a vertical line where a DAFT run changes stage. Writes a PNG."""
+    from matplotlib.figure import Figure
+
+    if not runs or not any(r.get("history") or r.get("losses") or r.get("kl_history") for r in runs.values()):
+        raise SsftError("collapse history plot: no recorded history")
+    with_kl = any(r.get("kl_history") for r in runs.values())
+    n_panels = 4 if with_kl else 3
+    fig = Figure(figsize=(4.2 * n_panels, 3.6))
+    axes = fig.subplots(1, n_panels)
+    colours = [f"C{i}" for i in range(10)]
+    for (label, record), colour in zip(runs.items(), colours):
+        history = record.get("history") or []
+        if history:
+            steps = [h["step"] for h in history]
+            for side, style in (("query", "-"), ("document", "--")):
+                axes[0].plot(steps, [max(h[side]["total_variance"], 1e-12) for h in history], style, color=colour,
+                             marker="o", markersize=2, label=f"{label}: {side}")
+                axes[1].plot(steps, [h[side]["effective_rank"] for h in history], style, color=colour, marker="o",
+                             markersize=2, label=f"{label}: {side}")
+        losses = record.get("losses") or []
+        if losses:
+            steps = [x["step"] for x in losses]
+            axes[2].plot(steps, [x["loss"] for x in losses], "-", color=colour, marker="o", markersize=2, label=f"{label}: loss")
+            axes[2].plot(steps, [x["collapse_value"] for x in losses], ":", color=colour, label=f"{label}: log(1+|D⁻|)")
+        if with_kl and record.get("kl_history"):
+            kl = record["kl_history"]
+            axes[3].plot([h["step"] for h in kl], [h["kl"] for h in kl], "-", color=colour, marker="o", markersize=3, label=label)
+        for change in record.get("stage_changes") or []:
+            if change.get("stage") == "fine-tuning":
+                for ax in axes:
+                    ax.axvline(change["step"], color=colour, linestyle="-.", linewidth=0.8)
+    axes[0].set_yscale("log")
+    axes[0].set_title("total variance of the sample")
+    axes[1].set_title("effective rank")
+    axes[2].set_title("training loss vs collapse value")
+    if with_kl:
+        if delta is not None:
+            axes[3].axhline(delta, color="grey", linestyle="--", linewidth=1, label=f"δ = {delta:g}")
+        axes[3].set_title("DAFT: 1-NN KL(doc ‖ query)")
+    for ax in axes:
+        ax.set_xlabel("step")
+        if ax.has_data():
+            ax.legend(fontsize=6)
+    if title:
+        fig.suptitle(title, y=1.02)
+    return _save(fig, path)
+
+
+@dataclass
+class LatencyPoint:
+    """One model of the trade-off: its quality and its query encoder's ms per query at each batch size; ``extra``
+    points (e.g. distilled students) get their own marker."""
+
+    label: str
+    quality: float
+    ms_per_query: Mapping[int, float]
+    extra: bool = False
+
+
+def plot_latency_tradeoff(points: Sequence[LatencyPoint], path: str | Path, metric: str = "nDCG@10",
+                          reference: tuple[str, Mapping[int, float]] | None = None, threads: int | None = None,
+                          title: str | None = None) -> Path:
+    """000 Fig. 6: ``metric`` against query encoding latency (ms per query, log scale), one panel per batch size
+    the points share, each point labelled; ``reference`` = (label, {batch size: ms}) draws a vertical line (a
+    latency without a quality of its own, e.g. the document tower used as query encoder). Writes a PNG."""
+    from matplotlib.figure import Figure
+
+    if not points:
+        raise SsftError("latency trade-off plot: no points")
+    batch_sizes = sorted(set.intersection(*(set(p.ms_per_query) for p in points)))
+    if not batch_sizes:
+        raise SsftError("latency trade-off plot: the points share no batch size")
+    fig = Figure(figsize=(5.0 * len(batch_sizes), 4.0))
+    axes = fig.subplots(1, len(batch_sizes), squeeze=False)[0]
+    for ax, batch in zip(axes, batch_sizes):
+        for extra, marker, colour, name in ((False, "o", "tab:blue", "trained runs"), (True, "s", "tab:red", "extra runs")):
+            chosen = [p for p in points if p.extra == extra]
+            if not chosen:
+                continue
+            ax.scatter([p.ms_per_query[batch] for p in chosen], [p.quality for p in chosen], marker=marker, color=colour, label=name, zorder=3)
+            for p in chosen:
+                ax.annotate(p.label, (p.ms_per_query[batch], p.quality), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        if reference is not None and batch in reference[1]:
+            ax.axvline(reference[1][batch], color="grey", linestyle="--", linewidth=1, label=f"{reference[0]} ({reference[1][batch]:.1f} ms)")
+        from matplotlib.ticker import ScalarFormatter
+
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(ScalarFormatter())
+        ax.tick_params(axis="x", which="minor", labelsize=7)
+        ax.margins(x=0.25, y=0.12)  # room for the labels
+        ax.set_xlabel("query encoding ms per query (log)" + (f", {threads} thread(s)" if threads else ""))
+        ax.set_title(f"batch {batch}")
+        ax.legend(fontsize=7, loc="best")
+    axes[0].set_ylabel(metric)
+    if title:
+        fig.suptitle(title, y=1.02)
+    return _save(fig, path)
+
+
+__all__ = ["LatencyPoint", "ValidationCurve", "collapse_record", "plot_ambiguity_ratios", "plot_collapse_history",
+           "plot_latency_tradeoff", "plot_validation_curves", "validation_curve"]

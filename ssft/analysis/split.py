@@ -5,19 +5,27 @@ per judged query and metric; queries the run found nothing for score 0). ``split
 run's ambiguous and its non-ambiguous queries (labels from ``ssft.analysis.ambiguity``; queries labelled
 ``excluded`` or without a label are left out) and divides: a ratio below 1 means the method serves ambiguous
 queries worse than the others. ``ratio_table`` averages each class over the runs (seeds) of one method before
-dividing, and groups methods by encoder kind (cross- vs bi-encoders), the two panels of Fig. 3.
+dividing, and groups methods by encoder kind (cross- vs bi-encoders), the two panels of Fig. 3 — or by architecture
+(monoBERT, TwinBERT, ColBERT apart). ``split_run(..., first_stage="bm25")`` splits the first-stage ranking a run
+reranked (``per_query.bm25.<split>.tsv``), the reference every method starts from. ``bootstrap_ratio_interval``
+puts a percentile interval on a ratio by resampling the queries of each class (the classes are small: NFCorpus
+test_short has 41 ambiguous and 62 non-ambiguous one-word queries under 001's rule).
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ssft.analysis.ambiguity import AMBIGUOUS, NON_AMBIGUOUS
 from ssft.errors import SsftError
 
 BI_ENCODERS = ("twin", "colbert", "bi", "dense")
+# panel titles when grouping by architecture (001 Fig. 3 names the models)
+ARCHITECTURE_TITLES = {"cross": "cross-encoder (monoBERT)", "twin": "bi-encoder (TwinBERT)",
+                       "colbert": "bi-encoder (ColBERT)", "dense": "bi-encoder (dense)", "bi": "bi-encoder"}
+GROUPINGS = ("encoder", "architecture")
 
 
 def read_per_query(path: str | Path) -> dict[str, dict[str, float]]:
@@ -52,6 +60,8 @@ class ClassSplit:
     non_ambiguous: float
     n_ambiguous: int
     n_non_ambiguous: int
+    # {class: {query id: value}} behind the means (for intervals); pooled runs hold each query's mean over the runs
+    values: dict[str, dict[str, float]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ratio(self) -> float:
@@ -62,19 +72,19 @@ class ClassSplit:
 def class_split(per_query: Mapping[str, Mapping[str, float]], labels: Mapping[str, str], metric: str = "P@20",
                 where: str = "per-query metrics") -> ClassSplit:
     """Mean of ``metric`` over the labelled queries of each class that ``per_query`` holds."""
-    values: dict[str, list[float]] = {AMBIGUOUS: [], NON_AMBIGUOUS: []}
+    values: dict[str, dict[str, float]] = {AMBIGUOUS: {}, NON_AMBIGUOUS: {}}
     for qid, label in labels.items():
         if label in values and qid in per_query:
             if metric not in per_query[qid]:
                 have = ", ".join(sorted(per_query[qid]))
                 raise SsftError(f"{where}: no {metric} for query {qid} (has {have})")
-            values[label].append(float(per_query[qid][metric]))
+            values[label][qid] = float(per_query[qid][metric])
     for label, vals in values.items():
         if not vals:
             raise SsftError(f"{where}: no {label} query among its {len(per_query)} queries (labels cover "
                             f"{sum(1 for q in labels if q in per_query)} of them)")
     amb, non = values[AMBIGUOUS], values[NON_AMBIGUOUS]
-    return ClassSplit(metric, sum(amb) / len(amb), sum(non) / len(non), len(amb), len(non))
+    return ClassSplit(metric, sum(amb.values()) / len(amb), sum(non.values()) / len(non), len(amb), len(non), values)
 
 
 @dataclass
@@ -88,9 +98,20 @@ class RunSplit:
     def encoder(self) -> str:
         return "bi-encoder" if self.architecture in BI_ENCODERS else "cross-encoder"
 
+    def panel(self, by: str = "encoder") -> str:
+        """The figure panel this run belongs to: its encoder kind, or its architecture's title."""
+        if by == "encoder":
+            return self.encoder
+        if by == "architecture":
+            return ARCHITECTURE_TITLES.get(self.architecture, self.architecture)
+        raise SsftError(f"group runs by one of {', '.join(GROUPINGS)}, not '{by}'")
 
-def split_run(run_dir: str | Path, labels: Mapping[str, str], metric: str = "P@20", split: str | None = None) -> RunSplit:
-    """``class_split`` of a finished run folder's per-query file (``split`` defaults to the recipe's test split)."""
+
+def split_run(run_dir: str | Path, labels: Mapping[str, str], metric: str = "P@20", split: str | None = None,
+              first_stage: str | None = None) -> RunSplit:
+    """``class_split`` of a finished run folder's per-query file (``split`` defaults to the recipe's test split).
+    ``first_stage`` (e.g. "bm25"): split the first-stage ranking the run reranked instead
+    (``per_query.<first_stage>.<split>.tsv``); the row's method is then ``first_stage``."""
     import yaml
 
     from ssft.eval.tables import run_method_name
@@ -101,10 +122,11 @@ def split_run(run_dir: str | Path, labels: Mapping[str, str], metric: str = "P@2
         raise SsftError(f"{run}: not a run folder (recipe.yaml missing)")
     recipe = yaml.safe_load(recipe_path.read_text(encoding="utf-8")) or {}
     split = split or (recipe.get("data") or {}).get("test_split", "test")
-    per_query = read_per_query(run / f"per_query.{split}.tsv")
+    name = f"per_query.{first_stage}.{split}.tsv" if first_stage else f"per_query.{split}.tsv"
+    per_query = read_per_query(run / name)
     architecture = (recipe.get("model") or {}).get("architecture", "cross")
-    return RunSplit(run, architecture, run_method_name(recipe.get("adapter") or {}),
-                    class_split(per_query, labels, metric, str(run / f"per_query.{split}.tsv")))
+    method = first_stage or run_method_name(recipe.get("adapter") or {})
+    return RunSplit(run, architecture, method, class_split(per_query, labels, metric, str(run / name)))
 
 
 def split_runs(run_dirs: Iterable[str | Path], labels: Mapping[str, str], metric: str = "P@20",
@@ -112,36 +134,88 @@ def split_runs(run_dirs: Iterable[str | Path], labels: Mapping[str, str], metric
     return [split_run(r, labels, metric, split) for r in run_dirs]
 
 
-def ratio_table(rows: Iterable[RunSplit], labels: Mapping[str, str] | None = None) -> dict[str, dict[str, ClassSplit]]:
-    """{encoder kind: {method: ClassSplit}}, each class mean averaged over the runs (seeds) of that method;
-    ``labels`` renames methods (e.g. {"full": "Full FT"})."""
+def _pool(values: list[dict[str, float]]) -> dict[str, float]:
+    """Each query's mean over the runs that hold it."""
+    sums: dict[str, list[float]] = {}
+    for run_values in values:
+        for qid, v in run_values.items():
+            sums.setdefault(qid, []).append(v)
+    return {qid: sum(vs) / len(vs) for qid, vs in sums.items()}
+
+
+def ratio_table(rows: Iterable[RunSplit], labels: Mapping[str, str] | None = None,
+                by: str = "encoder") -> dict[str, dict[str, ClassSplit]]:
+    """{panel: {method: ClassSplit}}, each class mean averaged over the runs (seeds) of that method; panels are
+    encoder kinds (``by="encoder"``, Fig. 3's cross vs bi) or architectures (``by="architecture"``: TwinBERT and
+    ColBERT apart rather than pooled as if they were seeds); ``labels`` renames methods (e.g. {"full": "Full FT"})."""
     grouped: dict[tuple[str, str], list[RunSplit]] = {}
     for row in rows:
         name = (labels or {}).get(row.method, row.method)
-        grouped.setdefault((row.encoder, name), []).append(row)
+        grouped.setdefault((row.panel(by), name), []).append(row)
     table: dict[str, dict[str, ClassSplit]] = {}
-    for (encoder, method), runs in grouped.items():
+    for (panel, method), runs in grouped.items():
         metrics = {r.split.metric for r in runs}
         if len(metrics) != 1:
             raise SsftError(f"{method}: runs split on different metrics ({', '.join(sorted(metrics))})")
         n = len(runs)
-        table.setdefault(encoder, {})[method] = ClassSplit(
+        pooled = {c: _pool([r.split.values.get(c, {}) for r in runs]) for c in (AMBIGUOUS, NON_AMBIGUOUS)}
+        table.setdefault(panel, {})[method] = ClassSplit(
             metrics.pop(), sum(r.split.ambiguous for r in runs) / n, sum(r.split.non_ambiguous for r in runs) / n,
-            runs[0].split.n_ambiguous, runs[0].split.n_non_ambiguous)
+            runs[0].split.n_ambiguous, runs[0].split.n_non_ambiguous, pooled)
     return table
 
 
-def format_ratio_table(table: Mapping[str, Mapping[str, ClassSplit]]) -> str:
-    """Markdown: encoder | method | metric on ambiguous (n) | on non-ambiguous (n) | ratio."""
-    lines = ["| encoder | method | ambiguous | non-ambiguous | ratio |", "|---|---|---:|---:|---:|"]
+def bootstrap_ratio_interval(split: ClassSplit, resamples: int = 2000, level: float = 0.95,
+                             seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``split.ratio``: the queries of each class resampled with replacement
+    (independently per class), the ratio of the resampled means taken each time; resamples with a zero
+    non-ambiguous mean are dropped. Needs the per-query values (``ClassSplit.values``)."""
+    import numpy as np
+
+    amb = np.array(list(split.values.get(AMBIGUOUS, {}).values()), dtype=np.float64)
+    non = np.array(list(split.values.get(NON_AMBIGUOUS, {}).values()), dtype=np.float64)
+    if not len(amb) or not len(non):
+        raise SsftError("bootstrap interval: the split holds no per-query values (made without class_split?)")
+    if not 0 < level < 1 or resamples < 1:
+        raise SsftError(f"bootstrap interval: level must lie in (0, 1) and resamples >= 1 (got {level}, {resamples})")
+    rng = np.random.default_rng(seed)
+    a = amb[rng.integers(0, len(amb), (resamples, len(amb)))].mean(1)
+    b = non[rng.integers(0, len(non), (resamples, len(non)))].mean(1)
+    keep = b > 0
+    if not keep.any():
+        return math.nan, math.nan
+    ratios = a[keep] / b[keep]
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def format_ratio_table(table: Mapping[str, Mapping[str, ClassSplit]],
+                       intervals: Mapping[str, Mapping[str, tuple[float, float]]] | None = None,
+                       runs: Mapping[str, Mapping[str, int]] | None = None) -> str:
+    """Markdown: encoder | method | metric on ambiguous (n) | on non-ambiguous (n) | ratio [| 95% interval]
+    [| runs]; ``intervals`` and ``runs`` (counts of runs pooled) are {panel: {method: ...}}."""
+    head = "| encoder | method | ambiguous | non-ambiguous | ratio |"
+    rule = "|---|---|---:|---:|---:|"
+    if intervals is not None:
+        head, rule = head + " 95% interval |", rule + "---|"
+    if runs is not None:
+        head, rule = head + " runs |", rule + "---:|"
+    lines = [head, rule]
     for encoder, methods in table.items():
         for method, s in methods.items():
-            lines.append(f"| {encoder} | {method} | {s.ambiguous:.4f} ({s.n_ambiguous}) | {s.non_ambiguous:.4f} "
-                         f"({s.n_non_ambiguous}) | {s.ratio:.3f} |")
+            line = (f"| {encoder} | {method} | {s.ambiguous:.4f} ({s.n_ambiguous}) | {s.non_ambiguous:.4f} "
+                    f"({s.n_non_ambiguous}) | {s.ratio:.3f} |")
+            if intervals is not None:
+                low, high = intervals.get(encoder, {}).get(method, (math.nan, math.nan))
+                line += f" {low:.2f}–{high:.2f} |"
+            if runs is not None:
+                line += f" {runs.get(encoder, {}).get(method, 0)} |"
+            lines.append(line)
     metric = next((s.metric for m in table.values() for s in m.values()), "")
     lines += ["", f"{metric} averaged over each class's queries (count in brackets); ratio = ambiguous / non-ambiguous."]
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["ClassSplit", "RunSplit", "class_split", "format_ratio_table", "ratio_table", "read_per_query", "split_run",
-           "split_runs"]
+__all__ = ["ARCHITECTURE_TITLES", "ClassSplit", "RunSplit", "bootstrap_ratio_interval", "class_split", "format_ratio_table",
+           "ratio_table", "read_per_query", "split_run", "split_runs"]
