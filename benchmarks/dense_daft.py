@@ -10,7 +10,8 @@
     after every epoch, then stage 2 trains both); b2 without DAFT (both towers from the first step, as many
     steps as DAFT's stage 2). Loss curves and the collapse monitor's values are recorded for b1 and b2.
     Stage-2 / no-DAFT models need the corpus re-encoded by the trained MPNet tower (slow on CPU):
-    ``--eval-trained-documents`` turns that on; otherwise those rows report the collapse monitor only.
+    ``--eval-trained-documents`` turns that on; otherwise those rows report the collapse monitor only, and
+    part b1eval scores b1's saved model later.
 lat: ms per query of the query tower vs the document tower on the same 256 test queries, batch 1 and 32,
     1 CPU thread, median of 5 repeats.
 pca: PCA of 200 test queries / 200 documents: before, after alignment, after fine-tuning (and without DAFT).
@@ -218,6 +219,14 @@ def run_parts(ns, parts: set[str]) -> None:
             result.update(evaluate(model, dataset, test))
         save(ns.out, "b1", result)
         torch.save({k: v for k, v in model.state_dict().items()}, ns.out / "b1_state.pt")
+
+    b1 = saved(ns.out, "b1")
+    if "b1eval" in parts and b1 is not None and "nDCG@10" not in b1 and (ns.out / "b1_state.pt").is_file():
+        # b1 trained without --eval-trained-documents: score its saved stage-2 model now (re-encodes the corpus)
+        model = build(True, ns.doc_length_b)
+        model.load_state_dict(torch.load(ns.out / "b1_state.pt"))
+        model.requires_grad_(False)
+        save(ns.out, "b1", {**b1, **evaluate(model, dataset, test)})
 
     if "b3" in parts and saved(ns.out, "b3") is None and ns.doc_cache.is_file():
         # DAFT's stage 1 alone at a higher learning rate: does the alignment (KL, retrieval) move faster?

@@ -414,3 +414,23 @@ def test_a_lora_student_distills_and_reloads_on_its_layer_subset(teacher_dir, ti
     loaded = load_ranker(out / "model")
     assert loaded.backbone.is_peft and loaded.backbone.config.num_hidden_layers == 2
     assert (out / "model" / "adapter").is_dir() and loaded.document_teacher is not None
+
+
+def test_distillation_and_tct_do_not_combine(teacher_dir, tiny_dataset, tmp_path):
+    recipe = _recipe(teacher_dir, tiny_dataset, tmp_path / "x", {"inherit_documents": True}).to_dict()
+    recipe["loss"] = {"name": "tct", "teacher": str(teacher_dir)}
+    with pytest.raises(SsftError, match="loss 'tct' has its own in-loop teacher"):
+        recipe_from_dict(recipe, "distill.yaml")
+
+
+def test_distillation_refuses_several_processes_before_writing(teacher_dir, tiny_dataset, tmp_path, monkeypatch):
+    # teacher targets are computed per process and not gathered: a DDP run would distil from a partial batch
+    from transformers import TrainingArguments
+
+    from ssft.train import run_recipe
+
+    monkeypatch.setattr(TrainingArguments, "world_size", property(lambda self: 2))
+    out = tmp_path / "run"
+    with pytest.raises(SsftError, match="distillation trains in one process"):
+        run_recipe(_recipe(teacher_dir, tiny_dataset, out, {"inherit_documents": True}))
+    assert not out.exists()
