@@ -17,12 +17,11 @@ logger = logging.getLogger("ssft")
 
 def _model_dir(path: Path) -> Path:
     """A run folder (with model/) or a model folder itself."""
-    from ssft.models.base import SPEC_FILE
+    from ssft.models.base import SPEC_FILE, saved_model_folder
 
-    if (path / SPEC_FILE).is_file():
-        return path
-    if (path / "model" / SPEC_FILE).is_file():
-        return path / "model"
+    folder = saved_model_folder(path)
+    if folder is not None:
+        return folder
     if not path.exists():
         raise SsftError(f"run folder not found: {path}")
     raise SsftError(f"{path}: no trained model (expected {path}/model/{SPEC_FILE}; did the run finish?)")

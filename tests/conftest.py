@@ -3,7 +3,8 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
+
+from tests.helpers import save_tiny_bert
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -26,18 +27,7 @@ def wordnet_dir(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A tiny random BERT (2 layers, hidden 32) saved with the real MiniLM tokenizer (offline, pip-shipped)."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from ssft.models.hub import resolve_model
-
-    path = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128)
-    BertModel(config, add_pooling_layer=False).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), hidden_size=32, layers=2, seed=0)
 
 
 @pytest.fixture

@@ -8,6 +8,22 @@ import torch
 from ssft.models import load_ranker
 
 
+def save_tiny_bert(path: Path, hidden_size: int = 32, layers: int = 2, seed: int = 0) -> Path:
+    """A tiny random BERT (4 heads, intermediate 64) saved under ``path`` with the real MiniLM tokenizer
+    (offline, shipped by pip), so tests tokenise real text without any download."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from ssft.models.hub import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden_size, num_hidden_layers=layers,
+                        num_attention_heads=4, intermediate_size=64, max_position_embeddings=128)
+    BertModel(config, add_pooling_layer=False).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
 def assert_save_load_round_trip(ranker, folder: Path, queries: list[str], documents: list[str]):
     """Move every trainable weight off its initial value (so a weight lost in saving would show), save, load,
     and check the loaded ranker scores the pairs identically and trains nothing. Returns the loaded ranker."""

@@ -16,7 +16,7 @@ from ssft.errors import SsftError
 from ssft.models.bi import Encoded
 from ssft.recipe import ModelConfig, recipe_from_dict
 from ssft.registry import MODELS
-from tests.helpers import assert_save_load_round_trip
+from tests.helpers import assert_save_load_round_trip, save_tiny_bert
 
 QUERIES = ["vitamin d bones", "statins cholesterol", "fish oil"]
 DOCUMENTS = ["vitamin d and bone health in adults", "statin drugs lower cholesterol", "omega three fatty acids in fish oil"]
@@ -25,18 +25,7 @@ DOCUMENTS = ["vitamin d and bone health in adults", "statin drugs lower choleste
 @pytest.fixture(scope="module")
 def wide_model_dir(tmp_path_factory) -> Path:
     """A second tiny random BERT with another hidden size (48) and 3 layers: a 'different model' tower."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from ssft.models.hub import resolve_model
-
-    path = tmp_path_factory.mktemp("wide-bert")
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
-    torch.manual_seed(1)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=48, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128)
-    BertModel(config, add_pooling_layer=False).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_bert(tmp_path_factory.mktemp("wide-bert"), hidden_size=48, layers=3, seed=1)
 
 
 def build_dense(query_dir, document_dir=None, method="full", options=None, **model):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,6 +12,7 @@ import torch
 from ssft.errors import SsftError
 from ssft.recipe import DistillationConfig, ModelConfig, recipe_from_dict
 from ssft.registry import MODELS
+from tests.helpers import save_tiny_bert
 
 QUERIES = ["vitamin d bones", "statins cholesterol", "fish oil"]
 DOCUMENTS = ["vitamin d and bone health in adults", "statin drugs lower cholesterol", "omega three fatty acids in fish oil"]
@@ -21,18 +21,7 @@ DOCUMENTS = ["vitamin d and bone health in adults", "statin drugs lower choleste
 @pytest.fixture(scope="module")
 def teacher_dir(tmp_path_factory) -> Path:
     """A tiny random 4-layer BERT (hidden 32) with the MiniLM tokenizer: the teacher students are cut from."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from ssft.models.hub import resolve_model
-
-    path = tmp_path_factory.mktemp("teacher-bert")
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
-    torch.manual_seed(3)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128)
-    BertModel(config, add_pooling_layer=False).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_bert(tmp_path_factory.mktemp("teacher-bert"), hidden_size=32, layers=4, seed=3)
 
 
 def build_student(name, method="full", options=None, **model):
@@ -429,6 +418,7 @@ def test_distillation_refuses_several_processes_before_writing(teacher_dir, tiny
 
     from ssft.train import run_recipe
 
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))  # run_recipe sets it: keep it out of later tests
     monkeypatch.setattr(TrainingArguments, "world_size", property(lambda self: 2))
     out = tmp_path / "run"
     with pytest.raises(SsftError, match="distillation trains in one process"):

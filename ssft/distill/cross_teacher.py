@@ -16,7 +16,6 @@ not trained with dual pooling gives proxies without the meaning the paper relies
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -100,10 +99,10 @@ class DualPooledCrossEncoderTeacher:
 
 def load_cross_teacher(name: str, pooling: str, max_length: int) -> DualPooledCrossEncoderTeacher:
     """A transformers encoder by hub id / folder, or the backbone of a saved ssft cross-encoder folder."""
-    from ssft.distill.teacher import _saved_model_folder
+    from ssft.models.base import saved_model_folder
     from ssft.models.base import load_ranker, load_transformer
 
-    folder = _saved_model_folder(name)
+    folder = saved_model_folder(name)
     reference = {"name": str(folder.resolve()) if folder else name, "pooling": pooling, "kind": "cross_dual_pooled"}
     if folder is not None:
         ranker = load_ranker(folder)

@@ -117,11 +117,7 @@ class DistillationObjective:
         if cfg.score_weight:
             teacher_rows = in_batch_rows(t_q, t_d, q_index, d_index, group, self.teacher.score_scale)
             parts["score"] = cfg.score_weight * self.score_loss(student_rows, teacher_rows)
-        if cfg.query_embedding_weight:
-            parts["query_embedding"] = cfg.query_embedding_weight * self.embedding_loss(s_q, t_q)
-        if cfg.document_embedding_weight:
-            parts["document_embedding"] = cfg.document_embedding_weight * self.embedding_loss(s_d, t_d)
-        return self._finish(parts)
+        return self._finish(self._embedding_matching(parts, s_q, t_q, s_d, t_d))
 
     def _cross_teacher(self, model, inputs, pair_q, pair_d, group: int, parts: dict) -> torch.Tensor:
         """CE → DE (004 §4.2): the student's and the teacher's scores of each item's own documents (Eq. 11-13 over
@@ -132,11 +128,16 @@ class DistillationObjective:
             student = model.score_scale * (pair_q * pair_d).sum(-1).view(-1, group)
             teacher = self.teacher.score_scale * (t_q * t_d).sum(-1).view(-1, group)
             parts["score"] = cfg.score_weight * self.score_loss(student, teacher)
+        return self._finish(self._embedding_matching(parts, pair_q, t_q, pair_d, t_d))
+
+    def _embedding_matching(self, parts: dict, s_q, t_q, s_d, t_d) -> dict:
+        """Eq. 7 (query) and Eq. 8 (document) embedding matching, each where its weight is non-zero."""
+        cfg = self.config
         if cfg.query_embedding_weight:
-            parts["query_embedding"] = cfg.query_embedding_weight * self.embedding_loss(pair_q, t_q)
+            parts["query_embedding"] = cfg.query_embedding_weight * self.embedding_loss(s_q, t_q)
         if cfg.document_embedding_weight:
-            parts["document_embedding"] = cfg.document_embedding_weight * self.embedding_loss(pair_d, t_d)
-        return self._finish(parts)
+            parts["document_embedding"] = cfg.document_embedding_weight * self.embedding_loss(s_d, t_d)
+        return parts
 
 
 __all__ = ["DistillationCollator", "DistillationObjective", "QueryTexts"]

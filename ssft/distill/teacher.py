@@ -11,28 +11,18 @@ asymmetric student keeps in its spec (``document_encoder``) to rebuild the teach
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from ssft.errors import SsftError
-from ssft.models.base import SPEC_FILE
+from ssft.models.base import saved_model_folder
 from ssft.models.dense import DenseDualEncoder, row_keys
-
-
-def _saved_model_folder(name: str) -> Path | None:
-    """The saved ssft model folder ``name`` points to (a run folder or its model/), or None for a model name."""
-    path = Path(name)
-    for folder in (path, path / "model"):
-        if (folder / SPEC_FILE).is_file():
-            return folder
-    return None
 
 
 def teacher_reference(name: str, pooling: str = "mean", max_length: int = 256, query_max_length: int = 32) -> dict[str, Any]:
     """What ``load_teacher`` takes; a saved-model folder is recorded by its absolute path."""
-    folder = _saved_model_folder(name)
+    folder = saved_model_folder(name)
     return {"name": str(folder.resolve()) if folder is not None else name, "pooling": pooling,
             "max_length": int(max_length), "query_max_length": int(query_max_length)}
 
@@ -46,7 +36,7 @@ def load_teacher(reference: dict[str, Any]) -> "DenseTeacher":
     name = reference.get("name") if isinstance(reference, dict) else None
     if not isinstance(name, str) or not name:
         raise SsftError(f"distillation teacher: expected a reference with a 'name', got {reference!r}")
-    folder = _saved_model_folder(name)
+    folder = saved_model_folder(name)
     if folder is not None:
         model = load_ranker(folder)
         if not isinstance(model, DenseDualEncoder):

@@ -28,6 +28,16 @@ from ssft.models.backbone import Backbone
 from safetensors import SafetensorError
 
 SPEC_FILE = "ssft_model.json"
+
+
+def saved_model_folder(name: str | Path) -> Path | None:
+    """The saved ssft model folder ``name`` points to (the folder itself or a run folder's ``model/``), or None
+    (e.g. for a hub name)."""
+    path = Path(name)
+    for folder in (path, path / "model"):
+        if (folder / SPEC_FILE).is_file():
+            return folder
+    return None
 # what loading a damaged model folder raises (truncated safetensors, bad JSON, missing files, wrong shapes)
 LOAD_ERRORS = (OSError, ValueError, RuntimeError, KeyError, EnvironmentError, SafetensorError, json.JSONDecodeError)
 PREFIX_CONFIG = "hidden_prefix.json"

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ssft.errors import SsftError
-from ssft.models.base import SPEC_FILE, Ranker
+from ssft.models.base import SPEC_FILE, Ranker, saved_model_folder
 from ssft.models.bi import BiEncoder, unique_with_index
 
 logger = logging.getLogger(__name__)
@@ -28,19 +28,10 @@ logger = logging.getLogger(__name__)
 TEACHER_KEYS = ("teacher_q_input_ids", "teacher_q_attention_mask", "teacher_d_input_ids", "teacher_d_attention_mask")
 
 
-def saved_teacher_folder(name: str) -> Path | None:
-    """The saved ssft model folder ``name`` points to (the folder itself or a run folder's ``model/``), or None."""
-    path = Path(name)
-    for folder in (path, path / "model"):
-        if (folder / SPEC_FILE).is_file():
-            return folder
-    return None
-
-
 def check_teacher(name: str, where: str = "loss.teacher") -> None:
     """Fail early (before a run writes anything) when ``name`` is neither a saved ssft model nor a model that
     ``resolve_model`` finds."""
-    folder = saved_teacher_folder(name)
+    folder = saved_model_folder(name)
     if folder is not None:
         spec = Ranker.read_spec(folder)
         _check_architecture(spec["architecture"], f"{where}: {folder}")
@@ -81,7 +72,7 @@ class FrozenTeacher:
     def load(cls, name: str, model_cfg: Any = None) -> "FrozenTeacher":
         """The teacher ``name`` names (see the module docstring); ``model_cfg`` (the student's ``ModelConfig``)
         gives the lengths of a teacher built from a hub name."""
-        folder = saved_teacher_folder(name)
+        folder = saved_model_folder(name)
         if folder is not None:
             from ssft.models.base import load_ranker
 
@@ -141,4 +132,4 @@ def batch_items(q_index: torch.Tensor, d_index: torch.Tensor, group: int) -> tup
     return item_q, item_pos, excluded
 
 
-__all__ = ["FrozenTeacher", "TEACHER_KEYS", "batch_items", "check_teacher", "saved_teacher_folder"]
+__all__ = ["FrozenTeacher", "TEACHER_KEYS", "batch_items", "check_teacher"]
