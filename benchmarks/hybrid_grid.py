@@ -96,6 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--archs", default="cross,colbert")
     parser.add_argument("--run", action="store_true", help="run / resume the sweeps first")
+    parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
     ns = parser.parse_args()
     started = time.time()
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -103,7 +104,7 @@ def main() -> None:
         "## Reduced 001 Table 3-5 grid: hybrids, seeds and significance on NFCorpus short queries",
         "",
         "Commands: `ssft-sweep recipes/sweeps/hybrids_cross.yaml`, `ssft-sweep recipes/sweeps/hybrids_colbert.yaml`, then "
-        "`SSFT_DATA_HOME=../shared/data python benchmarks/hybrid_grid.py` (tables, figure, this section).",
+        "`SSFT_DATA_HOME=../shared/data python benchmarks/hybrid_grid.py --notes benchmarks/notes/hybrid_grid.md` (tables, figures, this section).",
         "Budget per run (`recipes/sweeps/hybrids_base.yaml`): all-MiniLM-L6-v2; 80 train queries × (1 positive + 3 random "
         "negatives), 4 epochs of 10 steps (hybrids: 2 + 2), listwise CE; best epoch on 30 dev queries (BM25 top-10); test = "
         "the 192 short test queries, BM25 top-10 reranked; seeds 1, 2, 3; 2 CPU cores.",
@@ -133,6 +134,10 @@ def main() -> None:
         lines += [f"### {TITLES[arch]} ({len(runs)} runs; seeds per row: "
                   + ", ".join(f"{k} {v}" for k, v in seeds.items()) + ")", "", markdown, "",
                   "BM25 alone on the same queries: " + ", ".join(f"{m} {bm25[m]:.4f}" for m in METRICS) + ".", ""]
+        infos = [json.loads((run / "run_info.json").read_text()) for run in runs]
+        walls = [i["wall_seconds"] for i in infos]
+        lines += [f"Cost: {len(runs)} runs, {sum(walls) / 60:.0f} min of run wall time in all (median {statistics.median(walls):.0f} s "
+                  f"a run, of which training {sum(i['train_seconds'] for i in infos) / 60:.0f} min in all).", ""]
         paired = paired_rows(runs)
         if paired:
             lines += ["| method | mean nDCG@10 | Full FT | paired p (one-tailed) | seeds |", "|---|---:|---:|---:|---:|"]
@@ -150,6 +155,10 @@ def main() -> None:
             plot_validation_curves(curves, png, title=f"{TITLES[arch].split(' (')[0]}: validation nDCG@10 per epoch (seed 1)")
             lines += [f"001 Fig. 4 analogue: `{png.relative_to(ROOT)}` ({', '.join(c.label for c in curves)}; seed 1).", ""]
     lines.append(f"Tables written in {time.time() - started:.0f} s; training times are in each run's run_info.json.")
+    if ns.notes is not None:
+        if not ns.notes.is_file():
+            raise SystemExit(f"--notes: {ns.notes}: no such file")
+        lines += ["", ns.notes.read_text().strip()]
     write_section("hybrid_grid", "\n".join(lines))
     print("\n".join(lines))
 
