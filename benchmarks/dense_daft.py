@@ -334,7 +334,8 @@ def write_report(ns) -> None:
 
     r = {name: saved(ns.out, name) for name in ("a0", "a1", "b0", "b1", "b2", "lat")}
     lines = ["## Dense retrieval on SciFact: homogeneous MiniLM, heterogeneous MiniLM(2 layers)/MPNet with and without DAFT", "",
-             f"`python benchmarks/dense_daft.py --train-queries {ns.train_queries} --batch {ns.batch}` (CPU, 2 cores shared with "
+             f"`python benchmarks/dense_daft.py --train-queries {ns.train_queries} --batch {ns.batch}`"
+             + (f" (notes: `--notes {ns.notes}`)" if ns.notes else "") + " (CPU, 2 cores shared with "
              "other jobs; full retrieval of all 5,183 abstracts with faiss exact inner product; all 300 test queries; "
              f"training on {ns.train_queries} SciFact train queries (seed 0), 1 BM25 hard negative each + in-batch negatives, "
              "Eq. 5 with τ = 1 on 20 × cosine, lr 2e-5 constant after 5 warm-up steps, seed 42). The train queries not trained on "
