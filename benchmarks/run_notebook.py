@@ -28,10 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for the figures, tables and executed notebook")
     parser.add_argument("--runs", type=Path, default=None, help="where the notebook's own runs go (default OUT/runs)")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per cell")
+    parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
     ns = parser.parse_args(argv)
     path = ROOT / "notebooks" / f"{ns.notebook}.ipynb"
     if not path.is_file():
         parser.error(f"{path}: no such notebook")
+    if ns.notes is not None and not ns.notes.is_file():
+        parser.error(f"--notes: {ns.notes}: no such file")
     env = {}
     for item in ns.env:
         name, sep, value = item.partition("=")
@@ -61,11 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     for png in pngs:
         (figures / png.name).write_bytes(png.read_bytes())
     command = " ".join(["python benchmarks/run_notebook.py", ns.notebook]
-                       + [f"--env {shlex.quote(e)}" for e in ns.env] + ["--out", str(ns.out)])
+                       + [f"--env {shlex.quote(e)}" for e in ns.env] + ["--out", str(ns.out)]
+                       + (["--notes", str(ns.notes)] if ns.notes else []))
     lines = [f"## Notebook `{path.name}` in full settings", "", f"`{command}` — executed in {seconds:.0f} s "
              f"(CPU, 2 cores shared with other jobs); figures: " + ", ".join(f"`benchmarks/figures/{p.name}`" for p in pngs), ""]
     for table in sorted(ns.out.glob("*.md")):
         lines += [f"`{table.name}`:", "", table.read_text().strip(), ""]
+    if ns.notes is not None:
+        lines += [ns.notes.read_text().strip()]
     write_section(f"notebook_{ns.notebook}", "\n".join(lines))
     print(f"executed {path.name} in {seconds:.0f} s; {len(pngs)} figure(s) copied to {figures}")
     return 0

@@ -253,12 +253,11 @@ def plot_latency_tradeoff(points: Sequence[LatencyPoint], path: str | Path, metr
                 ax.annotate(p.label, (p.ms_per_query[batch], p.quality), textcoords="offset points", xytext=(4, 4), fontsize=7)
         if reference is not None and batch in reference[1]:
             ax.axvline(reference[1][batch], color="grey", linestyle="--", linewidth=1, label=f"{reference[0]} ({reference[1][batch]:.1f} ms)")
-        from matplotlib.ticker import ScalarFormatter
+        from matplotlib.ticker import NullFormatter, ScalarFormatter
 
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())
-        ax.xaxis.set_minor_formatter(ScalarFormatter())
-        ax.tick_params(axis="x", which="minor", labelsize=7)
+        ax.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks of a log axis overlap one another
         ax.margins(x=0.25, y=0.12)  # room for the labels
         ax.set_xlabel("query encoding ms per query (log)" + (f", {threads} thread(s)" if threads else ""))
         ax.set_title(f"batch {batch}")
