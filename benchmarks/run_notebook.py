@@ -63,9 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     pngs = sorted(ns.out.glob("*.png"))
     for png in pngs:
         (figures / png.name).write_bytes(png.read_bytes())
-    command = " ".join(["python benchmarks/run_notebook.py", ns.notebook]
-                       + [f"--env {shlex.quote(e)}" for e in ns.env] + ["--out", str(ns.out)]
-                       + (["--notes", str(ns.notes)] if ns.notes else []))
+    command = " ".join(["python benchmarks/run_notebook.py"] + [shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)])
     lines = [f"## Notebook `{path.name}` in full settings", "", f"`{command}` — executed in {seconds:.0f} s "
              f"(CPU, 2 cores shared with other jobs); figures: " + ", ".join(f"`benchmarks/figures/{p.name}`" for p in pngs), ""]
     for table in sorted(ns.out.glob("*.md")):
