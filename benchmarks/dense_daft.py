@@ -9,6 +9,7 @@
     b0 before training; b1 DAFT (stage 1 aligns the query tower against the frozen document tower, KL
     after every epoch, then stage 2 trains both); b2 without DAFT (both towers from the first step, as many
     steps as DAFT's stage 2). Loss curves and the collapse monitor's values are recorded for b1 and b2.
+    b3: DAFT's stage 1 alone at --align-lr; b4 / b5: b1 / b2 at --align-lr, both scored by full retrieval.
     Stage-2 / no-DAFT models need the corpus re-encoded by the trained MPNet tower (slow on CPU):
     ``--eval-trained-documents`` turns that on; otherwise those rows report the collapse monitor only, and
     part b1eval scores b1's saved model later.
@@ -128,7 +129,7 @@ def main() -> None:
     parser.add_argument("--doc-cache", type=Path, default=Path("/tmp/dense_work/mpnet_scifact_128.pt"))
     parser.add_argument("--align-epochs", type=int, default=3)
     parser.add_argument("--delta", type=float, default=250.0)
-    parser.add_argument("--align-lr", type=float, default=2e-4, help="learning rate of part b3 (stage 1 alone)")
+    parser.add_argument("--align-lr", type=float, default=2e-4, help="learning rate of parts b3 (stage 1 alone), b4 and b5")
     parser.add_argument("--eval-trained-documents", action="store_true")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
@@ -197,7 +198,9 @@ def run_parts(ns, parts: set[str]) -> None:
         mon.measure(model, 0)
         save(ns.out, "b0", {**eval_frozen_docs(model), "collapse": collapse_summary(mon)})
 
-    if "b1" in parts and saved(ns.out, "b1") is None and ns.doc_cache.is_file():
+    def daft_run(name: str, lr: float, score: bool) -> None:
+        """Algorithm 1: stage 1 (query tower against the frozen MPNet vectors, evaluated after each epoch), then
+        one epoch of both towers; ``score``: full retrieval with the corpus re-encoded by the trained MPNet."""
         model = hetero()
         mon = monitor()
         stage1_evals = []
@@ -211,14 +214,35 @@ def run_parts(ns, parts: set[str]) -> None:
 
         daft = DaftCallback(delta=ns.delta, patience=2, finetune_epochs=1, max_alignment_checks=ns.align_epochs)
         daft.setup(dataset=dataset, validation_qrels=held_out)
-        info = train(model, train_set, ns.out / "b1", ns.align_epochs + 1, ns.batch, 2e-5, [AlignmentProbe(), daft, mon])
-        result = {**info, "kl_history": daft.history, "stage_changes": daft.stage_changes, "stage1_evals": stage1_evals,
-                  "collapse": collapse_summary(mon), "collapse_warnings": mon.warnings}
-        if ns.eval_trained_documents:
+        info = train(model, train_set, ns.out / name, ns.align_epochs + 1, ns.batch, lr, [AlignmentProbe(), daft, mon])
+        result = {**info, "lr": lr, "kl_history": daft.history, "stage_changes": daft.stage_changes,
+                  "stage1_evals": stage1_evals, "collapse": collapse_summary(mon), "collapse_warnings": mon.warnings}
+        if score:
             model.requires_grad_(False)
             result.update(evaluate(model, dataset, test))
-        save(ns.out, "b1", result)
-        torch.save({k: v for k, v in model.state_dict().items()}, ns.out / "b1_state.pt")
+        save(ns.out, name, result)
+        torch.save({k: v for k, v in model.state_dict().items()}, ns.out / f"{name}_state.pt")
+
+    def joint_run(name: str, lr: float, score: bool) -> None:
+        """Both towers from the first step, as many steps as DAFT's stage 2."""
+        model = build(True, ns.doc_length_b)
+        mon = monitor()
+        epochs = 1
+        info = train(model, train_set, ns.out / name, epochs, ns.batch, lr, [mon])
+        result = {**info, "lr": lr, "collapse": collapse_summary(mon), "collapse_warnings": mon.warnings,
+                  "note": f"both towers from step 0 for {epochs} epoch (DAFT's stage 2 length)"}
+        if score:
+            model.requires_grad_(False)
+            result.update(evaluate(model, dataset, test))
+        save(ns.out, name, result)
+        torch.save({k: v for k, v in model.state_dict().items()}, ns.out / f"{name}_state.pt")
+
+    if "b1" in parts and saved(ns.out, "b1") is None and ns.doc_cache.is_file():
+        daft_run("b1", 2e-5, ns.eval_trained_documents)
+    if "b4" in parts and saved(ns.out, "b4") is None and ns.doc_cache.is_file():
+        daft_run("b4", ns.align_lr, True)  # b1 at b3's learning rate, stage 2 scored
+    if "b5" in parts and saved(ns.out, "b5") is None:
+        joint_run("b5", ns.align_lr, True)  # b2 at b3's learning rate
 
     b1 = saved(ns.out, "b1")
     if "b1eval" in parts and b1 is not None and "nDCG@10" not in b1 and (ns.out / "b1_state.pt").is_file():
@@ -245,17 +269,7 @@ def run_parts(ns, parts: set[str]) -> None:
         save(ns.out, "b3", {**info, "lr": ns.align_lr, "kl_history": daft.history, "stage1_evals": stage1_evals})
 
     if "b2" in parts and saved(ns.out, "b2") is None:  # trains both towers from the start: no frozen vectors needed
-        model = build(True, ns.doc_length_b)
-        mon = monitor()
-        epochs = 1
-        info = train(model, train_set, ns.out / "b2", epochs, ns.batch, 2e-5, [mon])
-        result = {**info, "collapse": collapse_summary(mon), "collapse_warnings": mon.warnings,
-                  "note": f"both towers from step 0 for {epochs} epoch (DAFT's stage 2 length)"}
-        if ns.eval_trained_documents:
-            model.requires_grad_(False)
-            result.update(evaluate(model, dataset, test))
-        save(ns.out, "b2", result)
-        torch.save({k: v for k, v in model.state_dict().items()}, ns.out / "b2_state.pt")
+        joint_run("b2", 2e-5, ns.eval_trained_documents)
 
     if "lat" in parts and saved(ns.out, "lat") is None:
         from ssft.eval.latency import measure_latency
@@ -358,6 +372,16 @@ def write_report(ns) -> None:
             row(f"hetero + DAFT after alignment epoch {e['epoch']:.0f} (b1)", e, ns.doc_length_b, "query tower only")
     row("hetero + DAFT, after stage 2 (b1)", r["b1"], ns.doc_length_b, "alignment + 1 epoch both towers")
     row("hetero without DAFT (b2)", r["b2"], ns.doc_length_b, "1 epoch both towers")
+    for key in ("b4", "b5"):
+        res = saved(ns.out, key)
+        if res is None:
+            continue
+        if key == "b4":
+            for e in res["stage1_evals"]:
+                row(f"hetero + DAFT at lr {res['lr']:g} after alignment epoch {e['epoch']:.0f} (b4)", e, ns.doc_length_b, "query tower only")
+            row(f"hetero + DAFT at lr {res['lr']:g}, after stage 2 (b4)", res, ns.doc_length_b, "alignment + 1 epoch both towers")
+        else:
+            row(f"hetero without DAFT at lr {res['lr']:g} (b5)", res, ns.doc_length_b, "1 epoch both towers")
     b3 = saved(ns.out, "b3")
     if b3:
         for e in b3["stage1_evals"]:
@@ -371,7 +395,9 @@ def write_report(ns) -> None:
                      + ", ".join(f"{h['kl']:.0f}" for h in r["b1"]["kl_history"]) + ".")
         lines.append("Stage changes: " + "; ".join(f"step {c['step']}: {c['stage']} — {c['reason']}" for c in r["b1"]["stage_changes"]) + ".")
         lines.append("")
-    for key, label in (("a1", "a1 homogeneous"), ("b1", "b1 DAFT"), ("b2", "b2 no DAFT")):
+    r["b4"], r["b5"] = saved(ns.out, "b4"), saved(ns.out, "b5")
+    for key, label in (("a1", "a1 homogeneous"), ("b1", "b1 DAFT"), ("b2", "b2 no DAFT"), ("b4", f"b4 DAFT at lr {ns.align_lr:g}"),
+                       ("b5", f"b5 no DAFT at lr {ns.align_lr:g}")):
         res = r[key]
         if not res:
             continue
