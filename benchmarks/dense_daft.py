@@ -330,7 +330,9 @@ def pca(ns, dataset, test, hetero) -> None:
     panels = []
     model = hetero().requires_grad_(False)
     panels.append(("(a) before training", *encode_sample(model, queries, documents)))
-    for name, title in (("b1", "(b) DAFT: aligned + fine-tuned"), ("b2", "(c) fine-tuned without DAFT")):
+    for name, title in (("b1", "(b) DAFT (lr 2e-5): aligned + fine-tuned"), ("b2", "(c) fine-tuned without DAFT (lr 2e-5)"),
+                        ("b4", f"(d) DAFT (lr {ns.align_lr:g}): aligned + fine-tuned"),
+                        ("b5", f"(e) fine-tuned without DAFT (lr {ns.align_lr:g})")):
         state = ns.out / f"{name}_state.pt"
         if state.is_file():
             m = build(True, ns.doc_length_b)
