@@ -67,6 +67,21 @@ def unique_with_index(texts: list[str]) -> tuple[list[str], torch.Tensor]:
     return list(rows), torch.tensor(index, dtype=torch.long)
 
 
+def group_items(q_index: torch.Tensor, d_index: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For a training batch of (query, [positive, negatives...]) groups (``BiEncoder.tokenize``'s indices):
+    each item's row among the distinct queries and its positive's column among the distinct documents."""
+    return q_index.view(-1, group)[:, 0], d_index.view(-1, group)[:, 0]
+
+
+def query_positives(item_q: torch.Tensor, item_pos: torch.Tensor, documents: int) -> torch.Tensor:
+    """(items, documents) mask, True at every positive of each item's query in the batch (its own included)."""
+    same_query = item_q.unsqueeze(1) == item_q.unsqueeze(0)  # (items, items)
+    mask = torch.zeros(len(item_q), documents, dtype=torch.bool, device=item_pos.device)
+    rows, cols = same_query.nonzero(as_tuple=True)
+    mask[rows, item_pos[cols]] = True
+    return mask
+
+
 class BiEncoder(Ranker):
     """Subclasses define ``tokenize_queries``, ``tokenize_documents``, ``represent`` and ``score``."""
 
@@ -203,4 +218,5 @@ def score_pairs_once(model: BiEncoder, pairs, batch_size: int = 64) -> "np.ndarr
     return numpy.array([scored[q][d] for q, d in pairs.pairs], dtype=numpy.float32)
 
 
-__all__ = ["BiEncoder", "Encoded", "score_candidates", "score_pairs_once", "score_run", "unique_with_index"]
+__all__ = ["BiEncoder", "Encoded", "group_items", "query_positives", "score_candidates", "score_pairs_once", "score_run",
+           "unique_with_index"]

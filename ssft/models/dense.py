@@ -43,7 +43,7 @@ from ssft.distributed import world_size
 from ssft.errors import SsftError
 from ssft.models.backbone import Backbone, select_layers
 from ssft.models.base import SPEC_FILE, load_backbone, load_transformer, save_backbone
-from ssft.models.bi import BiEncoder, Encoded
+from ssft.models.bi import BiEncoder, Encoded, group_items, query_positives
 from ssft.models.twin import POOLINGS, mean_pool
 from ssft.registry import MODELS
 
@@ -279,7 +279,7 @@ class DenseDualEncoder(BiEncoder):
             positive_keys = None
             self.loss_weight = 1.0
         if self.negative_cache is not None:
-            item_q = q[q_index.view(-1, group)[:, 0]]
+            item_q = q[group_items(q_index, d_index, group)[0]]
             if positive_keys is None:
                 positive_keys = _positive_keys(d_input_ids, d_attention_mask, q_index, d_index, group)
             rows = torch.cat([rows, self.negative_cache.negative_scores(item_q, positive_keys, self.score_scale)], dim=1)
@@ -291,8 +291,7 @@ class DenseDualEncoder(BiEncoder):
 def _positive_keys(d_input_ids, d_attention_mask, q_index, d_index, group: int) -> list[set[bytes]]:
     """For each item, the keys of every positive of its query in the batch (never drawn as its negatives)."""
     keys = row_keys(d_input_ids, d_attention_mask)
-    item_q = q_index.view(-1, group)[:, 0].tolist()
-    item_pos = d_index.view(-1, group)[:, 0].tolist()
+    item_q, item_pos = (t.tolist() for t in group_items(q_index, d_index, group))
     by_query: dict[int, set[bytes]] = {}
     for qi, pi in zip(item_q, item_pos):
         by_query.setdefault(qi, set()).add(keys[pi])
@@ -303,14 +302,10 @@ def in_batch_rows(q: torch.Tensor, d: torch.Tensor, q_index: torch.Tensor, d_ind
                   scale: float) -> torch.Tensor:
     """(items, 1 + documents) scores: column 0 the item's positive, then every document of the batch, where the
     positive itself and the other positives of the same query are -inf (excluded from Eq. 5's denominator)."""
-    item_q = q_index.view(-1, group)[:, 0]
-    item_pos = d_index.view(-1, group)[:, 0]
+    item_q, item_pos = group_items(q_index, d_index, group)
     scores = scale * q[item_q] @ d.T  # (items, documents)
     positive = scores.gather(1, item_pos.unsqueeze(1))
-    same_query = item_q.unsqueeze(1) == item_q.unsqueeze(0)  # (items, items)
-    excluded = torch.zeros_like(scores, dtype=torch.bool)
-    rows, cols = same_query.nonzero(as_tuple=True)
-    excluded[rows, item_pos[cols]] = True
+    excluded = query_positives(item_q, item_pos, d.shape[0])
     return torch.cat([positive, scores.masked_fill(excluded, float("-inf"))], dim=1)
 
 
@@ -327,10 +322,9 @@ def gathered_in_batch_rows(q: torch.Tensor, d: torch.Tensor, q_index: torch.Tens
     process's batch, in the gathered columns like every other document). Loss weight: local items × processes /
     global items, so that DDP's average over processes of the weighted per-process mean is the mean over the
     global batch even when processes hold different item counts."""
-    from ssft.distributed import gather_objects, gather_rows, rank, world_size
+    from ssft.distributed import gather_objects, gather_rows, rank
 
-    item_q = q_index.view(-1, group)[:, 0]
-    item_pos = d_index.view(-1, group)[:, 0]
+    item_q, item_pos = group_items(q_index, d_index, group)
     d_all, offsets = gather_rows(d)
     local_items = [(q_keys[qi], d_keys[pi]) for qi, pi in zip(item_q.tolist(), item_pos.tolist())]
     gathered = gather_objects((d_keys, local_items))

@@ -21,7 +21,7 @@ import torch
 
 from ssft.errors import SsftError
 from ssft.models.base import SPEC_FILE, Ranker, saved_model_folder
-from ssft.models.bi import BiEncoder, unique_with_index
+from ssft.models.bi import BiEncoder, group_items, query_positives, unique_with_index
 
 logger = logging.getLogger(__name__)
 
@@ -72,18 +72,17 @@ class FrozenTeacher:
     def load(cls, name: str, model_cfg: Any = None) -> "FrozenTeacher":
         """The teacher ``name`` names (see the module docstring); ``model_cfg`` (the student's ``ModelConfig``)
         gives the lengths of a teacher built from a hub name."""
+        check_teacher(name)
         folder = saved_model_folder(name)
         if folder is not None:
             from ssft.models.base import load_ranker
 
-            _check_architecture(Ranker.read_spec(folder)["architecture"], f"loss.teacher: {folder}")
             ranker = load_ranker(folder)
             logger.info("teacher: saved %s ranker %s (%s)", ranker.architecture, folder, ranker.spec.get("base_model"))
         else:
             from ssft.models.colbert import ColBert
             from ssft.recipe import ModelConfig
 
-            check_teacher(name)
             lengths = {} if model_cfg is None else {"max_length": model_cfg.max_length,
                                                     "query_max_length": model_cfg.query_max_length,
                                                     "trust_remote_code": model_cfg.trust_remote_code}
@@ -121,13 +120,8 @@ def batch_items(q_index: torch.Tensor, d_index: torch.Tensor, group: int) -> tup
     """For a training batch of (query, [positive, negatives...]) groups: each item's query row and positive column
     among the distinct queries / documents, and the (items, documents) mask of the *other* positives of the
     item's query in the batch."""
-    item_q = q_index.view(-1, group)[:, 0]
-    item_pos = d_index.view(-1, group)[:, 0]
-    documents = int(d_index.max()) + 1
-    same_query = item_q.unsqueeze(1) == item_q.unsqueeze(0)  # (items, items)
-    excluded = torch.zeros(len(item_q), documents, dtype=torch.bool, device=d_index.device)
-    rows, cols = same_query.nonzero(as_tuple=True)
-    excluded[rows, item_pos[cols]] = True
+    item_q, item_pos = group_items(q_index, d_index, group)
+    excluded = query_positives(item_q, item_pos, int(d_index.max()) + 1)
     excluded[torch.arange(len(item_q), device=d_index.device), item_pos] = False  # the item's own positive stays
     return item_q, item_pos, excluded
 
