@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from ssft.eval.metrics import evaluate_run, parse_measures, write_per_query
     from ssft.eval.rerank import format_table
     from ssft.eval.retrieve import INDEX_KINDS, retrieve
-    from ssft.io import atomic_write_json, atomic_write_text
+    from ssft.io import atomic_write_json
     from ssft.models import load_ranker
     from ssft.rerank import _model_dir
 
@@ -87,10 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     aggregate, per_query = evaluate_run(qrels, run, metrics)
     results = {ns.split: aggregate}
     info: dict = {}
-    fused_files = {}
     if fusion is not None:
-        from ssft.data.trec import format_run
-        from ssft.eval.fusion import fuse_dense_sparse, tune_fusion_alpha
+        from ssft.eval.fusion import tune_fusion_alpha
+        from ssft.eval.retrieve import write_fusion
         from ssft.firststage.bm25 import BM25
 
         bm25 = BM25(dataset)
@@ -101,17 +100,10 @@ def main(argv: list[str] | None = None) -> int:
             fusion = tune_fusion_alpha(tune_dense, bm25.search(tune_queries, ns.depth), tune_qrels, ns.tune_metric)
             print(f"fusion weight tuned on {ns.tune_split} by {ns.tune_metric}: alpha = {fusion:g}")
         sparse = bm25.search(queries, ns.depth)
-        fused = fuse_dense_sparse(run, sparse, fusion)
-        key = f"{ns.split}+bm25.fusion"
         results["bm25"] = evaluate_run(qrels, sparse, metrics)[0]
-        results[key], fused_per_query = evaluate_run(qrels, fused, metrics)
-        info["fusion_alpha"] = fusion
-        fused_files = {f"run.{key}.trec": format_run(fused, tag="ssft-dense+bm25"),
-                       f"run.bm25.{ns.split}.trec": format_run(sparse, tag="bm25")}
-        write_per_query(fused_per_query, ns.output / f"per_query.{key}.tsv")
+        results.update(write_fusion(run, sparse, fusion, qrels, ns.split, "bm25", metrics, ns.output, info))
+        write_run(sparse, ns.output / f"run.bm25.{ns.split}.trec", tag="bm25")
     write_run(run, ns.output / "run.trec", tag="ssft-dense")
-    for name, text in fused_files.items():
-        atomic_write_text(ns.output / name, text)
     write_per_query(per_query, ns.output / f"per_query.{ns.split}.tsv")
     if info:
         atomic_write_json(ns.output / "fusion.json", {**info, "tuned_on": ns.tune_split, "depth": ns.depth})

@@ -135,20 +135,21 @@ class RankingTrainer(Trainer):
                 self._stop_non_finite("loss", float(loss.detach().float().reshape(-1)[0]))
             return (loss, None) if return_outputs else loss
         if self.teacher is not None:  # in-loop distillation: the teacher scores this very batch
-            inputs = dict(inputs)
-            loss, scores = self._distillation_loss(model, inputs, int(inputs.pop("group_size")))
+            loss, scores = self._distillation_loss(model, inputs)
         else:
             loss, scores = ranking_loss(model, self._ranker(), self.loss, inputs)
         if model.training and not torch.isfinite(loss.detach()).all():
             self._stop_non_finite("loss", float(loss.detach().float().reshape(-1)[0]))
         return (loss, scores) if return_outputs else loss
 
-    def _distillation_loss(self, model, inputs, group: int):
+    def _distillation_loss(self, model, inputs):
         """In-loop distillation (003 Eq. 6): the student's and the frozen teacher's scores of every distinct query
         of the batch against every distinct document of it (positives and hard negatives of all queries), one row
         per (query, positive) item. Returns (loss, the student's rows)."""
         from ssft.models.teacher import TEACHER_KEYS, batch_items
 
+        inputs = dict(inputs)
+        group = int(inputs.pop("group_size"))
         missing = [k for k in TEACHER_KEYS if k not in inputs]
         if missing:
             raise ValueError(f"a distillation batch lacks {missing}: build the collator with RankerCollator(ranker, teacher)")
