@@ -1,6 +1,6 @@
 """Benchmark: dense retrieval on SciFact (train → test, full retrieval of all 5,183 abstracts, faiss exact).
 
-    SSFT_DATA_HOME=../shared/data python benchmarks/dense_daft.py --parts a0,a1,b0,b1,b2,lat,pca [--out /tmp/dense_bench]
+    SSFT_DATA_HOME=../shared/data python benchmarks/dense_daft.py [--parts a0,b1,...] [--out /tmp/dense_bench]
 
 (a) homogeneous all-MiniLM-L6-v2 (one shared backbone, mean pooling): a0 zero-shot, a1 fine-tuned (Eq. 5,
     in-batch + 1 BM25 hard negative per query).
@@ -12,7 +12,7 @@
     b3: DAFT's stage 1 alone at --align-lr; b4 / b5: b1 / b2 at --align-lr, both scored by full retrieval.
     Stage-2 / no-DAFT models need the corpus re-encoded by the trained MPNet tower (slow on CPU):
     ``--eval-trained-documents`` turns that on; otherwise those rows report the collapse monitor only, and
-    part b1eval scores b1's saved model later.
+    part b1eval scores b1's saved model later. Every part runs by default (``--parts`` picks some).
 lat: ms per query of the query tower vs the document tower on the same 256 test queries, batch 1 and 32,
     1 CPU thread, median of 5 repeats.
 pca: PCA of 200 test queries / 200 documents: before, after alignment, after fine-tuning (and without DAFT).
@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET = "sentence-transformers/all-mpnet-base-v2"
 METRICS = ["nDCG@10", "R@100"]
+PARTS = ("a0", "a1", "b0", "b1", "b1eval", "b2", "b3", "b4", "b5", "lat", "pca")  # every part; each is skipped once its result exists
 logger = logging.getLogger("dense_daft")
 
 
@@ -119,7 +120,7 @@ def collapse_summary(monitor) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--parts", default="a0,a1,b0,b1,b2,lat,pca")
+    parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--out", type=Path, default=Path("/tmp/dense_bench"))
     parser.add_argument("--data", default="scifact", help="BEIR dataset with train and test qrels (a tiny one for a dry run)")
     parser.add_argument("--train-queries", type=int, default=300)
@@ -350,11 +351,13 @@ def write_report(ns) -> None:
 
     r = {name: saved(ns.out, name) for name in ("a0", "a1", "b0", "b1", "b2", "lat")}
     lines = ["## Dense retrieval on SciFact: homogeneous MiniLM, heterogeneous MiniLM(2 layers)/MPNet with and without DAFT", "",
-             f"`python benchmarks/dense_daft.py --train-queries {ns.train_queries} --batch {ns.batch}`"
-             + (f" (notes: `--notes {ns.notes}`)" if ns.notes else "") + " (CPU, 2 cores shared with "
+             f"`python benchmarks/dense_doc_cache.py --model {MPNET} --data scifact --max-length {ns.doc_length_b} "
+             f"--out {ns.doc_cache}` (the frozen MPNet corpus vectors), then "
+             f"`python benchmarks/dense_daft.py --train-queries {ns.train_queries} --batch {ns.batch}"
+             + (f" --notes {ns.notes}" if ns.notes else "") + "` (all parts; CPU, 2 cores shared with "
              "other jobs; full retrieval of all 5,183 abstracts with faiss exact inner product; all 300 test queries; "
              f"training on {ns.train_queries} SciFact train queries (seed 0), 1 BM25 hard negative each + in-batch negatives, "
-             "Eq. 5 with τ = 1 on 20 × cosine, lr 2e-5 constant after 5 warm-up steps, seed 42). The train queries not trained on "
+             f"Eq. 5 with τ = 1 on 20 × cosine, lr 2e-5 (b3, b4, b5: {ns.align_lr:g}) constant after 5 warm-up steps, seed 42). The train queries not trained on "
              "stand in for SciFact's missing dev split (DAFT's KL, the collapse monitor's query sample).", ""]
     lines += ["| model | documents ≤ tokens | train | nDCG@10 | R@100 |", "|---|---|---|---|---|"]
 
