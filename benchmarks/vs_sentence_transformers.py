@@ -17,6 +17,10 @@ over repeats, and the ratio ssft / ST of the medians:
 - ``encode``: ssft ``encode_corpus`` (dense dual encoder, mean pooling, L2-normalised) vs
   ``SentenceTransformer.encode`` (normalize_embeddings). Documents / s.
 
+For the two inference tasks a third side, ``ssft_plain``, is ssft with its CPU inference kernels switched off
+(``SSFT_CPU_KERNELS=0``: ``ssft.models.cpu_kernels``), so the report shows what they bring and what ssft gets without
+them. Training steps never use those kernels (they run only where no gradient is recorded).
+
 The parent process builds the data once (``data.json`` under ``--out``: NFCorpus train triplets with BM25 hard
 negatives, test BM25 top-k pairs, corpus texts), so both sides read exactly the same texts. Training throughput
 excludes the first optimizer step (warm-up); inference runs one warm-up batch first. Every worker runs with
@@ -38,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 TASKS = ("bi_train", "cross_train", "rerank", "encode")
+INFERENCE_TASKS = ("rerank", "encode")
 UNITS = {"bi_train": "queries/s", "cross_train": "pairs/s", "rerank": "pairs/s", "encode": "docs/s"}
 
 
@@ -248,16 +253,24 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- parent
+def sides(task: str) -> tuple[str, ...]:
+    return ("ssft", "ssft_plain", "st") if task in INFERENCE_TASKS else ("ssft", "st")
+
+
 def run_worker(task: str, side: str, data_file: Path, a, out: Path) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads),
            "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, __file__, "--worker", task, side, "--data-file", str(data_file), *a.passthrough]
+    env["SSFT_CPU_KERNELS"] = "0" if side == "ssft_plain" else "1"
+    worker_side = "ssft" if side == "ssft_plain" else side
+    cmd = [sys.executable, __file__, "--worker", task, worker_side, "--data-file", str(data_file), *a.passthrough]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     (out / "logs").mkdir(exist_ok=True)
     (out / "logs" / f"{task}.{side}.{int(time.time())}.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"{task}/{side} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["side"] = side
+    return result
 
 
 def report(results: list[dict], a) -> str:
@@ -266,7 +279,7 @@ def report(results: list[dict], a) -> str:
     lines = ["## ssft vs sentence-transformers: training, reranking and encoding throughput", "",
              f"`python benchmarks/vs_sentence_transformers.py --repeats {a.repeats} --threads {a.threads}` — "
              f"`{MODEL}` on both sides, {a.dataset} texts, {a.threads} CPU thread(s) each, on {platform.machine()} "
-             f"({os.cpu_count()} cores, shared), torch fp32. Each (task, side, repeat) ran in its own process, the two sides "
+             f"({os.cpu_count()} cores; load average {a.load[0]:.1f} at the start, {a.load[1]:.1f} at the end), torch fp32. Each (task, side, repeat) ran in its own process, the two sides "
              f"interleaved repeat by repeat; figures are medians over the repeats (n per side in the last column), ratio = ssft / ST of the medians, "
              "peak RSS = the worker's maximum resident set (model, data and libraries included; in brackets the growth "
              "during the timed part).", "",
@@ -285,6 +298,7 @@ def report(results: list[dict], a) -> str:
              "| task | unit | ssft | sentence-transformers | ratio (wall) | ssft / CPU-s | ST / CPU-s | ratio (CPU) | "
              "ssft peak RSS MB | ST peak RSS MB | n |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    plain: dict[str, tuple] = {}
     for task in a.tasks:
         row = {}
         for side in ("ssft", "st"):
@@ -294,12 +308,21 @@ def report(results: list[dict], a) -> str:
                          "rss": statistics.median(r["peak_rss_mb"] for r in rs),
                          "grow": statistics.median(r["peak_rss_mb"] - r["rss_before_mb"] for r in rs), "n": len(rs)}
         x, y = row["ssft"], row["st"]
+        if task in INFERENCE_TASKS:
+            rs = [r for r in results if r["task"] == task and r["side"] == "ssft_plain"]
+            plain[task] = (statistics.median(r["cpu_throughput"] for r in rs), y["cpu"], x["cpu"], len(rs))
         lines.append(f"| {task} | {UNITS[task]} | {x['wall']:.2f} | {y['wall']:.2f} | **{x['wall'] / y['wall']:.2f}×** | "
                      f"{x['cpu']:.2f} | {y['cpu']:.2f} | **{x['cpu'] / y['cpu']:.2f}×** | {x['rss']:.0f} (+{x['grow']:.0f}) | "
                      f"{y['rss']:.0f} (+{y['grow']:.0f}) | {min(x['n'], y['n'])} |")
-    lines += ["", "Every run (wall-clock throughput, ssft / ST): " + "; ".join(
-        f"{task} " + " / ".join(", ".join(f"{r['throughput']:.2f}" for r in results if r["task"] == task and r["side"] == side)
-                                for side in ("ssft", "st")) for task in a.tasks)]
+    if plain:
+        lines += ["", "Inference without ssft's CPU kernels (`SSFT_CPU_KERNELS=0`, side `ssft_plain`), per CPU-second:", "",
+                  "| task | ssft_plain / CPU-s | ratio ssft_plain / ST | ratio ssft / ssft_plain | n |", "|---|---|---|---|---|"]
+        for task, (p, st, ssft, n) in plain.items():
+            lines.append(f"| {task} | {p:.2f} | **{p / st:.2f}×** | **{ssft / p:.2f}×** | {n} |")
+    lines += ["", "Every run (throughput per CPU-second; ssft / ST" + (" / ssft_plain" if plain else "") + "): " + "; ".join(
+        f"{task} " + " / ".join(", ".join(f"{r['cpu_throughput']:.2f}" for r in results if r["task"] == task and r["side"] == side)
+                                for side in ("ssft", "st", "ssft_plain") if any(r["side"] == side for r in results if r["task"] == task))
+        for task in a.tasks)]
     return "\n".join(lines)
 
 
@@ -343,20 +366,27 @@ def main() -> int:
         results = json.loads(Path(a.report_from).read_text())
         a.repeats = 1 + max(r["repeat"] for r in results)
         a.tasks = [t for t in a.tasks if any(r["task"] == t for r in results)]
+        load_file = Path(a.report_from).with_name("load.json")
+        a.load = tuple(json.loads(load_file.read_text())) if load_file.is_file() else (float("nan"), float("nan"))
         return finish(results, a, out)
     data_file = out / "data.json"
     build_data(data_file, a)
+    load_start = os.getloadavg()[0]
     results = []
     started = time.time()
     for repeat in range(a.repeats):
         for task in a.tasks:
-            for side in (("ssft", "st") if (repeat + a.tasks.index(task)) % 2 == 0 else ("st", "ssft")):
+            order = sides(task)
+            shift = (repeat + a.tasks.index(task)) % len(order)
+            for side in order[shift:] + order[:shift]:
                 r = run_worker(task, side, data_file, a, out)
                 r["repeat"] = repeat
                 results.append(r)
                 print(f"[{time.time() - started:6.0f}s] repeat {repeat} {task:12s} {side:5s} {r['throughput']:8.2f} "
                       f"{r['unit']} ({r['cpu_throughput']:.2f} per CPU-s)  peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
                 (out / "results.json").write_text(json.dumps(results, indent=1))
+    a.load = (load_start, os.getloadavg()[0])
+    (out / "load.json").write_text(json.dumps(a.load))
     return finish(results, a, out)
 
 
