@@ -67,6 +67,9 @@ def test_the_fast_path_is_really_taken_under_inference_and_not_under_grad(monkey
     calls.clear()
     model.train()
     model(input_ids=ids, attention_mask=mask).last_hidden_state.sum().backward()
+    for p in model.parameters():  # frozen layers too: with grad mode on, never the fast path
+        p.requires_grad_(False)
+    model(input_ids=ids, attention_mask=mask)
     assert calls == []  # training: the original forward, every time
 
 
@@ -173,3 +176,28 @@ def test_rankers_install_it_on_their_first_inference_and_score_alike(tiny_model_
     assert ranker.backbone.cpu_kernels_installed
     assert any(isinstance(m.__dict__.get("forward"), _LinearForward) for m in ranker.backbone.modules())
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["mpnet", "distilbert", "roberta"])
+def test_other_encoder_families_give_the_same_outputs(family):
+    """MPNet (relative position bias; dense + GELU block like BERT's), DistilBERT (lin1 / GELU / lin2: linear
+    layers only) and RoBERTa through the kernels give the outputs of their plain forward."""
+    import transformers
+
+    torch.manual_seed(0)
+    common = dict(vocab_size=120, max_position_embeddings=66)
+    if family == "mpnet":
+        model = transformers.MPNetModel(transformers.MPNetConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                                                 intermediate_size=64, **common), add_pooling_layer=False)
+    elif family == "distilbert":
+        model = transformers.DistilBertModel(transformers.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+                                                                           **common))
+    else:
+        model = transformers.RobertaModel(transformers.RobertaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                                                     intermediate_size=64, **common), add_pooling_layer=False)
+    model.eval()
+    ids, mask = inputs()
+    expected = hidden(model, ids, mask)
+    fused = 0 if family == "distilbert" else 2
+    assert use_cpu_kernels(model) == 2 * 6 + fused
+    torch.testing.assert_close(hidden(model, ids, mask), expected, rtol=1e-5, atol=1e-5)

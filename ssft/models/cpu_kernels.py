@@ -12,8 +12,8 @@ What is changed: ``use_cpu_kernels(model)`` sets an instance-level ``forward`` o
 ``model`` and on every feed-forward block made of ``dense`` + exact GELU (BERT's ``BertIntermediate``, MPNet's,
 ...). The class, the parameters and the state dict are untouched. The fast path runs only where it computes
 the same thing as the original forward: fp32 tensors on the CPU, no autocast, not under ``torch.compile``, and
-no gradient to record (``torch.no_grad`` / ``inference_mode``, or nothing involved requires grad). Everywhere
-else, training above all, the original forward runs. The weights are read as they are at each call (nothing is
+grad mode off (``torch.no_grad`` / ``inference_mode``: evaluation, prediction, encoding, frozen teachers).
+Everywhere else, every training forward included, the original forward runs. The weights are read as they are at each call (nothing is
 packed or cached), so a weight changed in place (an optimizer step, a LoRA merge) is always the one used.
 
 ``SSFT_CPU_KERNELS=0`` turns it off.
@@ -45,16 +45,16 @@ def available() -> bool:
 
 
 def _needs_original(linear: nn.Linear, x: torch.Tensor) -> bool:
-    weight, bias = linear.weight, linear.bias
+    weight = linear.weight
     if x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() < 2:
         return True
     if weight.device.type != "cpu" or weight.dtype != torch.float32:
         return True
     if torch.is_autocast_enabled("cpu") or torch.compiler.is_compiling():
         return True
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
-        return True
-    return False
+    # inference only: with grad mode on, even a frozen layer keeps PyTorch's kernels, so a training run's numbers
+    # never depend on whether an evaluation installed the kernels before (exact resume, issue 9)
+    return torch.is_grad_enabled()
 
 
 def _linear(x: torch.Tensor, linear: nn.Linear, post: str) -> torch.Tensor:
