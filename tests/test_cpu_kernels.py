@@ -24,11 +24,11 @@ def tiny_bert(seed: int = 0, hidden_act: str = "gelu"):
     return BertModel(config, add_pooling_layer=False).eval()
 
 
-def inputs(batch: int = 3, length: int = 11, seed: int = 1):
+def inputs(batch: int = 4, length: int = 40, seed: int = 1):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, 120, (batch, length), generator=g)
     mask = torch.ones_like(ids)
-    mask[0, 7:] = 0  # padding in one row
+    mask[0, 27:] = 0  # padding in one row
     return ids, mask
 
 
@@ -150,14 +150,29 @@ def test_state_dict_copy_pickle_and_removal():
     assert not any("forward" in m.__dict__ for m in model.modules())
 
 
+def test_small_calls_take_the_original_forward(monkeypatch):
+    """A single short query (fewer than MIN_ROWS tokens) is faster through PyTorch's kernels."""
+    model = tiny_bert()
+    use_cpu_kernels(model)
+    calls = []
+    real = cpu_kernels._linear
+    monkeypatch.setattr(cpu_kernels, "_linear", lambda *a: calls.append(a[2]) or real(*a))
+    assert 40 < cpu_kernels.MIN_ROWS <= 4 * 40
+    hidden(model, *inputs(batch=1, length=40))
+    assert calls == []
+    hidden(model, *inputs(batch=4, length=40))
+    assert len(calls) == 12
+
+
 def test_switched_off_by_the_environment(monkeypatch):
     monkeypatch.setenv("SSFT_CPU_KERNELS", "0")
     assert not cpu_kernels.available()
     assert use_cpu_kernels(tiny_bert()) == 0
 
 
-def test_rankers_install_it_on_their_first_inference_and_score_alike(tiny_model_dir):
+def test_rankers_install_it_on_their_first_inference_and_score_alike(tiny_model_dir, monkeypatch):
     """A cross-encoder scores the same pairs alike with and without the kernels; training forwards never install."""
+    monkeypatch.setattr(cpu_kernels, "MIN_ROWS", 1)  # two short pairs: take the fast path all the same
     from ssft.recipe import ModelConfig
     from ssft.registry import MODELS
 
