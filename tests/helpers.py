@@ -8,6 +8,16 @@ import torch
 from ssft.models import load_ranker
 
 
+def load_script(path: Path):
+    """A script that is not part of the package (benchmarks/, recipes/), imported as a module from its file."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def save_tiny_bert(path: Path, hidden_size: int = 32, layers: int = 2, seed: int = 0) -> Path:
     """A tiny random BERT (4 heads, intermediate 64) saved under ``path`` with the real MiniLM tokenizer
     (offline, shipped by pip), so tests tokenise real text without any download."""

@@ -1,6 +1,5 @@
 """benchmarks/ambiguity_fig3.py on run folders made here: NFCorpus test_short labels (real WordNet), a bi-encoder run
 tested on all test queries and a cross-encoder run on test_short, an unfinished run skipped, wrong families refused."""
-import importlib.util
 import os
 from pathlib import Path
 
@@ -8,15 +7,13 @@ import pytest
 import yaml
 
 from tests.conftest import SHARED_DATA
+from tests.helpers import load_script as load_script_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("ambiguity_fig3", ROOT / "benchmarks" / "ambiguity_fig3.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script_file(ROOT / "benchmarks" / "ambiguity_fig3.py")
 
 
 def make_run(folder: Path, architecture: str, method: str, split: str, qids, value_of, finished=True) -> Path:

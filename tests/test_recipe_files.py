@@ -1,11 +1,11 @@
 """Every committed recipe loads, names a registered architecture and method, and the grid matches its script."""
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from ssft.recipe import load_recipe
 from ssft.registry import ADAPTERS, LOSSES, MODELS
+from tests.helpers import load_script
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
@@ -23,10 +23,7 @@ GRIDS = [p for p in ALL_FILES if _is_sweep_grid(p)]
 
 
 def make_grid():
-    spec = importlib.util.spec_from_file_location("make_grid", RECIPES / "grid" / "make_grid.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(RECIPES / "grid" / "make_grid.py")
 
 
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(RECIPES)) for p in FILES])

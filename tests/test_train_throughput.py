@@ -1,20 +1,18 @@
 """benchmarks/train_throughput.py (issue 8 part 4): the model-FLOPs count against the model's own weights, the
 device peak table, and a tiny CPU run counting the tokens it trained on."""
-import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from torch import nn
 
+from tests.helpers import load_script as load_script_file
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("train_throughput", ROOT / "benchmarks" / "train_throughput.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script_file(ROOT / "benchmarks" / "train_throughput.py")
 
 
 def test_flops_by_hand():
