@@ -27,7 +27,7 @@ from torch import nn
 
 _AVAILABLE: bool | None = None
 # below this many rows (tokens of a batch) PyTorch's own kernels are as fast or faster (one thread, MiniLM shapes:
-# 0.73-1.06x at 1-16 rows, 1.1-1.6x from 128 rows up, where the activations no longer fit in the caches)
+# 0.73-1.06x at 1-16 rows, 1.0-1.6x from 128 rows up, most where the activations no longer fit in the caches)
 MIN_ROWS = 128
 
 
