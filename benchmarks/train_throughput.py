@@ -103,14 +103,9 @@ def build_model(folder: Path, size: str, architecture: str, seq_len: int):
     return MODELS.get(architecture).build(cfg, "full", {})
 
 
-def texts(n: int, words: int, seed: int) -> list[str]:
+def texts(tokenizer, n: int, words: int, seed: int) -> list[str]:
     """Random lower-case words of the vocabulary: ``words`` of them tokenise to at least as many tokens."""
-    from transformers import AutoTokenizer
-
-    from ssft.models.hub import resolve_model
-
-    vocab = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2")).get_vocab()
-    pool = sorted(w for w in vocab if w.isalpha() and w.islower() and len(w) > 2)
+    pool = sorted(w for w in tokenizer.get_vocab() if w.isalpha() and w.islower() and len(w) > 2)
     rng = random.Random(seed)
     return [" ".join(rng.choices(pool, k=words)) for _ in range(n)]
 
@@ -128,12 +123,14 @@ def run(task: str, a, scratch: Path) -> dict:
     steps = a.warmup + a.steps
     if task == "cross":
         queries = a.batch // 4
-        docs = texts(queries * steps * 4, a.seq_len, 1)
-        train = [{"query": q, "documents": docs[4 * i : 4 * i + 4]} for i, q in enumerate(texts(queries * steps, 8, 2))]
+        docs = texts(model.tokenizer, queries * steps * 4, a.seq_len, 1)
+        query_texts = texts(model.tokenizer, queries * steps, 8, 2)
+        train = [{"query": q, "documents": docs[4 * i : 4 * i + 4]} for i, q in enumerate(query_texts)]
         loss, per_device = PointwiseBCELoss(), queries
     else:
-        docs = texts(a.batch * steps * 2, a.seq_len, 1)
-        train = [{"query": q, "documents": docs[2 * i : 2 * i + 2]} for i, q in enumerate(texts(a.batch * steps, 24, 2))]
+        docs = texts(model.tokenizer, a.batch * steps * 2, a.seq_len, 1)
+        query_texts = texts(model.tokenizer, a.batch * steps, 24, 2)
+        train = [{"query": q, "documents": docs[2 * i : 2 * i + 2]} for i, q in enumerate(query_texts)]
         loss, per_device = ContrastiveLoss(), a.batch
 
     class Clock(TrainerCallback):

@@ -2,9 +2,10 @@
 the feed-forward block's ``dense`` + exact GELU fused into one oneDNN call.
 
 Why: PyTorch's CPU ``F.linear`` goes through the BLAS it was built with (MKL), and the activation is a second
-pass over the (tokens × intermediate) tensor, which on a machine with little memory bandwidth costs nearly as much
-as the matrix product. Measured here (one thread, x86-64 with AVX-512, all-MiniLM-L6-v2, 32 documents × 256
-tokens): linear + GELU 193 ms vs 122 ms fused through oneDNN, and the whole encoder forward ~1.2× faster.
+pass over the (tokens × intermediate) tensor, costly on a machine with little memory bandwidth once the
+activations leave the caches. Measured here (``benchmarks/cpu_kernels.py``, BENCHMARKS.md § cpu_kernels; one thread,
+x86-64 with AVX-512, all-MiniLM-L6-v2): linear + GELU 1.2–1.4× faster fused at 2,048–8,192 tokens, encoding
+documents 1.23× faster (1.33× on two threads).
 Same weights, same fp32 function: only the summation order differs (outputs agree to a few units in the sixth
 significant digit).
 
@@ -12,9 +13,10 @@ What is changed: ``use_cpu_kernels(model)`` sets an instance-level ``forward`` o
 ``model`` and on every feed-forward block made of ``dense`` + exact GELU (BERT's ``BertIntermediate``, MPNet's,
 ...). The class, the parameters and the state dict are untouched. The fast path runs only where it computes
 the same thing as the original forward: fp32 tensors on the CPU, no autocast, not under ``torch.compile``,
-at least ``MIN_ROWS`` tokens in the call (a single short query is faster through PyTorch's kernels), and grad mode off (``torch.no_grad`` / ``inference_mode``: evaluation, prediction, encoding, frozen teachers).
-Everywhere else, every training forward included, the original forward runs. The weights are read as they are at each call (nothing is
-packed or cached), so a weight changed in place (an optimizer step, a LoRA merge) is always the one used.
+at least ``MIN_ROWS`` tokens in the call (a single short query gains nothing), and grad mode off
+(``torch.no_grad`` / ``inference_mode``: evaluation, prediction, encoding, frozen teachers). Everywhere else,
+every training forward included, the original forward runs. The weights are read as they are at each call
+(nothing is packed or cached), so a weight changed in place (an optimizer step, a LoRA merge) is always used.
 
 ``SSFT_CPU_KERNELS=0`` turns it off.
 """
@@ -26,8 +28,8 @@ import torch
 from torch import nn
 
 _AVAILABLE: bool | None = None
-# below this many rows (tokens of a batch) PyTorch's own kernels are as fast or faster (one thread, MiniLM shapes:
-# 0.73-1.06x at 1-16 rows, 1.0-1.6x from 128 rows up, most where the activations no longer fit in the caches)
+# below this many rows (tokens of a call) the fused kernel gains nothing (benchmarks/cpu_kernels.py: 0.9x for one
+# row, about even up to 512 rows, 1.2-1.4x at 2,048-8,192 rows, where the activations no longer fit in the caches)
 MIN_ROWS = 128
 
 
@@ -90,6 +92,9 @@ class _DenseGeluForward:
         return _linear(hidden_states, dense, "gelu")
 
 
+_FAST_FORWARDS = (_LinearForward, _DenseGeluForward)
+
+
 def _is_exact_gelu(act) -> bool:
     from transformers.activations import GELUActivation
 
@@ -113,7 +118,7 @@ def use_cpu_kernels(model: nn.Module) -> int:
         return 0
     count = 0
     for module in model.modules():
-        if isinstance(module.__dict__.get("forward"), (_LinearForward, _DenseGeluForward)):
+        if isinstance(module.__dict__.get("forward"), _FAST_FORWARDS):
             continue
         if type(module) is nn.Linear:
             module.forward = _LinearForward(module)
@@ -128,7 +133,7 @@ def remove_cpu_kernels(model: nn.Module) -> int:
     """Undo ``use_cpu_kernels``: the class forwards again. Returns how many modules."""
     count = 0
     for module in model.modules():
-        if isinstance(module.__dict__.get("forward"), (_LinearForward, _DenseGeluForward)):
+        if isinstance(module.__dict__.get("forward"), _FAST_FORWARDS):
             del module.__dict__["forward"]
             count += 1
     return count
