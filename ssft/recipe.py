@@ -17,6 +17,8 @@ Sections (every key is checked; unknown keys and wrong types are one-line errors
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +142,89 @@ class Recipe:
     def output_dir(self) -> Path:
         return Path(self.training["output_dir"])
 
+    def check_model(self) -> None:
+        """The model is found and the lengths fit it (``check_model``): run before any data work or output."""
+        check_model(self)
+
+
+# ---------------------------------------------------------------- strict YAML
+
+YAML_MAX_VALUES = 100_000  # values a YAML document may expand to through aliases (a recipe has a few hundred)
+SEED_RANGE = 2 ** 32  # numpy, torch and random all take seeds in [0, 2**32)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses duplicate keys in a mapping (YAML keeps the last one silently: ``adapter:``
+    given twice became the other method) and documents that expand past ``YAML_MAX_VALUES`` values through
+    aliases (a 1 kB "billion laughs" file is gigabytes once expanded), or that contain themselves."""
+
+    source = "<yaml>"
+    line_numbers = True
+    key_prefix = ""
+
+    def get_single_node(self):
+        node = super().get_single_node()
+        if node is not None:
+            _check_nodes(node, self.source, self.line_numbers, self.key_prefix)
+        return node
+
+
+def _check_nodes(root, source: str, line_numbers: bool, prefix: str = "") -> None:
+    """Duplicate keys and the expanded size of the node graph (aliases are shared nodes: memoised, so linear)."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def where(node, path: str) -> str:
+        line = f":{node.start_mark.line + 1}" if line_numbers and node.start_mark is not None else ""
+        return f"{source}{line}: {path or '<top level>'}"
+
+    def visit(node, path: str) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise SsftError(f"{where(node, path)}: a YAML alias (*name) refers to a value that contains it; refused")
+        active.add(key)
+        size = 1
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[tuple[str, str], Any] = {}
+            for key_node, value_node in node.value:
+                name = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                child = f"{path}.{name}" if path and name is not None else (name if name is not None else path)
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                    previous = seen.get((key_node.tag, name))
+                    if previous is not None:
+                        first = f" (first given on line {previous.start_mark.line + 1})" if line_numbers else ""
+                        raise SsftError(f"{where(key_node, child)}: duplicate key{first}; YAML would silently keep "
+                                        f"only the last one, remove the other")
+                    seen[(key_node.tag, name)] = key_node
+                size += visit(key_node, child) + visit(value_node, child)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                size += visit(item, f"{path}[{i}]")
+        if size > YAML_MAX_VALUES:
+            raise SsftError(f"{where(node, path)}: expands to more than {YAML_MAX_VALUES:,} values through YAML "
+                            f"aliases (*name); refused")
+        active.discard(key)
+        sizes[key] = size
+        return size
+
+    visit(root, prefix)
+
+
+def safe_load_strict(text: str, source: str, line_numbers: bool = True, key_prefix: str = "") -> Any:
+    """``yaml.safe_load`` of ``text`` that also refuses duplicate keys and alias bombs (one-line SsftErrors naming
+    ``source``, its line when ``line_numbers``, and the key, below ``key_prefix`` for an override's value).
+    Malformed YAML raises ``yaml.YAMLError`` as before."""
+    loader = _StrictLoader(text)
+    loader.source, loader.line_numbers, loader.key_prefix = source, line_numbers, key_prefix
+    try:
+        return loader.get_single_data()
+    except RecursionError:
+        raise SsftError(f"{source}: YAML nested too deeply") from None
+    finally:
+        loader.dispose()
+
 
 # ---------------------------------------------------------------- loading
 
@@ -150,7 +235,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     if not path.is_file():
         raise SsftError(f"recipe file not found: {path}")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = safe_load_strict(path.read_text(encoding="utf-8"), str(path))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -175,8 +260,10 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
     key = key.strip()
     if not key or any(not part for part in key.split(".")):
         raise SsftError(f"override '{item}': empty key")
+    if text.startswith("="):
+        raise SsftError(f"override '{item}': {key}: the value starts with '=' (did you mean {key}={text.lstrip('=')}?)")
     try:
-        value = yaml.safe_load(text) if text.strip() else None
+        value = safe_load_strict(text, f"override '{item}'", line_numbers=False, key_prefix=key) if text.strip() else None
     except yaml.YAMLError:
         value = text
     parts = key.split(".")
@@ -211,8 +298,137 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
     recipe.training = _training_section(raw.get("training"), source)
     if raw.get("distillation") is not None:
         recipe.distillation = _dataclass_from(DistillationConfig, raw["distillation"], f"{source}: distillation")
+    _expand_paths(recipe)
+    _validate_numbers(recipe, source)
     _validate_semantics(recipe, source)
     return recipe
+
+
+def _expand_paths(recipe: Recipe) -> None:
+    """``~`` in a path-valued key is the home folder, once, here: every later reader sees the same path (an
+    unexpanded ``~/runs`` was ``./~/runs`` to some and ``$HOME/runs`` to others)."""
+    def expand(value):
+        return os.path.expanduser(value) if isinstance(value, str) and value.startswith("~") else value
+
+    m, d, e = recipe.model, recipe.data, recipe.eval
+    m.name, m.document_name = expand(m.name), expand(m.document_name)
+    d.dataset = expand(d.dataset)
+    e.first_stage, e.validation_first_stage = expand(e.first_stage), expand(e.validation_first_stage)
+    if "teacher" in recipe.loss.options:
+        recipe.loss.options["teacher"] = expand(recipe.loss.options["teacher"])
+    if recipe.distillation is not None:
+        recipe.distillation.teacher = expand(recipe.distillation.teacher)
+    recipe.training["output_dir"] = expand(recipe.training["output_dir"])  # outputs and checkpoints in one folder
+
+
+def _validate_numbers(recipe: Recipe, source: str) -> None:
+    """Values that would crash deep inside training or quietly train something else (float fields are finite
+    already: ``_coerce``)."""
+    t = recipe.training
+
+    def at_least_one(where: str, value) -> None:
+        if value is not None and value < 1:
+            raise SsftError(f"{source}: {where}: must be >= 1, got {value}")
+
+    def non_negative(where: str, value) -> None:
+        if value is not None and value < 0:
+            raise SsftError(f"{source}: {where}: must be >= 0, got {value}")
+
+    def seed(where: str, value) -> None:
+        if value is not None and not 0 <= value < SEED_RANGE:
+            raise SsftError(f"{source}: {where}: must be in [0, 2**32), got {value}")
+
+    seed("seed", recipe.seed)
+    seed("data.sample_seed", recipe.data.sample_seed)
+    for key in ("seed", "data_seed"):
+        seed(f"training.{key}", t.get(key))
+    for key in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
+        at_least_one(f"training.{key}", t.get(key))
+    at_least_one("eval.batch_size", recipe.eval.batch_size)
+    non_negative("training.learning_rate", t.get("learning_rate"))
+    non_negative("model.head_learning_rate", recipe.model.head_learning_rate)
+    non_negative("training.num_train_epochs", t.get("num_train_epochs"))
+    max_steps = t.get("max_steps")
+    if max_steps is not None and (max_steps == 0 or max_steps < -1):
+        raise SsftError(f"{source}: training.max_steps: must be >= 1, or -1 to train training.num_train_epochs; "
+                        f"got {max_steps}")
+    if t.get("num_train_epochs") == 0 and not (max_steps or 0) > 0:
+        raise SsftError(f"{source}: training.num_train_epochs: 0 epochs trains nothing; set it > 0 "
+                        f"(or training.max_steps)")
+    _validate_scheduler_kwargs(t, source)
+
+
+def _validate_scheduler_kwargs(training: dict[str, Any], source: str) -> None:
+    """training.lr_scheduler_kwargs: a mapping the chosen scheduler accepts, checked by building that scheduler
+    on a dummy optimizer (an unknown type is left to TrainingArguments, which names it)."""
+    import inspect
+    import json
+
+    where = f"{source}: training.lr_scheduler_kwargs"
+    kwargs = training.get("lr_scheduler_kwargs")
+    if kwargs is None:
+        return
+    if isinstance(kwargs, str) and kwargs.startswith("{"):  # TrainingArguments reads such a JSON string too
+        try:
+            kwargs = json.loads(kwargs)
+        except json.JSONDecodeError as err:
+            raise SsftError(f"{where}: invalid JSON: {err.msg}") from None
+    if not isinstance(kwargs, dict):
+        raise SsftError(f"{where}: expected a mapping of scheduler arguments, got {kwargs!r}")
+    if not kwargs:
+        return
+    from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType, get_scheduler
+
+    kind = training.get("lr_scheduler_type", "linear")
+    try:
+        kind = SchedulerType(kind)
+    except ValueError:
+        return
+    if kind in (SchedulerType.CONSTANT, SchedulerType.CONSTANT_WITH_WARMUP):  # get_scheduler drops them silently
+        raise SsftError(f"{where}: lr_scheduler_type '{kind.value}' takes no arguments, got {', '.join(map(str, kwargs))}")
+    params = inspect.signature(TYPE_TO_SCHEDULER_FUNCTION[kind]).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        accepted = [n for n in params if n not in ("optimizer", "num_warmup_steps", "num_training_steps", "last_epoch")]
+        for key in kwargs:
+            if key not in accepted:
+                raise SsftError(f"{where}: '{key}' is not an argument of lr_scheduler_type '{kind.value}'"
+                                f"{closest(str(key), accepted)}; it takes: {', '.join(accepted) or 'none'}")
+    import torch
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    try:
+        scheduler = get_scheduler(kind, optimizer, num_warmup_steps=2, num_training_steps=10,
+                                  scheduler_specific_kwargs=dict(kwargs))
+        rates = [float(f(step)) for f in getattr(scheduler, "lr_lambdas", []) for step in range(11)]
+    except Exception as err:  # noqa: BLE001  whatever the scheduler raises on its arguments
+        raise SsftError(f"{where}: lr_scheduler_type '{kind.value}' does not accept {kwargs}: "
+                        f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}") from None
+    if not all(math.isfinite(r) and r >= 0 for r in rates):
+        raise SsftError(f"{where}: {kwargs} gives lr_scheduler_type '{kind.value}' learning-rate factors that are "
+                        f"negative or not finite")
+
+
+def check_model(recipe: Recipe) -> None:
+    """What the recipe asks of its model(s), read offline from config.json before any data work or output: the
+    model is found (an SsftError saying where ssft looked, otherwise) and ``model.max_length`` /
+    ``model.query_max_length`` fit its position embeddings (longer inputs crash mid-training, or index past them)."""
+    from ssft.models.hub import max_input_length, resolve_model
+
+    m = recipe.model
+    if m.architecture == "dense" and m.document_name is not None:  # two towers: queries and documents
+        towers = [("model.name", m.name, ["query_max_length"]), ("model.document_name", m.document_name, ["max_length"])]
+    else:
+        towers = [("model.name", m.name, ["max_length", "query_max_length"])]
+    for key, name, lengths in towers:
+        resolve_model(name)
+        limit = max_input_length(name)
+        if limit is None:
+            continue
+        for length in lengths:
+            value = getattr(m, length)
+            if value > limit:
+                raise SsftError(f"{recipe.source}: model.{length}: {value} is beyond what {key} '{name}' can encode "
+                                f"(its position embeddings hold {limit} tokens); set model.{length} <= {limit}")
 
 
 def _named_section(cls, value, name_key: str, default: str, where: str):
@@ -247,6 +463,12 @@ def _training_section(value, source: str) -> dict[str, Any]:
         if target in (int, float, bool) and val is not None:
             out[key] = _coerce(val, target, f"{source}: training.{key}")
     out.setdefault("output_dir", "runs/" + Path(source).stem)
+    output_dir = out["output_dir"]
+    if isinstance(output_dir, int) and not isinstance(output_dir, bool):
+        output_dir = str(output_dir)
+    if not isinstance(output_dir, str) or not output_dir.strip():
+        raise SsftError(f"{source}: training.output_dir: expected a folder path, got {output_dir!r}")
+    out["output_dir"] = output_dir  # ~ expanded with the other paths (_expand_paths)
     return out
 
 
@@ -326,14 +548,19 @@ def _coerce(val, target, where: str):
                 pass
         raise SsftError(f"{where}: expected an integer, got {val!r}")
     if target is float:
+        number = None
         if isinstance(val, (int, float)):
-            return float(val)
-        if isinstance(val, str):  # YAML 1.1 reads 1e-4 as a string
+            number = float(val) if isinstance(val, float) or abs(val) < 2 ** 1000 else math.inf  # float(10**400) overflows
+        elif isinstance(val, str):  # YAML 1.1 reads 1e-4 as a string
             try:
-                return float(val)
+                number = float(val)
             except ValueError:
                 pass
-        raise SsftError(f"{where}: expected a number, got {val!r}")
+        if number is None:
+            raise SsftError(f"{where}: expected a number, got {val!r}")
+        if not math.isfinite(number):
+            raise SsftError(f"{where}: expected a finite number, got {val!r}")
+        return number
     return val
 
 

@@ -88,10 +88,14 @@ def load_grid(path: str | Path) -> Grid:
     path = Path(path)
     if not path.is_file():
         raise SsftError(f"grid file not found: {path}")
+    from ssft.recipe import safe_load_strict
+
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = safe_load_strict(path.read_text(encoding="utf-8"), str(path)) or {}  # no duplicate keys, no alias bombs
     except yaml.YAMLError as err:
         raise SsftError(f"{path}: malformed YAML: {str(err).splitlines()[0]}") from None
+    except UnicodeDecodeError:
+        raise SsftError(f"{path}: not a UTF-8 text file") from None
     if not isinstance(raw, dict):
         raise SsftError(f"{path}: expected a mapping")
     for key in raw:
@@ -100,9 +104,13 @@ def load_grid(path: str | Path) -> Grid:
     if "recipe" not in raw or not isinstance(raw["recipe"], str):
         raise SsftError(f"{path}: recipe: expected the path of the base recipe")
     base = path.parent
-    recipe = (base / raw["recipe"]) if not Path(raw["recipe"]).is_absolute() else Path(raw["recipe"])
-    output_root = Path(raw.get("output_root") or f"sweeps/{path.stem}")
-    results = Path(raw.get("results") or "results.jsonl")
+    for key in ("output_root", "results"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise SsftError(f"{path}: {key}: expected a path, got {raw[key]!r}")
+    recipe = Path(raw["recipe"]).expanduser()
+    recipe = recipe if recipe.is_absolute() else base / recipe
+    output_root = Path(raw.get("output_root") or f"sweeps/{path.stem}").expanduser()
+    results = Path(raw.get("results") or "results.jsonl").expanduser()
     results = results if results.is_absolute() else output_root / results
     grid = raw.get("grid") or {}
     if not isinstance(grid, dict):

@@ -3,4 +3,88 @@ from __future__ import annotations
 
 from tests.bad_input_world import World, _train  # noqa: F401  (the argv builders)
 
-CASES: list[tuple] = []
+# a "billion laughs" section: 9 levels of 10 aliases each, a few hundred bytes that expand to 10**9 values
+_ALIAS_BOMB = "callbacks:\n  - &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"  - &{name} [{', '.join([f'*{prev}'] * 10)}]\n" for prev, name in zip("abcdefgh", "bcdefghi"))
+
+
+def _recipe_edited(w: World, old: str, new: str, *overrides: str) -> list[str]:
+    """The world's recipe with ``old`` replaced by ``new`` (in its own file: the culprit names it)."""
+    text = w.recipe().read_text()
+    assert old in text
+    return [str(w.file("edited.yaml", text.replace(old, new))), *overrides]
+
+
+def _grid(w: World, text: str) -> list[str]:
+    w.recipe()
+    return [str(w.grid(text))]
+
+
+CASES: list[tuple] = [
+    # ---- duplicate keys: YAML keeps the last one silently (adapter given twice became full fine-tuning)
+    ("recipe-duplicate-section", "ssft.train", lambda w: _train(w, extra="adapter: full\n"),
+     "recipe.yaml:6: adapter: duplicate key (first given on line 2)"),
+    ("recipe-duplicate-nested-key", "ssft.train",
+     lambda w: _recipe_edited(w, "max_length: 48", "max_length: 48, max_length: 64"), "edited.yaml:1: model.max_length: duplicate key"),
+    ("recipe-duplicate-key-in-override", "ssft.train", lambda w: _train(w, "adapter={method: lora, method: full}"),
+     "adapter.method: duplicate key"),
+    ("sweep-grid-duplicate-key", "ssft.sweep",
+     lambda w: _grid(w, "recipe: recipe.yaml\noutput_root: OUT\ngrid: {seed: [1, 2]}\ngrid: {seed: [3]}\n"),
+     "grid.yaml:4: grid: duplicate key (first given on line 3)"),
+    ("sweep-grid-duplicate-nested-key", "ssft.sweep",
+     lambda w: _grid(w, "recipe: recipe.yaml\noutput_root: OUT\ngrid:\n  seed: [1, 2]\n  seed: [3]\n"), "grid.yaml:5: grid.seed: duplicate key"),
+    # ---- aliases: a 400-byte file that expands to 10**9 values, and one that contains itself
+    ("recipe-alias-bomb", "ssft.train", lambda w: _train(w, extra=_ALIAS_BOMB), "expands to more than 100,000 values"),
+    ("recipe-alias-recursive", "ssft.train", lambda w: _train(w, extra="callbacks: &loop [*loop]\n"),
+     "callbacks[0]: a YAML alias (*name) refers to a value that contains it"),
+    ("sweep-grid-alias-bomb", "ssft.sweep", lambda w: _grid(w, "recipe: recipe.yaml\noutput_root: OUT\nvariants:\n" + _ALIAS_BOMB[11:]),
+     "expands to more than 100,000 values"),
+    # ---- the output folder: key==value wrote to ./=value; an empty folder name
+    ("recipe-override-double-equals", "ssft.train", lambda w: _train(w, "training.output_dir==elsewhere"),
+     "did you mean training.output_dir=elsewhere?"),
+    ("recipe-output-dir-empty", "ssft.train", lambda w: _train(w, "training.output_dir=''"), "training.output_dir: expected a folder path, got ''"),
+    ("recipe-output-dir-null", "ssft.train", lambda w: _train(w, "training.output_dir="), "training.output_dir: expected a folder path, got None"),
+    # ---- sizes and counts
+    ("recipe-batch-size-zero", "ssft.train", lambda w: _train(w, "training.per_device_train_batch_size=0"),
+     "training.per_device_train_batch_size: must be >= 1, got 0"),
+    ("recipe-batch-size-negative", "ssft.train", lambda w: _train(w, "training.per_device_train_batch_size=-1"),
+     "training.per_device_train_batch_size: must be >= 1, got -1"),
+    ("recipe-eval-device-batch-size-zero", "ssft.train", lambda w: _train(w, "training.per_device_eval_batch_size=0"),
+     "training.per_device_eval_batch_size: must be >= 1"),
+    ("recipe-accumulation-zero", "ssft.train", lambda w: _train(w, "training.gradient_accumulation_steps=0"),
+     "training.gradient_accumulation_steps: must be >= 1"),
+    ("recipe-eval-batch-size-zero", "ssft.train", lambda w: _train(w, "eval.batch_size=0"), "eval.batch_size: must be >= 1, got 0"),
+    ("recipe-epochs-nan", "ssft.train", lambda w: _train(w, "training.num_train_epochs=nan"),
+     "training.num_train_epochs: expected a finite number"),
+    ("recipe-epochs-negative", "ssft.train", lambda w: _train(w, "training.num_train_epochs=-2"), "training.num_train_epochs: must be >= 0"),
+    ("recipe-max-steps-zero", "ssft.train", lambda w: _train(w, "training.max_steps=0"), "training.max_steps: must be >= 1, or -1"),
+    # ---- learning rates and the scheduler
+    ("recipe-lr-nan", "ssft.train", lambda w: _train(w, "training.learning_rate=nan"), "training.learning_rate: expected a finite number"),
+    ("recipe-lr-inf", "ssft.train", lambda w: _train(w, "training.learning_rate=.inf"), "training.learning_rate: expected a finite number"),
+    ("recipe-lr-negative", "ssft.train", lambda w: _train(w, "training.learning_rate=-1"), "training.learning_rate: must be >= 0, got -1.0"),
+    ("recipe-head-lr-nan", "ssft.train", lambda w: _train(w, "model.head_learning_rate=.nan"),
+     "model.head_learning_rate: expected a finite number"),
+    ("recipe-head-lr-negative", "ssft.train", lambda w: _train(w, "model.head_learning_rate=-1e-3"),
+     "model.head_learning_rate: must be >= 0"),
+    ("recipe-scheduler-kwargs-unknown", "ssft.train",
+     lambda w: _train(w, "training.lr_scheduler_type=cosine", "training.lr_scheduler_kwargs={num_cycle: 2}"),
+     "training.lr_scheduler_kwargs: 'num_cycle' is not an argument of lr_scheduler_type 'cosine' (did you mean 'num_cycles'?)"),
+    ("recipe-scheduler-kwargs-not-mapping", "ssft.train", lambda w: _train(w, "training.lr_scheduler_kwargs=[1, 2]"),
+     "training.lr_scheduler_kwargs: expected a mapping"),
+    ("recipe-scheduler-kwargs-bad-value", "ssft.train",
+     lambda w: _train(w, "training.lr_scheduler_type=cosine", "training.lr_scheduler_kwargs={num_cycles: many}"),
+     "lr_scheduler_type 'cosine' does not accept"),
+    ("recipe-scheduler-kwargs-ignored", "ssft.train",
+     lambda w: _train(w, "training.lr_scheduler_type=constant", "training.lr_scheduler_kwargs={num_cycles: 2}"),
+     "lr_scheduler_type 'constant' takes no arguments"),
+    # ---- seeds and other numbers
+    ("recipe-seed-negative", "ssft.train", lambda w: _train(w, "seed=-1"), "seed: must be in [0, 2**32), got -1"),
+    ("recipe-seed-too-large", "ssft.train", lambda w: _train(w, f"seed={2 ** 32}"), "seed: must be in [0, 2**32), got 4294967296"),
+    ("recipe-sample-seed-negative", "ssft.train", lambda w: _train(w, "data.sample_seed=-5"), "data.sample_seed: must be in [0, 2**32)"),
+    ("recipe-score-scale-inf", "ssft.train", lambda w: _train(w, "model.score_scale=.inf"), "model.score_scale: expected a finite number"),
+    # ---- lengths beyond the model's position embeddings (the tiny BERT has 128)
+    ("recipe-max-length-beyond-model", "ssft.train", lambda w: _train(w, "model.max_length=100000"),
+     "model.max_length: 100000 is beyond what model.name"),
+    ("recipe-query-max-length-beyond-model", "ssft.train", lambda w: _train(w, "model.query_max_length=129"),
+     "model.query_max_length: 129 is beyond what model.name"),
+]

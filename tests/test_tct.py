@@ -282,7 +282,7 @@ def test_missing_teacher_fails_before_any_output(tiny_model_dir, tiny_dataset, t
     from ssft.train import run_recipe
 
     recipe = recipe_from_dict({
-        "model": {"architecture": "dense", "name": str(tiny_model_dir)},
+        "model": {"architecture": "dense", "name": str(tiny_model_dir), "max_length": 64},
         "loss": {"name": "tct", "teacher": str(tmp_path / "no-such-teacher")},
         "data": {"dataset": str(tiny_dataset)},
         "training": {"output_dir": str(tmp_path / "run")},

@@ -79,6 +79,41 @@ def resolve_model(name: str) -> Path:
     raise SsftError(f"model '{name}' not found; looked in: {', '.join(looked)}")
 
 
+# model types whose position ids start after the padding index (RoBERTa's scheme): max_position_embeddings counts
+# pad_token_id + 1 positions no token can use (514 for 512 tokens)
+_POSITIONS_AFTER_PADDING = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text",
+                            "roberta-prelayernorm", "longformer", "ibert", "xmod"}
+
+
+def max_input_length(name: str, _depth: int = 0) -> int | None:
+    """The most tokens the model ``name`` (hub id, folder, or a saved ssft model / run folder: its base model) can
+    encode, from ``max_position_embeddings`` of its config.json (no weights loaded); None when its config does not
+    say (relative or rotary positions without a limit, an unreadable config: loading it reports that)."""
+    import json
+
+    local = Path(name).expanduser()
+    for spec_file in (local / "ssft_model.json", local / "model" / "ssft_model.json"):
+        if spec_file.is_file() and _depth < 4:  # a saved ssft model: the limit of the model it was trained from
+            try:
+                base = json.loads(spec_file.read_text(encoding="utf-8")).get("base_model")
+            except (OSError, ValueError, AttributeError):
+                return None
+            return max_input_length(base, _depth + 1) if isinstance(base, str) else None
+    try:
+        config = json.loads((Path(resolve_model(name)) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    limit = config.get("max_position_embeddings")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return None
+    if config.get("model_type") in _POSITIONS_AFTER_PADDING:
+        pad = config.get("pad_token_id")
+        limit -= (pad if isinstance(pad, int) and not isinstance(pad, bool) and pad >= 0 else 1) + 1
+    return limit
+
+
 def _zip_parts(distributions: tuple[str, ...], part_name: str) -> list[Path] | None:
     """The installed zip parts in order, or None when a distribution or its part is missing."""
     parts = []
