@@ -8,11 +8,49 @@ from pathlib import Path
 from typing import Any
 
 
+def current_umask() -> int:
+    """The process's umask (read from /proc where it can be: setting it to read it back races with other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """The mode ``open()`` gives a new file under the current umask (0644 under umask 022)."""
+    return 0o666 & ~current_umask()
+
+
+def new_dir_mode() -> int:
+    """The mode ``mkdir`` gives a new folder under the current umask (0755 under umask 022)."""
+    return 0o777 & ~current_umask()
+
+
+def give_umask_modes(root: Path) -> None:
+    """Give ``root`` and everything under it the modes a plain ``open()`` / ``mkdir`` would have: ``tempfile``
+    makes 0600 files and 0700 folders, and safetensors writes 0600 files, which other users of a shared
+    results folder could not read."""
+    root = Path(root)
+    file_mode, dir_mode = new_file_mode(), new_dir_mode()
+    paths = [root, *root.rglob("*")] if root.is_dir() else [root]
+    for path in paths:
+        if path.is_symlink():
+            continue
+        os.chmod(path, dir_mode if path.is_dir() else file_mode)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), new_file_mode())  # not mkstemp's 0600: what the umask gives any other new file
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:

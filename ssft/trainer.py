@@ -45,6 +45,134 @@ def latest_checkpoint(folder: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def checkpoint_problem(checkpoint: Path, name: str, what: str) -> SsftError:
+    """The one-line error for a file of a checkpoint that cannot be resumed from: ``what`` is 'missing' or
+    'damaged (<short reason>)'."""
+    return SsftError(f"{Path(checkpoint) / name}: {what}; delete {checkpoint} to resume from an earlier checkpoint, "
+                     f"or pass --overwrite to start over")
+
+
+def _torch_file_problem(path: Path, numpy_state: bool = False) -> str | None:
+    """Why the torch file ``path`` (optimizer / scheduler / RNG state) cannot be loaded, or None. Loaded as the
+    Trainer loads it (``weights_only=True``; the RNG state with numpy's arrays allowed)."""
+    import zipfile
+
+    if not path.is_file():
+        return "missing"
+    if path.stat().st_size == 0:
+        return "damaged (empty file)"
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; cut short, its directory at the end is gone
+        return "damaged (truncated, or not a file torch.save wrote)"
+    try:  # mmap: the tensors of a large optimizer state are mapped, not read into memory
+        if numpy_state:
+            from transformers.trainer_pt_utils import safe_globals
+
+            with safe_globals():
+                state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        else:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # noqa: BLE001 -- unpickling a damaged file raises anything
+        if type(err).__name__ == "UnpicklingError":
+            return "damaged (holds pickled objects other than plain state, which are never loaded)"
+        from ssft.models.base import _first_line
+
+        return f"damaged ({_first_line(err).split('. ')[0][:120]})"
+    if not isinstance(state, dict):
+        return f"damaged (a {type(state).__name__}, not a state dict)"
+    return None
+
+
+def _json_file(path: Path) -> tuple[object, str | None]:
+    """(the JSON in ``path``, None) or (None, why it cannot be read)."""
+    if not path.is_file():
+        return None, "missing"
+    try:
+        return json.loads(path.read_bytes().decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, "damaged (not a UTF-8 text file)"
+    except json.JSONDecodeError as err:
+        return None, f"damaged (invalid JSON: {err.msg}, line {err.lineno})"
+
+
+def _ranker_folder_problem(folder: Path) -> str | None:
+    """Why the ranker folder of a checkpoint cannot be loaded (cheap checks: spec, safetensors headers and sizes,
+    no pickle weights), or None. The full load (``Ranker.load_weights``) follows when the resume starts."""
+    from safetensors import SafetensorError, safe_open
+
+    from ssft.models.base import PICKLE_WEIGHTS, SPEC_FILE, Ranker
+
+    if not folder.is_dir():
+        return "missing"
+    try:
+        Ranker.read_spec(folder)
+    except SsftError:
+        _, why = _json_file(folder / SPEC_FILE)
+        return f"{SPEC_FILE}: {why or 'not a model spec'}"
+    for path in sorted(folder.rglob("*.bin")):
+        if PICKLE_WEIGHTS.fullmatch(path.name) and not any(path.parent.glob("*.safetensors")):
+            return f"{path.relative_to(folder)}: pickle weights are not loaded"
+    for path in sorted(folder.rglob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="pt"):
+                pass
+        except (SafetensorError, OSError) as err:
+            reason = str(err).removeprefix("Error while deserializing header: ")
+            return f"{path.relative_to(folder)}: damaged ({reason.splitlines()[0] if reason else type(err).__name__})"
+    return None
+
+
+def check_checkpoint(folder: Path, callbacks=(), needs_optimizer: bool = True) -> None:
+    """Before a resume from the checkpoint ``folder``: every file it is resumed from can be read -- ssft's marker
+    and ranker folder, the Trainer's ``trainer_state.json``, ``optimizer.pt``, ``scheduler.pt`` and RNG state, and
+    the state of each callback with a ``check_checkpoint_state`` (e.g. the best-epoch snapshot). A file that is
+    missing, cut short or garbage is one SsftError naming it, instead of a traceback half-way into the resume
+    (or, for a missing optimizer or scheduler state, a resume that silently starts them over)."""
+    folder = Path(folder)
+    marker, why = _json_file(folder / CHECKPOINT_MARKER)
+    if why == "missing":
+        raise SsftError(f"{folder}: incomplete checkpoint (no {CHECKPOINT_MARKER}); it cannot be resumed from")
+    number = (int, float)
+    if why is None and not (isinstance(marker, dict) and type(marker.get("global_step")) is int
+                            and isinstance(marker.get("loss_sum"), number) and not isinstance(marker.get("loss_sum"), bool)):
+        why = "damaged (expected {\"global_step\": <int>, \"loss_sum\": <number>})"
+    if why is not None:
+        raise checkpoint_problem(folder, CHECKPOINT_MARKER, why)
+    why = _ranker_folder_problem(folder / "ranker")
+    if why is not None:
+        if why == "missing":
+            raise checkpoint_problem(folder, "ranker", "missing")
+        raise checkpoint_problem(folder, "ranker", f"the saved model cannot be loaded ({why})")
+    from transformers.trainer_callback import TrainerState
+
+    state, why = _json_file(folder / "trainer_state.json")
+    if why is None:
+        try:
+            if not isinstance(state, dict) or type(state.get("global_step")) is not int:
+                raise TypeError("no global_step")
+            TrainerState(**state)
+        except TypeError:
+            why = "damaged (not a Trainer state)"
+    if why is not None:
+        raise checkpoint_problem(folder, "trainer_state.json", why)
+    if needs_optimizer:
+        for name in ("optimizer.pt", "scheduler.pt"):
+            why = _torch_file_problem(folder / name)
+            if why is not None:
+                raise checkpoint_problem(folder, name, why)
+    rng_files = sorted(folder.glob("rng_state*.pth"))
+    if not rng_files:
+        raise checkpoint_problem(folder, "rng_state.pth", "missing")
+    for path in rng_files:
+        why = _torch_file_problem(path, numpy_state=True)
+        if why is not None:
+            raise checkpoint_problem(folder, path.name, why)
+    for callback in callbacks:
+        if hasattr(callback, "check_checkpoint_state"):
+            problem = callback.check_checkpoint_state(folder)
+            if problem is not None:
+                raise checkpoint_problem(folder, *problem)
+
+
 def discard_incomplete_checkpoints(folder: Path) -> list[Path]:
     """Remove checkpoint folders a kill cut short (no marker); returns what was removed."""
     removed = []
@@ -110,11 +238,14 @@ class RankingTrainer(Trainer):
       last makes a checkpoint complete, so ``train(resume_from_checkpoint=...)`` continues exactly.
     - a non-finite loss or gradient norm stops training with an ``SsftError`` before the optimizer step, so no
       checkpoint ever holds weights a NaN touched.
+    - ``learning_rates_from_args`` (``ssft-train --resume-with-changes``): a resume keeps the checkpoint's optimizer
+      moments and its place in the schedule, but the learning rates become this run's (``args.learning_rate``,
+      ``head_learning_rate``) instead of the checkpoint's.
     """
 
     def __init__(self, *args, loss: RankingLoss, head_learning_rate: float | None = None,
                  eval_qrels: Qrels | None = None, eval_metrics: list[str] | None = None, teacher=None,
-                 distillation=None, **kwargs):
+                 distillation=None, learning_rates_from_args: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         if getattr(loss, "needs_teacher", False) and teacher is None:
             raise ValueError(f"the loss {type(loss).__name__} distils a teacher: pass teacher=FrozenTeacher(...)")
@@ -124,6 +255,7 @@ class RankingTrainer(Trainer):
         self.teacher = teacher
         self.distillation = distillation
         self.head_learning_rate = head_learning_rate
+        self.learning_rates_from_args = learning_rates_from_args
         self.eval_qrels = eval_qrels
         self.eval_metrics = eval_metrics or ["nDCG@10"]
         self.add_callback(SaveAfterEpochEvaluation())
@@ -172,10 +304,17 @@ class RankingTrainer(Trainer):
     def _stop_non_finite(self, what: str, value: float) -> None:
         step = self.state.global_step + 1
         last = latest_checkpoint(Path(self._get_output_dir(None))) if self.args.should_save else None
-        kept = (f"the last good checkpoint is {last} (re-running the same command resumes from it)" if last is not None
-                else "no checkpoint was written before it")
+        # the same command would resume into the same NaN, and a changed learning rate is a different recipe:
+        # hence --resume-with-changes (or --overwrite)
+        if last is not None:
+            advice = (f"the last good checkpoint is {last}; re-run with a lower training.learning_rate (or a "
+                      f"training.max_grad_norm) and --resume-with-changes to continue from it, or with --overwrite to "
+                      f"start over")
+        else:
+            advice = ("no checkpoint was written before it; re-run with a lower training.learning_rate (or a "
+                      "training.max_grad_norm) and --overwrite")
         raise SsftError(f"training stopped at step {step} (epoch {self.state.epoch or 0:.2f}): the {what} is {value}; "
-                        f"{kept}; try a lower training.learning_rate or a training.max_grad_norm")
+                        f"{advice}")
 
     # ------------------------------------------------------------ batching
     def _get_train_sampler(self, train_dataset=None):
@@ -210,12 +349,41 @@ class RankingTrainer(Trainer):
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         self._resumed_loss = (0.0, 0)  # (sum of the per-step losses before the resume, steps), set on resume
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = latest_checkpoint(Path(self.args.output_dir)) or True  # True: the Trainer's error
+        if resume_from_checkpoint not in (None, False, True):
+            resume_from_checkpoint = str(resume_from_checkpoint)
+            # every file the resume reads, before anything is read (the Trainer's own loads give tracebacks)
+            check_checkpoint(Path(resume_from_checkpoint), self.callback_handler.callbacks,
+                             needs_optimizer=not (self.args.save_only_model or self.is_deepspeed_enabled or self.is_fsdp_enabled))
         output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
         loss_sum, steps = self._resumed_loss
         if steps:  # the Trainer averages over this call's steps only: average over the whole run instead
             now = self.state.global_step - steps
             output = output._replace(training_loss=(loss_sum + output.training_loss * now) / max(self.state.global_step, 1))
         return output
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None and self.learning_rates_from_args and self.lr_scheduler is not None:
+            self._rebase_learning_rates()
+
+    def _rebase_learning_rates(self) -> None:
+        """Each parameter group's base rate becomes this run's; the schedule's factor at the resumed step stays."""
+        head_ids = {id(p) for p in self._ranker().head_parameters()} if self.head_learning_rate is not None else set()
+        scheduler = self.lr_scheduler
+        for i, group in enumerate(self.optimizer.param_groups):
+            is_head = bool(head_ids) and all(id(p) in head_ids for p in group["params"])
+            new_base = self.head_learning_rate if is_head else self.args.learning_rate
+            old_base = scheduler.base_lrs[i] if hasattr(scheduler, "base_lrs") else group.get("initial_lr", group["lr"])
+            factor = group["lr"] / old_base if old_base else 1.0
+            if hasattr(scheduler, "base_lrs"):
+                scheduler.base_lrs[i] = new_base
+            group["initial_lr"] = new_base
+            group["lr"] = new_base * factor
+        if hasattr(scheduler, "_last_lr"):
+            scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        logger.info("resumed with new learning rates: %s", ", ".join(f"{g['lr']:.3g}" for g in self.optimizer.param_groups))
 
     def _save_checkpoint(self, model, trial):
         limit = self.args.save_total_limit
@@ -243,7 +411,11 @@ class RankingTrainer(Trainer):
         if not marker.is_file():
             raise SsftError(f"{folder}: incomplete checkpoint (no {CHECKPOINT_MARKER}); it cannot be resumed from")
         model = self.model if model is None else model
-        model.load_weights(folder / "ranker")
+        try:
+            model.load_weights(folder / "ranker")
+        except SsftError as err:
+            raise SsftError(f"{err}; delete {folder} to resume from an earlier checkpoint, or pass --overwrite to "
+                            f"start over") from None
         for callback in self.callback_handler.callbacks:
             if hasattr(callback, "load_checkpoint_state"):
                 callback.load_checkpoint_state(folder)

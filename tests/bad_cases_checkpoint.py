@@ -1,6 +1,193 @@
-"""The bad-input matrix: damaged checkpoints and model folders (issue 16). Case format: see tests/bad_cases_base.py."""
+"""The bad-input matrix: damaged checkpoints and model folders (issue 16). Case format: see tests/bad_cases_base.py.
+
+The checkpoint cases resume from a real checkpoint (every file the Trainer writes: optimizer.pt, scheduler.pt,
+trainer_state.json, rng_state.pth, ssft's marker and ranker/, the best-epoch state), trained once per test session
+with the world's tiny model and data and copied into each world's output folder, then damaged one file at a time."""
 from __future__ import annotations
 
-from tests.bad_input_world import World, _train  # noqa: F401  (the argv builders)
+import atexit
+import json
+import shutil
+import tempfile
+from pathlib import Path
 
-CASES: list[tuple] = []
+from tests.bad_input_world import World, _train, _truncate  # noqa: F401  (the argv builders)
+
+_SOURCE: dict[str, Path] = {}  # "checkpoint": the trained checkpoint every checkpoint case copies
+
+
+def _trained_checkpoint(w: World) -> Path:
+    """A complete checkpoint of a one-epoch run of the world's recipe (LoRA cross-encoder on the tiny BERT), trained
+    once (a few seconds) outside every world and kept for the session."""
+    if "checkpoint" not in _SOURCE:
+        from tests.cli_runner import run_cli
+
+        root = Path(tempfile.mkdtemp(prefix="ssft-checkpoint-source-"))
+        atexit.register(shutil.rmtree, root, True)
+        for sub in ("cwd", "home", "cache"):
+            (root / sub).mkdir()
+        shutil.copytree(w.data, root / "data")
+        recipe = root / "recipe.yaml"
+        recipe.write_text(f"model: {{name: {w.model}, max_length: 48}}\nadapter: {{method: lora, r: 4}}\n"
+                          f"data: {{dataset: {root / 'data'}, num_negatives: 2, negatives_depth: 6}}\neval: {{depth: 6}}\n"
+                          f"training: {{output_dir: {root / 'run'}, num_train_epochs: 1, per_device_train_batch_size: 2, "
+                          f"save_strategy: epoch}}\n")
+        result = run_cli("ssft.train", [str(recipe)], cwd=root / "cwd",
+                         env={"HOME": root / "home", "SSFT_CACHE": root / "cache", "HF_HUB_OFFLINE": "1",
+                              "SSFT_DATA_HOME": root / "cache" / "no-data-home"})
+        found = sorted((root / "run").glob("checkpoint-*"))
+        assert result.returncode == 0 and found, result.stderr[-3000:]
+        _SOURCE["checkpoint"] = found[-1]
+    return _SOURCE["checkpoint"]
+
+
+def _resumable(w: World) -> tuple[Path, list[str]]:
+    """The world's output folder holding a complete checkpoint of the world's own recipe (so ssft-train resumes
+    from it): (the checkpoint folder, the argv)."""
+    import yaml
+
+    from ssft.recipe import load_recipe
+
+    source = _trained_checkpoint(w)
+    recipe = w.recipe()
+    checkpoint = w.out / source.name
+    w.out.mkdir(parents=True)
+    shutil.copytree(source, checkpoint)
+    (w.out / "recipe.yaml").write_text(yaml.safe_dump(load_recipe(recipe).to_dict(), sort_keys=False))
+    return checkpoint, [str(recipe)]
+
+
+def _damaged(name: str, how: str):
+    """An argv builder: the world's resumable checkpoint with its file ``name`` truncated, overwritten with garbage,
+    removed, or (``pickled-object``) a valid torch file holding a pickled object other than plain state."""
+
+    def build(w: World) -> list[str]:
+        checkpoint, argv = _resumable(w)
+        path = checkpoint / name
+        if how == "truncated":
+            _truncate(path)
+        elif how == "garbage":
+            path.write_bytes(b"\x00\x01 this is not a checkpoint file \xff" * 8)
+        elif how == "missing":
+            path.unlink()
+        elif how == "pickled-object":
+            import torch
+
+            torch.save({"python": Path("/etc/passwd"), "numpy": None, "cpu": torch.zeros(2, dtype=torch.uint8)}, path)
+        elif how == "wrong-shape":
+            path.write_text('{"global_step": "four", "loss_sum": 1.0}\n')
+        else:
+            raise ValueError(how)
+        return argv
+
+    return build
+
+
+def _checkpoint_pickle_adapter(w: World) -> list[str]:
+    import torch
+    from safetensors.torch import load_file
+
+    checkpoint, argv = _resumable(w)
+    adapter = checkpoint / "ranker" / "adapter"
+    torch.save(load_file(adapter / "adapter_model.safetensors"), adapter / "adapter_model.bin")
+    (adapter / "adapter_model.safetensors").unlink()
+    return argv
+
+
+def _pickle_base_model(w: World) -> list[str]:
+    import torch
+    from safetensors.torch import load_file
+
+    model = w.root / "pickle-model"
+    shutil.copytree(w.model, model)
+    torch.save(load_file(model / "model.safetensors"), model / "pytorch_model.bin")
+    (model / "model.safetensors").unlink()
+    return _train(w, f"model.name={model}")
+
+
+def _rerank_pickle_backbone(w: World) -> list[str]:
+    """A saved full fine-tuned cross-encoder whose backbone/ holds pytorch_model.bin only."""
+    import torch
+    from safetensors.torch import load_file
+
+    from ssft.models.cross import CrossEncoder
+    from ssft.recipe import ModelConfig
+
+    shutil.rmtree(w.ranker)
+    CrossEncoder.build(ModelConfig(name=str(w.model), max_length=48), "full", {}).save(w.ranker)
+    backbone = w.ranker / "backbone"
+    torch.save(load_file(backbone / "model.safetensors"), backbone / "pytorch_model.bin")
+    (backbone / "model.safetensors").unlink()
+    return w.rerank()
+
+
+def _rerank_pickle_adapter(w: World) -> list[str]:
+    import torch
+    from safetensors.torch import load_file
+
+    adapter = w.ranker / "adapter"
+    torch.save(load_file(adapter / "adapter_model.safetensors"), adapter / "adapter_model.bin")
+    (adapter / "adapter_model.safetensors").unlink()
+    return w.rerank()
+
+
+def _rerank_adapter_on_other_base(w: World) -> list[str]:
+    """The LoRA adapter (saved on the hidden-32 tiny BERT) with a spec naming a hidden-64 one."""
+    from tests.helpers import save_tiny_bert
+
+    wide = save_tiny_bert(w.root / "wide-bert", hidden_size=64, layers=2, seed=0)
+    spec = json.loads((w.ranker / "ssft_model.json").read_text())
+    spec["base_model"] = str(wide)
+    (w.ranker / "ssft_model.json").write_text(json.dumps(spec, indent=2))
+    return w.rerank()
+
+
+def _rerank_trust_remote_code(w: World) -> list[str]:
+    spec = json.loads((w.ranker / "ssft_model.json").read_text())
+    spec["trust_remote_code"] = True
+    (w.ranker / "ssft_model.json").write_text(json.dumps(spec, indent=2))
+    return w.rerank()
+
+
+CASES: list[tuple] = [
+    # ---- resuming from a damaged checkpoint (every file the resume reads)
+    ("train-resume-optimizer-truncated", "ssft.train", _damaged("optimizer.pt", "truncated"),
+     "checkpoint-2/optimizer.pt: damaged (truncated", "out-may-change"),
+    ("train-resume-optimizer-missing", "ssft.train", _damaged("optimizer.pt", "missing"),
+     "checkpoint-2/optimizer.pt: missing; delete", "out-may-change"),
+    ("train-resume-scheduler-garbage", "ssft.train", _damaged("scheduler.pt", "garbage"),
+     "checkpoint-2/scheduler.pt: damaged (truncated, or not a file torch.save wrote); delete", "out-may-change"),
+    ("train-resume-trainer-state-truncated", "ssft.train", _damaged("trainer_state.json", "truncated"),
+     "checkpoint-2/trainer_state.json: damaged (invalid JSON", "out-may-change"),
+    ("train-resume-trainer-state-missing", "ssft.train", _damaged("trainer_state.json", "missing"),
+     "checkpoint-2/trainer_state.json: missing", "out-may-change"),
+    ("train-resume-rng-state-garbage", "ssft.train", _damaged("rng_state.pth", "garbage"),
+     "checkpoint-2/rng_state.pth: damaged (truncated, or not a file torch.save wrote); delete", "out-may-change"),
+    ("train-resume-rng-state-pickled-object", "ssft.train", _damaged("rng_state.pth", "pickled-object"),
+     "checkpoint-2/rng_state.pth: damaged (holds pickled objects other than plain state", "out-may-change"),
+    ("train-resume-marker-garbage", "ssft.train", _damaged("ssft_checkpoint.json", "garbage"),
+     "checkpoint-2/ssft_checkpoint.json: damaged (not a UTF-8 text file)", "out-may-change"),
+    ("train-resume-marker-wrong-shape", "ssft.train", _damaged("ssft_checkpoint.json", "wrong-shape"),
+     "checkpoint-2/ssft_checkpoint.json: damaged (expected", "out-may-change"),
+    ("train-resume-best-epoch-snapshot-truncated", "ssft.train", _damaged("best_epoch.safetensors", "truncated"),
+     "checkpoint-2/best_epoch.safetensors: damaged (incomplete metadata", "out-may-change"),
+    ("train-resume-best-epoch-json-truncated", "ssft.train", _damaged("best_epoch.json", "truncated"),
+     "checkpoint-2/best_epoch.json: damaged (invalid JSON", "out-may-change"),
+    ("train-resume-best-epoch-json-missing", "ssft.train", _damaged("best_epoch.json", "missing"),
+     "checkpoint-2/best_epoch.json: missing; delete", "out-may-change"),
+    ("train-resume-ranker-pickle-adapter", "ssft.train", _checkpoint_pickle_adapter,
+     "checkpoint-2/ranker: the saved model cannot be loaded (adapter/adapter_model.bin: pickle weights are not loaded); "
+     "delete", "out-may-change"),
+    # ---- pickle weights are never loaded
+    ("train-model-pickle-weights", "ssft.train", _pickle_base_model,
+     "pickle-model/pytorch_model.bin: pickle weights are not loaded; convert to safetensors"),
+    ("rerank-backbone-pickle-weights", "ssft.rerank", _rerank_pickle_backbone,
+     "backbone/pytorch_model.bin: pickle weights are not loaded; convert to safetensors"),
+    ("rerank-adapter-pickle-weights", "ssft.rerank", _rerank_pickle_adapter,
+     "adapter/adapter_model.bin: pickle weights are not loaded; convert to safetensors"),
+    # ---- a model folder that does not fit, or asks to run its code
+    ("rerank-adapter-other-base-model", "ssft.rerank", _rerank_adapter_on_other_base,
+     "adapter: the adapter does not fit base model"),
+    ("rerank-spec-trust-remote-code", "ssft.rerank", _rerank_trust_remote_code,
+     "ssft_model.json: this model was saved with trust_remote_code; pass --trust-remote-code"),
+]

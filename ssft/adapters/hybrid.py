@@ -118,16 +118,17 @@ class Hybrid(Adapter):
     def load_backbone(cls, transformer: nn.Module, path: Path, spec: dict[str, Any]) -> Backbone:
         """The LoRA part from ``adapter/`` (``adapter/<name>/`` for ss_lora's named adapters); the prefix
         (``hidden_prefix.*``) is loaded by ``Ranker.load`` like any hidden prefix."""
-        from peft import PeftModel
+        from ssft.models.base import load_peft_adapter
 
         config = cls.config_from(spec.get("options", {}))
         lora_method, lora_options = next((m, o) for m, o, _ in config.module_specs() if m in LORA_METHODS)
         if lora_method == "ss_lora":
-            loaded = ADAPTERS.get("ss_lora").load_backbone(transformer, path, {"options": lora_options})
+            loaded = ADAPTERS.get("ss_lora").load_backbone(transformer, path, {"options": lora_options,
+                                                                                "base_model": spec.get("base_model")})
             backbone = Backbone(loaded.model, cls.name)
             backbone.tower_switch = loaded.tower_switch
             return backbone
-        return Backbone(PeftModel.from_pretrained(transformer, path / "adapter", is_trainable=False), cls.name)
+        return Backbone(load_peft_adapter(transformer, path / "adapter", spec.get("base_model")), cls.name)
 
 
 def hybrid_modules(ranker: nn.Module) -> dict[str, list[tuple[str, nn.Parameter]]]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from peft import PeftModel, get_peft_model
+from peft import get_peft_model
 from peft.tuners.tuners_utils import BaseTunerLayer
 from torch import nn
 
@@ -195,12 +195,15 @@ class SsLora(Adapter):
     def load_backbone(cls, transformer: nn.Module, path: Path, spec: dict[str, Any]) -> Backbone:
         """Rebuild from the saved ``adapter/<name>/`` folders (PEFT's layout for named adapters); each loads
         with plain ``peft.PeftModel.from_pretrained(model, folder, adapter_name=name)``."""
+        from ssft.models.base import load_peft_adapter
+
         config = cls.config_from(spec.get("options", {}))
         targets = ss_lora_targets(transformer, config.sharing)
         names = list(targets)
-        model = PeftModel.from_pretrained(transformer, path / "adapter" / names[0], adapter_name=names[0], is_trainable=False)
+        base_model = spec.get("base_model")
+        model = load_peft_adapter(transformer, path / "adapter" / names[0], base_model, adapter_name=names[0])
         for name in names[1:]:
-            model.load_adapter(path / "adapter" / name, adapter_name=name, is_trainable=False)
+            load_peft_adapter(transformer, path / "adapter" / name, base_model, adapter_name=name, into=model)
         return _wire(model, cls.name, "shared" in targets)
 
 

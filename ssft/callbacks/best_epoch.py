@@ -66,10 +66,44 @@ class BestEpochCallback(TrainerCallback):
         self.history = list(state["history"])
 
     def save_checkpoint_state(self, folder: Path) -> None:
+        from ssft.io import give_umask_modes
+
         folder = Path(folder)
         if self._snapshot is not None:
             save_file({k: v.contiguous() for k, v in self._snapshot.items()}, folder / self.SNAPSHOT_FILE)
+            give_umask_modes(folder / self.SNAPSHOT_FILE)  # safetensors writes 0600
         (folder / self.STATE_FILE).write_text(json.dumps(self.state_dict(), indent=2) + "\n")
+
+    def check_checkpoint_state(self, folder: Path) -> tuple[str, str] | None:
+        """(file, 'missing' / 'damaged (why)') when the state this callback saved into the checkpoint ``folder``
+        cannot be loaded back, else None (``ssft.trainer.check_checkpoint`` calls it before a resume)."""
+        from safetensors import SafetensorError, safe_open
+
+        folder = Path(folder)
+        path = folder / self.STATE_FILE
+        if not path.is_file():
+            return self.STATE_FILE, "missing"
+        try:
+            state = json.loads(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError:
+            return self.STATE_FILE, "damaged (not a UTF-8 text file)"
+        except json.JSONDecodeError as err:
+            return self.STATE_FILE, f"damaged (invalid JSON: {err.msg}, line {err.lineno})"
+        keys = ("key", "best_value", "best_step", "best_epoch", "history")
+        if not isinstance(state, dict) or any(k not in state for k in keys) or not isinstance(state["history"], list):
+            return self.STATE_FILE, f"damaged (expected an object with {', '.join(keys)})"
+        if state["best_value"] is None:
+            return None
+        snapshot = folder / self.SNAPSHOT_FILE
+        if not snapshot.is_file():
+            return self.SNAPSHOT_FILE, "missing"
+        try:
+            with safe_open(str(snapshot), framework="pt"):
+                pass
+        except (SafetensorError, OSError) as err:
+            reason = str(err).removeprefix("Error while deserializing header: ").strip()
+            return self.SNAPSHOT_FILE, f"damaged ({reason.splitlines()[0] if reason else type(err).__name__})"
+        return None
 
     def load_checkpoint_state(self, folder: Path) -> None:
         folder = Path(folder)

@@ -97,20 +97,21 @@ class DualPooledCrossEncoderTeacher:
         return F.normalize(q, dim=-1).to(device), F.normalize(d, dim=-1).to(device)
 
 
-def load_cross_teacher(name: str, pooling: str, max_length: int) -> DualPooledCrossEncoderTeacher:
-    """A transformers encoder by hub id / folder, or the backbone of a saved ssft cross-encoder folder."""
+def load_cross_teacher(name: str, pooling: str, max_length: int, trust_remote_code: bool = False) -> DualPooledCrossEncoderTeacher:
+    """A transformers encoder by hub id / folder, or the backbone of a saved ssft cross-encoder folder.
+    ``trust_remote_code``: the user's choice (the recipe's model.trust_remote_code), never a saved folder's."""
     from ssft.models.base import saved_model_folder
     from ssft.models.base import load_ranker, load_transformer
 
     folder = saved_model_folder(name)
     reference = {"name": str(folder.resolve()) if folder else name, "pooling": pooling, "kind": "cross_dual_pooled"}
     if folder is not None:
-        ranker = load_ranker(folder)
+        ranker = load_ranker(folder, trust_remote_code=trust_remote_code)
         if ranker.architecture != "cross":
             raise SsftError(f"distillation.teacher: {name} is a '{ranker.architecture}' model, teacher_kind cross_dual_pooled "
                             f"takes a cross-encoder")
         return DualPooledCrossEncoderTeacher(ranker.backbone.base_model, ranker.tokenizer, pooling, reference, max_length)
-    transformer, tokenizer = load_transformer(name)
+    transformer, tokenizer = load_transformer(name, trust_remote_code)
     return DualPooledCrossEncoderTeacher(transformer, tokenizer, pooling, reference, max_length)
 
 

@@ -27,8 +27,9 @@ def teacher_reference(name: str, pooling: str = "mean", max_length: int = 256, q
             "max_length": int(max_length), "query_max_length": int(query_max_length)}
 
 
-def load_teacher(reference: dict[str, Any]) -> "DenseTeacher":
-    """The frozen dense teacher a reference names (see the module docstring)."""
+def load_teacher(reference: dict[str, Any], trust_remote_code: bool = False) -> "DenseTeacher":
+    """The frozen dense teacher a reference names (see the module docstring). ``trust_remote_code``: the user's
+    choice (the recipe's model.trust_remote_code, a CLI's --trust-remote-code), never a saved folder's."""
     from ssft.models.base import load_ranker
     from ssft.recipe import ModelConfig
     from ssft.registry import MODELS
@@ -38,14 +39,14 @@ def load_teacher(reference: dict[str, Any]) -> "DenseTeacher":
         raise SsftError(f"distillation teacher: expected a reference with a 'name', got {reference!r}")
     folder = saved_model_folder(name)
     if folder is not None:
-        model = load_ranker(folder)
+        model = load_ranker(folder, trust_remote_code=trust_remote_code)
         if not isinstance(model, DenseDualEncoder):
             raise SsftError(f"distillation.teacher: {name} is a '{model.architecture}' model; a dense teacher must be "
                             f"architecture 'dense' (a cross-encoder teacher is teacher_kind: cross_dual_pooled)")
     else:
         cfg = ModelConfig(architecture="dense", name=name, pooling=reference.get("pooling", "mean"),
                           max_length=int(reference.get("max_length", 256)),
-                          query_max_length=int(reference.get("query_max_length", 32)))
+                          query_max_length=int(reference.get("query_max_length", 32)), trust_remote_code=trust_remote_code)
         model = MODELS.get("dense").build(cfg, "full", {})
     return DenseTeacher(model, reference)
 

@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-queries", type=int, default=256)
     parser.add_argument("--tower", choices=["query", "document", "both"], default="query")
     parser.add_argument("--output", type=Path, default=None, help="folder for latency.json")
+    parser.add_argument("--trust-remote-code", action="store_true", help="run Python code the saved model ships (a model saved with trust_remote_code); only for models you trust")
     ns = parser.parse_args(argv)
     from ssft.data.beir import load_dataset
     from ssft.io import atomic_write_json
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     dataset = load_dataset(ns.data)
     qids = sorted(dataset.qrels(ns.split)) if ns.split else sorted(dataset.queries)
     queries = [dataset.queries[q] for q in qids if q in dataset.queries]
-    model = load_ranker(_model_dir(ns.model))
+    model = load_ranker(_model_dir(ns.model), trust_remote_code=ns.trust_remote_code)
     if not isinstance(model, BiEncoder):
         raise SsftError(f"{ns.model}: query latency is measured for bi-encoders, not '{model.architecture}'")
     towers = ["query", "document"] if ns.tower == "both" else [ns.tower]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -64,6 +65,51 @@ def load_hidden_prefix(path: Path) -> nn.Module:
     return prefix
 
 
+# pickle weight files (torch.save): never loaded, whatever a folder holds beside them
+PICKLE_WEIGHTS = re.compile(r"(pytorch_model|adapter_model)(-\d+-of-\d+)?\.bin(\.index\.json)?")
+
+
+def refuse_pickle_weights(folder: Path) -> None:
+    """SsftError when the weights of ``folder`` (a transformers model or PEFT adapter folder) are pickle files
+    only (``pytorch_model.bin``, ``adapter_model.bin``): unpickling runs whatever the file asks for."""
+    folder = Path(folder)
+    if not folder.is_dir() or any(folder.glob("*.safetensors")):
+        return
+    pickled = sorted(p.name for p in folder.iterdir() if PICKLE_WEIGHTS.fullmatch(p.name))
+    if pickled:
+        raise SsftError(f"{folder / pickled[0]}: pickle weights are not loaded; convert to safetensors")
+
+
+# how torch reports one parameter of another shape (PEFT loading an adapter saved on another base model)
+_SIZE_MISMATCH = re.compile(r"size mismatch for (\S+): copying a param with shape torch\.Size\((\[[^\]]*\])\) from "
+                            r"checkpoint, the shape in current model is torch\.Size\((\[[^\]]*\])\)")
+
+
+def load_peft_adapter(transformer: nn.Module, folder: Path, base_model: str | None, adapter_name: str = "default",
+                      into: nn.Module | None = None) -> nn.Module:
+    """The PEFT adapter saved in ``folder`` on top of ``transformer`` (``peft.PeftModel.from_pretrained``), or added
+    to the PeftModel ``into`` under ``adapter_name``. Pickle weights are refused; an adapter saved on another base
+    model (other hidden size) is one SsftError naming the folder, the base model and the first mismatch."""
+    from peft import PeftModel
+
+    folder = Path(folder)
+    refuse_pickle_weights(folder)
+    try:
+        if into is None:
+            return PeftModel.from_pretrained(transformer, folder, adapter_name=adapter_name, is_trainable=False)
+        into.load_adapter(folder, adapter_name=adapter_name, is_trainable=False)
+        return into
+    except RuntimeError as err:
+        mismatch = _SIZE_MISMATCH.search(str(err))
+        if mismatch is None:
+            raise
+        name, saved, wanted = mismatch.groups()
+        name = name.removeprefix("base_model.model.")
+        raise SsftError(f"{folder}: the adapter does not fit base model '{base_model}' (first size mismatch: {name} is "
+                        f"{saved} in the adapter, {wanted} in the base model); it was saved on another base model, "
+                        f"load it on that one (base_model in {SPEC_FILE})") from None
+
+
 def load_transformer(name: str, trust_remote_code: bool = False):
     """(model, tokenizer) from a hub id or folder, resolved offline where possible."""
     from transformers import AutoModel, AutoTokenizer
@@ -71,6 +117,7 @@ def load_transformer(name: str, trust_remote_code: bool = False):
     from ssft.models.hub import resolve_model
 
     path = resolve_model(name)
+    refuse_pickle_weights(Path(path))
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -89,7 +136,12 @@ def load_transformer(name: str, trust_remote_code: bool = False):
 
 
 def _first_line(err: BaseException) -> str:
+    """The first line of an error's text, short enough for a one-line message. torch's refusal to unpickle
+    anything but weights ends up here too: its advice (load the file with ``weights_only=False``, i.e. run
+    whatever it holds) is never passed on."""
     text = str(err).strip()
+    if type(err).__name__ == "UnpicklingError" or "weights_only" in text or "Weights only load failed" in text:
+        return "pickle data that is not plain weights (refused)"
     return text.splitlines()[0] if text else type(err).__name__
 
 
@@ -116,8 +168,8 @@ def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: d
                   layers: int | list[int] | None = None) -> Backbone:
     """Inverse of ``save_backbone``: the backbone saved in ``path`` on top of ``base_model``. ``layers``: the
     layer subset the saved backbone was built on (``select_layers``), re-applied to a base loaded by name
-    before its adapter (a saved ``backbone/`` already holds only those layers)."""
-    from peft import PeftModel
+    before its adapter (a saved ``backbone/`` already holds only those layers). ``trust``: the user's
+    trust_remote_code (never the saved spec's)."""
     from transformers import AutoModel
 
     from ssft.models.backbone import select_layers
@@ -133,9 +185,10 @@ def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: d
     if adapter_cls is not None and hasattr(adapter_cls, "load_backbone"):  # e.g. several named PEFT adapters
         backbone = adapter_cls.load_backbone(base(), path, spec)
     elif (path / "adapter").is_dir():
-        model = PeftModel.from_pretrained(base(), path / "adapter", is_trainable=False)
-        backbone = Backbone(model, method)
+        refuse_pickle_weights(path / "adapter")  # before the base model is loaded
+        backbone = Backbone(load_peft_adapter(base(), path / "adapter", base_model), method)
     elif (path / "backbone").is_dir():
+        refuse_pickle_weights(path / "backbone")
         try:
             transformer = AutoModel.from_pretrained(path / "backbone", add_pooling_layer=False, trust_remote_code=trust)
         except TypeError:
@@ -151,6 +204,22 @@ def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: d
     if (path / PREFIX_CONFIG).is_file():
         backbone.hidden_prefix = load_hidden_prefix(path)
     return backbone
+
+
+def remove_stale_save_folders(path: Path) -> None:
+    """Clean up after an earlier ``Ranker.save`` of ``path`` that was killed: its temporary folders
+    (``.<name>.<mkdtemp suffix>``) and ``.<name>.old``. Killed between its two renames, that save left no
+    ``path`` but the previous complete folder as ``.<name>.old``: that one is put back first."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        return
+    old = path.with_name(f".{path.name}.old")
+    if old.is_dir() and not old.is_symlink() and not path.exists() and (old / SPEC_FILE).is_file():
+        os.replace(old, path)
+    pattern = re.compile(re.escape(f".{path.name}.") + r"(old|[a-z0-9_]{8})")
+    for stale in path.parent.iterdir():
+        if pattern.fullmatch(stale.name) and stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 class Ranker(nn.Module):
@@ -213,9 +282,14 @@ class Ranker(nn.Module):
 
     # ------------------------------------------------------------ save / load
     def save(self, path: str | Path) -> None:
-        """Write the ranker folder atomically: complete, or the previous one left in place."""
+        """Write the ranker folder atomically: complete, or the previous one left in place. The folder and its
+        files get the modes the umask gives (not ``mkdtemp``'s 0700 / safetensors' 0600); the temporary folders
+        an earlier save of the same folder left when it was killed are removed."""
+        from ssft.io import give_umask_modes
+
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_save_folders(path)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
         try:
             (tmp / SPEC_FILE).write_text(json.dumps(self.spec, indent=2) + "\n")
@@ -223,6 +297,7 @@ class Ranker(nn.Module):
             save_backbone(self.backbone, tmp, self.spec["base_model"], self._frozen_base())
             self._save_extra(tmp)
             save_file(self.ranker_state(), tmp / "ranker.safetensors")
+            give_umask_modes(tmp)
             old = None
             if path.exists():
                 old = path.with_name(f".{path.name}.old")
@@ -256,25 +331,35 @@ class Ranker(nn.Module):
         return spec
 
     @classmethod
-    def load(cls, path: str | Path) -> "Ranker":
-        """The ranker saved in ``path``; a damaged folder is an SsftError naming it."""
+    def load(cls, path: str | Path, trust_remote_code: bool = False) -> "Ranker":
+        """The ranker saved in ``path``; a damaged folder is an SsftError naming it. ``trust_remote_code`` is the
+        user's permission to run Python code the model ships: a folder saved with trust_remote_code is refused
+        without it (the folder's own spec never grants it)."""
         try:
-            return cls._load(Path(path))
+            return cls._load(Path(path), trust_remote_code=trust_remote_code)
         except SsftError:
             raise
         except LOAD_ERRORS as err:
             raise SsftError(f"{path}: the saved model cannot be loaded ({type(err).__name__}: {_first_line(err)})") from None
 
+    @staticmethod
+    def check_trust(path: Path, spec: dict[str, Any], trust_remote_code: bool) -> None:
+        """Refuse a folder whose spec says it needs trust_remote_code unless the user passed it."""
+        if spec.get("trust_remote_code") not in (None, False) and not trust_remote_code:
+            raise SsftError(f"{Path(path) / SPEC_FILE}: this model was saved with trust_remote_code; pass "
+                            f"--trust-remote-code (or trust_remote_code=True) if you trust its code")
+
     @classmethod
-    def _load(cls, path: Path) -> "Ranker":
+    def _load(cls, path: Path, trust_remote_code: bool = False) -> "Ranker":
         from transformers import AutoTokenizer
 
         path = Path(path)
         spec = cls.read_spec(path)
-        backbone = load_backbone(path, spec["method"], spec["base_model"], bool(spec.get("trust_remote_code", False)), spec,
-                                 layers=spec.get("query_layers"))
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        ranker = cls.from_loaded(path, backbone, tokenizer, spec)
+        cls.check_trust(path, spec, trust_remote_code)
+        trust = bool(trust_remote_code)
+        backbone = load_backbone(path, spec["method"], spec["base_model"], trust, spec, layers=spec.get("query_layers"))
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
+        ranker = cls.from_loaded(path, backbone, tokenizer, spec, trust_remote_code=trust)
         state_file = path / "ranker.safetensors"
         if not state_file.is_file():
             raise SsftError(f"{path}: missing ranker.safetensors")
@@ -294,7 +379,8 @@ class Ranker(nn.Module):
         for key in ("architecture", "method"):
             if spec.get(key) != self.spec.get(key):
                 raise SsftError(f"{path}: a '{spec.get(key)}' {key}, this model's is '{self.spec.get(key)}'")
-        source = type(self).load(path).state_dict()
+        # a checkpoint of this very run: the running model's own trust_remote_code (the user's recipe) applies
+        source = type(self).load(path, trust_remote_code=bool(self.spec.get("trust_remote_code", False))).state_dict()
         target = self.state_dict()
         missing = [k for k in target if k not in source]
         wrong = [k for k in target if k in source and source[k].shape != target[k].shape]
@@ -305,8 +391,10 @@ class Ranker(nn.Module):
                 tensor.copy_(source[key])
 
     @classmethod
-    def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any]) -> "Ranker":
-        """Hook: the ranker around a loaded backbone (rankers with more than one backbone load the others)."""
+    def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any],
+                    trust_remote_code: bool = False) -> "Ranker":
+        """Hook: the ranker around a loaded backbone (rankers with more than one backbone load the others, with
+        the user's ``trust_remote_code``)."""
         return cls(backbone, tokenizer, spec)
 
     def _frozen_base(self) -> bool:
@@ -332,9 +420,12 @@ class Ranker(nn.Module):
         self.backbone = Backbone(self.backbone.model.merge_and_unload(), "full")
 
 
-def load_ranker(path: str | Path) -> Ranker:
-    """Load any saved ranker folder, whatever its architecture."""
+def load_ranker(path: str | Path, trust_remote_code: bool = False) -> Ranker:
+    """Load any saved ranker folder, whatever its architecture. ``trust_remote_code``: the user's permission to
+    run code the model ships (``--trust-remote-code``); a folder saved with trust_remote_code needs it."""
     from ssft.registry import MODELS
 
     spec = Ranker.read_spec(path)
-    return MODELS.get(spec.get("architecture", ""), f"{path}/{SPEC_FILE}: architecture").load(path)
+    Ranker.check_trust(Path(path), spec, trust_remote_code)
+    return MODELS.get(spec.get("architecture", ""), f"{path}/{SPEC_FILE}: architecture").load(
+        path, trust_remote_code=trust_remote_code)

@@ -140,22 +140,24 @@ class DenseDualEncoder(BiEncoder):
         save_backbone(self.document_backbone, sub, self.spec["document_name"], self._frozen_base())
 
     @classmethod
-    def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any]) -> "DenseDualEncoder":
+    def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any],
+                    trust_remote_code: bool = False) -> "DenseDualEncoder":
         from transformers import AutoTokenizer
 
         if spec.get("document_encoder") is not None:  # an asymmetric student: the teacher encodes documents
             from ssft.distill.teacher import load_teacher
 
             model = cls(backbone, tokenizer, spec)
-            model.inherit_documents(load_teacher(spec["document_encoder"]))
+            model.inherit_documents(load_teacher(spec["document_encoder"], trust_remote_code=trust_remote_code))
             return model
         if spec.get("document_name") is None:
             return cls(backbone, tokenizer, spec)
         sub = Path(path) / DOCUMENT_TOWER
         if not sub.is_dir():
             raise SsftError(f"{path}/{SPEC_FILE}: names a document tower '{spec['document_name']}' but {DOCUMENT_TOWER}/ is missing")
-        document_backbone = load_backbone(sub, spec["method"], spec["document_name"], bool(spec.get("trust_remote_code", False)), spec)
-        return cls(backbone, tokenizer, spec, document_backbone, AutoTokenizer.from_pretrained(sub))
+        document_backbone = load_backbone(sub, spec["method"], spec["document_name"], trust_remote_code, spec)
+        return cls(backbone, tokenizer, spec, document_backbone,
+                   AutoTokenizer.from_pretrained(sub, trust_remote_code=trust_remote_code))
 
     # ------------------------------------------------------------ inherited documents (asymmetric student)
     def inherit_documents(self, teacher) -> None:

@@ -77,7 +77,8 @@ class FrozenTeacher:
         if folder is not None:
             from ssft.models.base import load_ranker
 
-            ranker = load_ranker(folder)
+            # the student's recipe (model.trust_remote_code) is the user's choice; the teacher folder's is not
+            ranker = load_ranker(folder, trust_remote_code=bool(getattr(model_cfg, "trust_remote_code", False)))
             logger.info("teacher: saved %s ranker %s (%s)", ranker.architecture, folder, ranker.spec.get("base_model"))
         else:
             from ssft.models.colbert import ColBert
