@@ -13,6 +13,9 @@ A student distilled with inherited documents retrieves from its teacher's index 
 the teacher). ``--documents-from TEACHER`` serves any dense model's query tower against another dense model's
 document index (a saved ssft dense model, or a sentence embedder by hub id / folder with ``--teacher-pooling``),
 the asymmetric set-up of 002 / 004; the teacher's corpus vectors go to the on-disk embedding cache.
+
+OUT_DIR follows the output-folder rule of ``ssft.run_folder`` (as ssft-rerank's ``--output``): new, empty or an
+earlier ssft-retrieve output, a finished one only with ``--overwrite``; checked before anything is encoded.
 """
 from __future__ import annotations
 
@@ -20,16 +23,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from ssft.errors import SsftError, cli_entry
+from ssft.errors import SsftError, cli_entry, user_path
+from ssft.run_folder import RESULT_MARKERS, RETRIEVE_OUTPUTS, OutputFolder
 
 
 @cli_entry("ssft-retrieve")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ssft-retrieve", description="Retrieve from a whole corpus with a trained dense model.")
-    parser.add_argument("model", type=Path, help="output folder of ssft-train (or its model/ folder)")
+    parser.add_argument("model", type=user_path, help="output folder of ssft-train (or its model/ folder)")
     parser.add_argument("--data", required=True, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
     parser.add_argument("--split", required=True, help="qrels split whose queries are retrieved and evaluated")
-    parser.add_argument("--output", required=True, type=Path, help="folder for run.trec and metrics.json")
+    parser.add_argument("--output", required=True, type=user_path, help="folder for run.trec and metrics.json")
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--index", default="flat", help="flat (exact), ivf, hnsw, pq, ivfpq")
     parser.add_argument("--passage-words", type=int, default=None, help="split documents into passages of N words (maxP)")
@@ -42,8 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--documents-from", default=None,
                         help="encode documents with this dense model instead (a saved ssft dense model, or a model name)")
     parser.add_argument("--teacher-pooling", default="mean", help="pooling of a --documents-from model given by name")
-    ns = parser.parse_args(argv)
-    from ssft.train import _setup_logging
+    parser.add_argument("--trust-remote-code", action="store_true", help="run Python code the saved model ships (a model saved with trust_remote_code); only for models you trust")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier ssft-retrieve result in --output (only what ssft-retrieve wrote is removed)")
+    from ssft.train import _setup_logging, parse_args
+
+    ns = parse_args(parser, argv)
 
     _setup_logging("INFO")
     from ssft.data.beir import load_dataset
@@ -57,6 +65,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if ns.depth < 1:
         raise SsftError("--depth must be >= 1")
+    if ns.batch_size < 1:
+        raise SsftError("--batch-size must be >= 1")
+    folder = OutputFolder(ns.output, "ssft-retrieve", RETRIEVE_OUTPUTS, RESULT_MARKERS, where="--output")
+    folder.check()
+    if (ns.output / "metrics.json").is_file() and not ns.overwrite:
+        raise SsftError(f"--output: {ns.output} holds a finished ssft-retrieve result (metrics.json); pass --overwrite "
+                        f"to replace it, or name another folder")
     if ns.index not in INDEX_KINDS:
         raise SsftError(f"--index: expected one of {', '.join(INDEX_KINDS)}, got '{ns.index}'")
     if ns.passage_words is not None and ns.passage_words < 1:
@@ -69,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     dataset = load_dataset(ns.data)
     qrels = dataset.qrels(ns.split)
     tune_qrels = dataset.qrels(ns.tune_split) if fusion == "auto" else None
-    model = load_ranker(_model_dir(ns.model))
+    model = load_ranker(_model_dir(ns.model), trust_remote_code=ns.trust_remote_code)
     if not getattr(model, "full_retrieval", False):
         raise SsftError(f"{ns.model}: full retrieval needs a single-vector dense model (architecture 'dense'), "
                         f"not '{model.architecture}'; use ssft-rerank")
@@ -77,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         from ssft.distill.teacher import load_teacher, teacher_reference
 
         model.inherit_documents(load_teacher(teacher_reference(ns.documents_from, ns.teacher_pooling,
-                                                               model.spec["max_length"], model.spec["query_max_length"])))
+                                                               model.spec["max_length"], model.spec["query_max_length"]),
+                                             trust_remote_code=ns.trust_remote_code))
     queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
     from ssft.eval.retrieve import corpus_vectors
 
@@ -87,27 +103,32 @@ def main(argv: list[str] | None = None) -> int:
     aggregate, per_query = evaluate_run(qrels, run, metrics)
     results = {ns.split: aggregate}
     info: dict = {}
-    if fusion is not None:
-        from ssft.eval.fusion import tune_fusion_alpha
-        from ssft.eval.retrieve import write_fusion
-        from ssft.firststage.bm25 import BM25
+    with folder:  # from here on, OUT_DIR is written (and locked); metrics.json goes first and comes back last
+        folder.claim()
+        if ns.overwrite:
+            folder.clear()
+        folder.mark_unfinished()
+        if fusion is not None:
+            from ssft.eval.fusion import tune_fusion_alpha
+            from ssft.eval.retrieve import write_fusion
+            from ssft.firststage.bm25 import BM25
 
-        bm25 = BM25(dataset)
-        if fusion == "auto":
-            tune_queries = {q: dataset.queries[q] for q in tune_qrels if q in dataset.queries}
-            tune_dense = retrieve(model, dataset, tune_queries, ns.depth, ns.batch_size, ns.index, ns.passage_words,
-                                  ns.passage_stride, doc_vectors=doc_vectors)
-            fusion = tune_fusion_alpha(tune_dense, bm25.search(tune_queries, ns.depth), tune_qrels, ns.tune_metric)
-            print(f"fusion weight tuned on {ns.tune_split} by {ns.tune_metric}: alpha = {fusion:g}")
-        sparse = bm25.search(queries, ns.depth)
-        results["bm25"] = evaluate_run(qrels, sparse, metrics)[0]
-        results.update(write_fusion(run, sparse, fusion, qrels, ns.split, "bm25", metrics, ns.output, info))
-        write_run(sparse, ns.output / f"run.bm25.{ns.split}.trec", tag="bm25")
-    write_run(run, ns.output / "run.trec", tag="ssft-dense")
-    write_per_query(per_query, ns.output / f"per_query.{ns.split}.tsv")
-    if info:
-        atomic_write_json(ns.output / "fusion.json", {**info, "tuned_on": ns.tune_split, "depth": ns.depth})
-    atomic_write_json(ns.output / "metrics.json", results)
+            bm25 = BM25(dataset)
+            if fusion == "auto":
+                tune_queries = {q: dataset.queries[q] for q in tune_qrels if q in dataset.queries}
+                tune_dense = retrieve(model, dataset, tune_queries, ns.depth, ns.batch_size, ns.index, ns.passage_words,
+                                      ns.passage_stride, doc_vectors=doc_vectors)
+                fusion = tune_fusion_alpha(tune_dense, bm25.search(tune_queries, ns.depth), tune_qrels, ns.tune_metric)
+                print(f"fusion weight tuned on {ns.tune_split} by {ns.tune_metric}: alpha = {fusion:g}")
+            sparse = bm25.search(queries, ns.depth)
+            results["bm25"] = evaluate_run(qrels, sparse, metrics)[0]
+            results.update(write_fusion(run, sparse, fusion, qrels, ns.split, "bm25", metrics, ns.output, info))
+            write_run(sparse, ns.output / f"run.bm25.{ns.split}.trec", tag="bm25")
+        write_run(run, ns.output / "run.trec", tag="ssft-dense")
+        write_per_query(per_query, ns.output / f"per_query.{ns.split}.tsv")
+        if info:
+            atomic_write_json(ns.output / "fusion.json", {**info, "tuned_on": ns.tune_split, "depth": ns.depth})
+        atomic_write_json(ns.output / "metrics.json", results)
     print(format_table(results, metrics))
     return 0
 

@@ -16,6 +16,7 @@ if __package__ in (None, ""):  # `accelerate launch ssft/train.py` runs this fil
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ssft.errors import SsftError, cli_entry
+from ssft.run_folder import TRAIN_MARKERS, TRAIN_OUTPUTS, OutputFolder
 
 logger = logging.getLogger("ssft")
 _USER_TENSORBOARD_DIR = os.environ.get("TENSORBOARD_LOGGING_DIR")  # the user's own choice, if any, before ssft sets it
@@ -36,8 +37,9 @@ def _setup_logging(level: str = "INFO") -> None:
 
 
 def first_stage_run(spec: str, dataset, bm25_cache: dict, queries: dict[str, str], depth: int):
-    """``bm25`` / ``bm25-stem``: retrieve now; anything else: a TREC run file."""
-    from ssft.data.trec import read_run
+    """``bm25`` / ``bm25-stem``: retrieve now; anything else: a TREC run file, restricted to the corpus's documents
+    (the others counted into ``dataset.warnings``; a run with none of them is refused now, before any training)."""
+    from ssft.data.trec import read_run, restrict_to_corpus
 
     if spec in ("bm25", "bm25-stem"):
         if spec not in bm25_cache:
@@ -45,7 +47,7 @@ def first_stage_run(spec: str, dataset, bm25_cache: dict, queries: dict[str, str
 
             bm25_cache[spec] = BM25(dataset, stem=spec == "bm25-stem")
         return spec, bm25_cache[spec].search(queries, depth)
-    run = read_run(spec)
+    run = restrict_to_corpus(read_run(spec), dataset.corpus, spec, dataset.warnings)
     return first_stage_name(spec), run
 
 
@@ -57,37 +59,55 @@ def first_stage_name(spec: str) -> str:
     return name or "first_stage"
 
 
-# what ssft-train writes into an output folder; --overwrite removes these (and nothing else) before training again
-RUN_OUTPUTS = ("metrics.json", "run_info.json", "README.md", "recipe.yaml", "model", "logs", "checkpoint-*", "phase-*",
-               "run.*.trec", "per_query.*.tsv", ".model.*", ".*.tmp")
+def report_name(first_stage: str, split: str) -> str:
+    """The first stage's key in metrics.json and its file names: never the split's own key (a run file named
+    ``test.trec`` reranked on split ``test`` would otherwise replace the model's row with the first stage's)."""
+    if first_stage == split or first_stage.startswith(split + "+"):
+        return f"first_stage.{first_stage}"
+    return first_stage
 
 
-def _first_difference(old: Any, new: Any, where: str = "") -> str | None:
-    """The dotted key of the first difference between two recipe dicts, or None when equal."""
+# recipe keys a resume may change with --resume-with-changes: optimiser settings (after a NaN stop, a lower learning
+# rate or a gradient clip continues from the last good checkpoint); anything else changes what the checkpoints mean
+RESUMABLE_CHANGES = ("training.learning_rate", "model.head_learning_rate", "training.max_grad_norm")
+
+
+def _differences(old: Any, new: Any, where: str = "") -> list[str]:
+    """The dotted keys where two recipe dicts differ, in order."""
     if isinstance(old, dict) and isinstance(new, dict):
+        found = []
         for key in list(old) + [k for k in new if k not in old]:
-            found = _first_difference(old.get(key), new.get(key), f"{where}.{key}" if where else str(key))
-            if found:
-                return found
-        return None
-    return None if old == new else (where or "<recipe>")
+            found += _differences(old.get(key), new.get(key), f"{where}.{key}" if where else str(key))
+        return found
+    return [] if old == new else [where or "<recipe>"]
 
 
-def run_folder_state(recipe, out: Path, overwrite: bool) -> str:
-    """'new', 'resume' (checkpoints of this same recipe, no metrics.json) or 'overwrite'. A finished run
-    (metrics.json) and checkpoints of another recipe are refused unless ``overwrite``."""
+def train_output_folder(out: Path) -> OutputFolder:
+    """ssft-train's output folder; logs/ is ssft's only when ssft chose it as the TensorBoard folder."""
+    outputs = tuple(o for o in TRAIN_OUTPUTS if o != "logs" or not _USER_TENSORBOARD_DIR)
+    return OutputFolder(out, "ssft-train", outputs, TRAIN_MARKERS, where="training.output_dir")
+
+
+def run_folder_state(recipe, folder: OutputFolder, overwrite: bool, resume_with_changes: bool = False) -> tuple[str, list[str]]:
+    """('new' | 'resume' | 'overwrite', the recipe keys a resume changes). Refused: a folder ssft-train must not
+    write into (``OutputFolder.check``), a finished run (metrics.json) and checkpoints of another recipe, unless
+    ``overwrite``; a resume that changes anything but ``RESUMABLE_CHANGES`` (those only with
+    ``resume_with_changes``)."""
     import yaml
 
     from ssft.trainer import complete_checkpoints
 
+    out = folder.path
+    # under accelerate launch only process 0 writes (and locks); the others must not mistake its lock for another run's
+    folder.check(check_lock=os.environ.get("RANK", "0") == "0")
     if overwrite:
-        return "overwrite"
+        return "overwrite", []
     if (out / "metrics.json").is_file():
         raise SsftError(f"{out} holds a finished run (metrics.json); pass --overwrite to train it again, "
                         f"or set training.output_dir to another folder")
     folders = [out] + sorted(out.glob("phase-*"))
     if not any(complete_checkpoints(f) for f in folders) and not list(out.glob("phase-*/phase.json")):
-        return "new"
+        return "new", []
     saved_file = out / "recipe.yaml"
     try:
         saved = yaml.safe_load(saved_file.read_text(encoding="utf-8"))
@@ -99,30 +119,33 @@ def run_folder_state(recipe, out: Path, overwrite: bool) -> str:
     current = yaml.safe_load(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
     for d in (saved, current):
         d.get("training", {}).pop("output_dir", None)
-    differs = _first_difference(saved, current)
-    if differs:
-        raise SsftError(f"{out} holds checkpoints of a different recipe ({differs} differs); pass --overwrite to "
+    differs = _differences(saved, current)
+    fixed = [key for key in differs if key not in RESUMABLE_CHANGES]
+    if fixed:
+        raise SsftError(f"{out} holds checkpoints of a different recipe ({fixed[0]} differs); pass --overwrite to "
                         f"discard them, or set training.output_dir to another folder")
-    return "resume"
+    if differs and not resume_with_changes:
+        raise SsftError(f"{out} holds checkpoints trained with another {differs[0]}; pass --resume-with-changes to "
+                        f"continue from them with the new value, or --overwrite to start over")
+    return "resume", differs
 
 
-def clear_run_outputs(out: Path) -> None:
-    import shutil
-
-    for pattern in RUN_OUTPUTS:
-        for path in out.glob(pattern):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
-
-
-def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
+def run_recipe(recipe, overwrite: bool = False, resume_with_changes: bool = False) -> dict[str, Any]:
     """Everything a recipe describes. Returns metrics.json's content.
 
     The output folder decides what happens: empty or absent, train; checkpoints of this same recipe but no
-    metrics.json (a run that was killed), resume from the latest complete checkpoint; a finished run, refused
-    (``overwrite`` trains again from scratch)."""
+    metrics.json (a run that was killed), resume from the latest complete checkpoint (``resume_with_changes``: also
+    when only ``RESUMABLE_CHANGES`` differ); a finished run, refused (``overwrite`` trains again from scratch,
+    removing only what ssft-train wrote); a folder with anything else in it, refused. The folder is locked while
+    the run writes into it."""
+    folder = train_output_folder(Path(recipe.training["output_dir"]))
+    try:
+        return _run_recipe(recipe, folder, overwrite, resume_with_changes)
+    finally:
+        folder.release()
+
+
+def _run_recipe(recipe, folder: OutputFolder, overwrite: bool, resume_with_changes: bool) -> dict[str, Any]:
     import torch
     from transformers import TrainingArguments, set_seed
 
@@ -138,12 +161,10 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
 
     started = time.time()
     d, e = recipe.data, recipe.eval
-    out = Path(recipe.training["output_dir"])
-    folder_state = run_folder_state(recipe, out, overwrite)
+    out = folder.path
+    folder_state, resume_changes = run_folder_state(recipe, folder, overwrite, resume_with_changes)
     # ---- everything that can fail on bad input happens before anything is written
-    from ssft.models.hub import resolve_model
-
-    resolve_model(recipe.model.name)  # a missing model fails now, not after the data work
+    recipe.check_model()  # a missing model, or lengths beyond its position embeddings, fail now, not after the data work
     dataset = load_dataset(d.dataset)
     train_qrels = subsample_queries(dataset.qrels(d.train_split), d.max_train_queries, d.sample_seed)
     val_qrels = subsample_queries(dataset.qrels(d.validation_split), d.max_validation_queries, d.sample_seed) if d.validation_split else None
@@ -178,6 +199,7 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
                        "(for mixed precision on a CPU use training.bf16 with training.use_cpu)")
     bm25_cache: dict = {}
     test_name, test_first = first_stage_run(e.first_stage, dataset, bm25_cache, {q: dataset.queries[q] for q in test_qrels}, e.depth)
+    test_name = report_name(test_name, d.test_split)
     val_depth = e.validation_depth or e.depth
     val_first = None
     if val_qrels:
@@ -194,7 +216,8 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
             from ssft.distill.teacher import load_teacher, teacher_reference
 
             teacher = load_teacher(teacher_reference(distill.teacher, distill.teacher_pooling, recipe.model.max_length,
-                                                     recipe.model.query_max_length))
+                                                     recipe.model.query_max_length),
+                                   trust_remote_code=recipe.model.trust_remote_code)
     query_only = distill is not None and distill.query_only
     negatives_run = None
     if d.negatives == "bm25" and not query_only:
@@ -293,12 +316,16 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
     resume = folder_state == "resume"
     with args.main_process_first(local=False, desc="preparing the output folder"):  # the others wait until it is ready
         if main:
-            if folder_state == "overwrite" and out.is_dir():
-                logger.info("--overwrite: removing the earlier run's outputs from %s", out)
-                clear_run_outputs(out)
-            out.mkdir(parents=True, exist_ok=True)
+            folder.claim()
+            if folder_state == "overwrite":
+                removed = folder.clear()
+                if removed:
+                    logger.info("--overwrite: removed the earlier run's outputs from %s: %s", out, ", ".join(removed))
             # metrics.json marks a finished run and is written last, so a crash midway never leaves a folder that looks complete
-            (out / "metrics.json").unlink(missing_ok=True)
+            folder.mark_unfinished()
+            if resume_changes:
+                logger.warning("--resume-with-changes: continuing from the checkpoints with a new %s",
+                               ", ".join(f"{k}" for k in resume_changes))
             import yaml
 
             atomic_write_text(out / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
@@ -326,6 +353,7 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
             teacher=score_teacher,
             distillation=objective,
             head_learning_rate=recipe.model.head_learning_rate,
+            learning_rates_from_args=bool(resume_changes),
             eval_qrels=val_qrels,
             eval_metrics=sorted({e.selection_metric, *e.metrics}),
             callbacks=callbacks + extra_callbacks,
@@ -409,6 +437,8 @@ def run_recipe(recipe, overwrite: bool = False) -> dict[str, Any]:
         info["hybrid_phases"] = phases_info
     if resumed_from:
         info["resumed_from"] = resumed_from
+    if resume_changes:
+        info["resumed_with_changes"] = resume_changes
     if args.world_size > 1:
         info["processes"] = args.world_size
     if not main:
@@ -468,6 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true",
                         help="train again from scratch into an output folder that holds a finished run or checkpoints "
                              "(its earlier outputs are removed first)")
+    parser.add_argument("--resume-with-changes", action="store_true",
+                        help="resume from the checkpoints of a run whose recipe differs only in "
+                             + ", ".join(RESUMABLE_CHANGES) + " (e.g. a lower learning rate after a NaN stop)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     ns = parse_args(parser, argv)
     _setup_logging(ns.log_level)
@@ -475,7 +508,9 @@ def main(argv: list[str] | None = None) -> int:
 
     recipe = load_recipe(ns.recipe, ns.overrides)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    run_recipe(recipe, overwrite=ns.overwrite)
+    if ns.overwrite and ns.resume_with_changes:
+        raise SsftError("--overwrite starts over and --resume-with-changes continues: pass one of them")
+    run_recipe(recipe, overwrite=ns.overwrite, resume_with_changes=ns.resume_with_changes)
     return 0
 
 

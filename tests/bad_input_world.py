@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-PROGS = {"ssft.train": "ssft-train", "ssft.rerank": "ssft-rerank", "ssft.sweep": "ssft-sweep"}
+PROGS = {"ssft.train": "ssft-train", "ssft.rerank": "ssft-rerank", "ssft.sweep": "ssft-sweep", "ssft.retrieve": "ssft-retrieve"}
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,9 @@ class World:
         args = [str(run_dir or self.ranker), "--data", str(self.data), "--first-stage", first_stage, "--split", "test",
                 "--output", str(self.out), "--depth", "6"]
         return args + list(extra)
+
+    def retrieve(self, *extra: str) -> list[str]:
+        return [str(self.ranker), "--data", str(self.data), "--split", "test", "--output", str(self.out), *extra]
 
     def grid(self, text: str) -> Path:
         return self.file("grid.yaml", text.replace("OUT", str(self.out)))

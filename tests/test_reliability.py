@@ -139,8 +139,11 @@ def test_overwrite_and_default_checkpoints(tmp_path, tiny_model_dir, synthetic_d
     (tmp_path / "out" / "metrics.json").unlink()
     (tmp_path / "out" / "checkpoint-2").mkdir()
     (tmp_path / "out" / "checkpoint-2" / "ssft_checkpoint.json").write_text('{"global_step": 2, "loss_sum": 1.0}')
-    other = run_cli("ssft.train", [str(recipe), "training.learning_rate=1e-3"], cwd=tmp_path)
-    assert other.returncode == 2 and "different recipe (training.learning_rate differs)" in other.stderr
+    other = run_cli("ssft.train", [str(recipe), "adapter.r=8"], cwd=tmp_path)
+    assert other.returncode == 2 and "different recipe (adapter.r differs)" in other.stderr
+    # an optimiser setting may change only when the user says so (after a NaN stop: a lower learning rate)
+    lower = run_cli("ssft.train", [str(recipe), "training.learning_rate=1e-3"], cwd=tmp_path)
+    assert lower.returncode == 2 and "trained with another training.learning_rate; pass --resume-with-changes" in lower.stderr
 
 
 # ---------------------------------------------------------------- checkpoint bookkeeping
