@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from ssft.errors import SsftError, cli_entry  # noqa: E402
+from ssft.core.errors import SsftError, cli_entry  # noqa: E402
 
 SPLIT = "test_short"
 NAMES = {"full": "Full FT", "lora": "LoRA", "lora++": "LoRA++", "prefix": "Prefix (PEFT k/v)", "hidden_prefix": "Prefix-tuning",

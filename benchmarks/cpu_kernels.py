@@ -1,4 +1,4 @@
-"""What ssft's CPU inference kernels (``ssft.models.cpu_kernels``) bring, and where a CPU training step goes.
+"""What ssft's CPU inference kernels (``ssft.adapters.cpu_kernels``) bring, and where a CPU training step goes.
 
     SSFT_DATA_HOME=../shared/data python benchmarks/cpu_kernels.py [--docs 96] [--repeats 3] [--write]
 

@@ -107,7 +107,7 @@ def saved(out: Path, name: str):
 
 
 def save(out: Path, name: str, obj) -> None:
-    from ssft.io import atomic_write_json
+    from ssft.core.io import atomic_write_json
 
     atomic_write_json(out / f"{name}.json", obj)
 
@@ -147,8 +147,8 @@ def run_parts(ns, parts: set[str]) -> None:
     import torch
 
     from dense_doc_cache import load_into
-    from ssft.callbacks.collapse_monitor import CollapseMonitorCallback
-    from ssft.callbacks.daft import DaftCallback
+    from ssft.training.callbacks.collapse_monitor import CollapseMonitorCallback
+    from ssft.training.callbacks.daft import DaftCallback
     from ssft.data.beir import load_dataset
 
     dataset = load_dataset(ns.data)

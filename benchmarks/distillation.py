@@ -66,10 +66,10 @@ def run_student(out: Path, name: str, recipe_file: str, overrides: list[str]) ->
 
 def teacher_metrics(out: Path, dataset_name: str, max_length: int, query_max_length: int) -> dict:
     from ssft.data.beir import load_dataset
-    from ssft.distill.teacher import load_teacher, teacher_reference
+    from ssft.teachers.dense import load_teacher, teacher_reference
     from ssft.eval.metrics import evaluate_run
     from ssft.eval.retrieve import retrieve
-    from ssft.io import atomic_write_json
+    from ssft.core.io import atomic_write_json
 
     path = out / f"teacher_{dataset_name}.json"
     if path.is_file():
@@ -89,9 +89,9 @@ def measure_latencies(out: Path, names: dict[str, Path], rounds: int, repeats: i
     import torch
 
     from ssft.data.beir import load_dataset
-    from ssft.distill.teacher import load_teacher, teacher_reference
+    from ssft.teachers.dense import load_teacher, teacher_reference
     from ssft.eval.latency import measure_latency
-    from ssft.io import atomic_write_json
+    from ssft.core.io import atomic_write_json
     from ssft.models import load_ranker
 
     path = out / "latency.json"
@@ -188,7 +188,7 @@ def main() -> None:
     results: dict = {"teacher": {}, "query": {}, "ablation": {}, "latency": None, "query_epochs": epochs, "long_epochs": ns.long_epochs,
                      "ablation_epochs": ns.ablation_epochs, "query_lr": ns.query_lr, "doc_length": ns.doc_length}
     if not ns.report_only:
-        from ssft.io import atomic_write_json
+        from ssft.core.io import atomic_write_json
 
         previous = _json(ns.out / "results.json") or {}
         for key in ("teacher", "query", "ablation"):

@@ -43,9 +43,10 @@ def runs(ns) -> dict[str, tuple[str, list[str]]]:
 
 def run_all(ns) -> None:
     from ssft.recipe import load_recipe
-    from ssft.train import _setup_logging, run_recipe
+    from ssft.cli._common import setup_logging
+from ssft.train import run_recipe
 
-    _setup_logging("INFO")
+    setup_logging("INFO")
     if ns.zero_shot:
         zero_shot(ns)
     for name, (recipe, overrides) in runs(ns).items():
@@ -65,7 +66,7 @@ def zero_shot(ns) -> None:
     from ssft.eval.metrics import evaluate_run
     from ssft.eval.retrieve import corpus_vectors, retrieve
     from ssft.firststage.bm25 import BM25
-    from ssft.io import atomic_write_json
+    from ssft.core.io import atomic_write_json
     from ssft.recipe import load_recipe
     from ssft.registry import MODELS
 

@@ -18,7 +18,7 @@ over repeats, and the ratio ssft / ST of the medians:
   ``SentenceTransformer.encode`` (normalize_embeddings). Documents / s.
 
 For the two inference tasks a third side, ``ssft_plain``, is ssft with its CPU inference kernels switched off
-(``SSFT_CPU_KERNELS=0``: ``ssft.models.cpu_kernels``), so the report shows what they bring and what ssft gets without
+(``SSFT_CPU_KERNELS=0``: ``ssft.adapters.cpu_kernels``), so the report shows what they bring and what ssft gets without
 them. Training steps never use those kernels (they run only where no gradient is recorded).
 
 The parent process builds the data once (``data.json`` under ``--out``: NFCorpus train triplets with BM25 hard

@@ -1,5 +1,6 @@
+"""``python -m ssft RECIPE``: ssft-train."""
 import sys
 
-from ssft.train import main
+from ssft.cli.train import main
 
 sys.exit(main())

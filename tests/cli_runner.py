@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PRELOAD = ["ssft.train", "ssft.rerank", "ssft.sweep", "ssft.trainer", "ssft.adapters", "ssft.models", "ssft.losses",
-           "ssft.callbacks", "transformers.training_args", "transformers.trainer"]
+           "ssft.training.callbacks", "transformers.training_args", "transformers.trainer"]
 
 _context = None
 

@@ -7,11 +7,12 @@ import struct
 import pytest
 
 from ssft.analysis import ambiguity, wordnet
+from ssft.cli import ambiguity as ambiguity_cli
 from ssft.analysis.ambiguity import AMBIGUOUS, EXCLUDED, NON_AMBIGUOUS, AmbiguityRule, classify_queries
 from ssft.analysis.figures import ValidationCurve, plot_ambiguity_ratios, plot_validation_curves, validation_curve
 from ssft.analysis.split import (ClassSplit, bootstrap_ratio_interval, class_split, ratio_table, read_per_query, split_run,
                                  split_runs)
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from tests.conftest import SHARED_DATA
 
 
@@ -68,11 +69,11 @@ def test_confidence_rule(lexicon):
 @pytest.mark.integration
 def test_cli_counts_and_labels_file(lexicon, tiny_dataset, tmp_path, capsys):
     out = tmp_path / "labels.tsv"
-    assert ambiguity.main([str(tiny_dataset), "--split", "test", "--max-words", "3", "--out", str(out)]) == 0
+    assert ambiguity_cli.main([str(tiny_dataset), "--split", "test", "--max-words", "3", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "all 2 queries: ambiguous 2, non-ambiguous 0, excluded 0" in printed  # "sleep memory", "coffee liver"
     assert ambiguity.read_labels(out) == {"q6": AMBIGUOUS, "q5": AMBIGUOUS}
-    assert ambiguity.main([str(tiny_dataset), "--split", "nope"]) == 2
+    assert ambiguity_cli.main([str(tiny_dataset), "--split", "nope"]) == 2
     assert "no split 'nope'" in capsys.readouterr().err
 
 

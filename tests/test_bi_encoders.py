@@ -116,7 +116,7 @@ def test_twin_pooling_and_scorers(tiny_model_dir):
 
 
 def test_bad_model_options_are_rejected():
-    from ssft.errors import SsftError
+    from ssft.core.errors import SsftError
     from ssft.recipe import recipe_from_dict
 
     with pytest.raises(SsftError, match="model.pooling"):

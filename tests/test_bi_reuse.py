@@ -9,7 +9,7 @@ from transformers import TrainingArguments
 
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.eval.rerank import rerank_and_report
 from ssft.losses import PairwiseSoftmaxLoss
 from ssft.models import load_ranker

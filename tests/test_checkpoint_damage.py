@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from tests.helpers import write_synthetic_beir
 
 ADVICE = "to resume from an earlier checkpoint, or pass --overwrite to start over"
@@ -24,7 +24,7 @@ ADVICE = "to resume from an earlier checkpoint, or pass --overwrite to start ove
 def _trainer(model_dir: Path, data: Path, out: Path, max_steps: int = 4):
     from transformers import TrainingArguments
 
-    from ssft.callbacks.best_epoch import BestEpochCallback
+    from ssft.training.callbacks.best_epoch import BestEpochCallback
     from ssft.data.beir import load_dataset
     from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
     from ssft.losses import PairwiseSoftmaxLoss
@@ -93,7 +93,7 @@ DAMAGE = [
 
 @pytest.mark.parametrize("name, how, reason", DAMAGE, ids=[f"{n}-{h}" for n, h, _ in DAMAGE])
 def test_each_damaged_checkpoint_file_is_one_line_naming_it(name, how, reason, trained, tmp_path):
-    from ssft.callbacks.best_epoch import BestEpochCallback
+    from ssft.training.callbacks.best_epoch import BestEpochCallback
     from ssft.trainer import check_checkpoint
 
     checkpoint = tmp_path / "checkpoint-2"
@@ -257,9 +257,9 @@ def test_a_checkpoint_resume_uses_the_running_models_own_setting(remote_code_mod
 
 
 def test_teachers_take_the_users_setting(tiny_model_dir, tmp_path):
-    from ssft.distill.teacher import load_teacher, teacher_reference
+    from ssft.teachers.dense import load_teacher, teacher_reference
     from ssft.models.dense import DenseDualEncoder
-    from ssft.models.teacher import FrozenTeacher
+    from ssft.teachers.in_loop import FrozenTeacher
     from ssft.recipe import ModelConfig
 
     path = tmp_path / "dense"
@@ -276,7 +276,7 @@ def test_teachers_take_the_users_setting(tiny_model_dir, tmp_path):
 
 
 def test_latency_cli_takes_the_flag(tiny_model_dir, tiny_dataset, tmp_path, capsys):
-    from ssft.eval.latency import main
+    from ssft.cli.latency import main
     from ssft.models.dense import DenseDualEncoder
     from ssft.recipe import ModelConfig
 
@@ -346,7 +346,7 @@ def _mode(path: Path) -> int:
 
 
 def test_atomic_files_get_the_umask_mode(tmp_path, umask_022):
-    from ssft.io import atomic_write_json, atomic_write_text
+    from ssft.core.io import atomic_write_json, atomic_write_text
 
     atomic_write_text(tmp_path / "a.txt", "x\n")
     atomic_write_json(tmp_path / "sub" / "metrics.json", {"a": 1})

@@ -1,4 +1,4 @@
-"""ssft.models.cpu_kernels: oneDNN linear / linear+GELU for CPU inference — same outputs as the plain forward,
+"""ssft.adapters.cpu_kernels: oneDNN linear / linear+GELU for CPU inference — same outputs as the plain forward,
 used only where no gradient is recorded, reading weights changed in place, and out of the way of training."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ssft.models import cpu_kernels
-from ssft.models.cpu_kernels import _DenseGeluForward, _LinearForward, remove_cpu_kernels, use_cpu_kernels
+from ssft.adapters.cpu_kernels import _DenseGeluForward, _LinearForward, remove_cpu_kernels, use_cpu_kernels
 
 pytestmark = pytest.mark.skipif(not cpu_kernels.available(), reason="this torch build has no oneDNN linear kernels")
 

@@ -13,7 +13,7 @@ import pytest
 
 from ssft.data.beir import load_dataset, read_qrels
 from ssft.data.trec import read_run, restrict_to_corpus, write_run
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from tests.conftest import SHARED_DATA
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.models.bi import Encoded
 from ssft.recipe import ModelConfig, recipe_from_dict
 from ssft.registry import MODELS
@@ -258,7 +258,7 @@ def test_maxp_scores_a_document_by_its_best_passage(tiny_model_dir, tiny_dataset
 
 
 def test_knn_kl_estimator_against_two_gaussians():
-    from ssft.analysis.divergence import gaussian_kl, knn_kl_divergence
+    from ssft.eval.divergence import gaussian_kl, knn_kl_divergence
 
     rng = np.random.default_rng(0)
     mu_p, cov_p = np.zeros(2), np.array([[1.0, 0.3], [0.3, 0.8]])
@@ -279,7 +279,7 @@ def _state(step=0, epoch=0.0):
 def test_daft_stage_switching_freezes_then_unfreezes_the_document_tower(tiny_model_dir, wide_model_dir, tmp_path):
     from transformers import TrainerControl
 
-    from ssft.callbacks.daft import DaftCallback
+    from ssft.training.callbacks.daft import DaftCallback
 
     model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
     callback = DaftCallback(delta=-1e9, patience=2, finetune_epochs=1)  # never below delta: patience decides
@@ -306,7 +306,7 @@ def test_daft_stage_switching_freezes_then_unfreezes_the_document_tower(tiny_mod
 def test_daft_threshold_ends_alignment(tiny_model_dir, wide_model_dir, tmp_path):
     from transformers import TrainerControl
 
-    from ssft.callbacks.daft import DaftCallback
+    from ssft.training.callbacks.daft import DaftCallback
 
     model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
     callback = DaftCallback(delta=1e9, patience=5, finetune_epochs=1, check_every_steps=2)
@@ -323,7 +323,7 @@ def test_daft_in_training_keeps_the_document_tower_fixed_during_alignment(tiny_m
     """A real Trainer run: stage 1 leaves every document-tower weight as it was, stage 2 changes them."""
     from transformers import TrainerCallback, TrainingArguments
 
-    from ssft.callbacks.daft import DaftCallback
+    from ssft.training.callbacks.daft import DaftCallback
     from ssft.data.beir import load_dataset
     from ssft.data.examples import RankerCollator, TrainingGroups, build_examples
     from ssft.losses import ContrastiveLoss
@@ -360,7 +360,7 @@ def test_daft_in_training_keeps_the_document_tower_fixed_during_alignment(tiny_m
 def test_collapse_statistics_and_monitor_fire_on_constant_embeddings(caplog, tmp_path):
     from transformers import TrainerControl
 
-    from ssft.callbacks.collapse_monitor import CollapseMonitorCallback, collapse_statistics
+    from ssft.training.callbacks.collapse_monitor import CollapseMonitorCallback, collapse_statistics
 
     rng = torch.Generator().manual_seed(0)
     spread = collapse_statistics(torch.nn.functional.normalize(torch.randn(200, 16, generator=rng), dim=-1))
@@ -395,7 +395,7 @@ def test_collapse_statistics_and_monitor_fire_on_constant_embeddings(caplog, tmp
 def test_collapse_monitor_quiet_on_a_real_model(tiny_model_dir, caplog, tmp_path):
     from transformers import TrainerControl
 
-    from ssft.callbacks.collapse_monitor import CollapseMonitorCallback
+    from ssft.training.callbacks.collapse_monitor import CollapseMonitorCallback
 
     monitor = CollapseMonitorCallback(min_effective_rank=1.5)
     monitor.queries, monitor.documents = QUERIES * 2, DOCUMENTS * 2
@@ -506,7 +506,7 @@ def test_train_dense_end_to_end_writes_the_output_contract(tiny_model_dir, wide_
 
 
 def test_retrieve_and_latency_clis(tiny_model_dir, wide_model_dir, tiny_dataset, tmp_path, capsys):
-    from ssft.eval.latency import main as latency_main
+    from ssft.cli.latency import main as latency_main
     from ssft.retrieve import main as retrieve_main
 
     model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
@@ -551,7 +551,7 @@ def test_latency_times_a_frozen_document_tower_not_its_kept_vectors(tiny_model_d
 def test_daft_max_alignment_checks_bounds_stage_one(tiny_model_dir, wide_model_dir, tmp_path):
     from transformers import TrainerControl
 
-    from ssft.callbacks.daft import DaftCallback
+    from ssft.training.callbacks.daft import DaftCallback
 
     model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
     callback = DaftCallback(delta=-1e9, patience=10, finetune_epochs=1, max_alignment_checks=2)

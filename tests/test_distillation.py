@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.recipe import DistillationConfig, ModelConfig, recipe_from_dict
 from ssft.registry import MODELS
 from tests.helpers import save_tiny_bert
@@ -31,7 +31,7 @@ def build_student(name, method="full", options=None, **model):
 
 
 def make_teacher(name):
-    from ssft.distill.teacher import load_teacher, teacher_reference
+    from ssft.teachers.dense import load_teacher, teacher_reference
 
     return load_teacher(teacher_reference(str(name), "mean", 64, 16))
 
@@ -42,7 +42,7 @@ def make_teacher(name):
 def test_select_layers_copies_exactly_the_chosen_layers(teacher_dir):
     from transformers import AutoModel
 
-    from ssft.models.backbone import select_layers
+    from ssft.adapters.backbone import select_layers
 
     teacher = AutoModel.from_pretrained(teacher_dir, add_pooling_layer=False)
     student = AutoModel.from_pretrained(teacher_dir, add_pooling_layer=False)
@@ -73,7 +73,7 @@ def test_select_layers_copies_exactly_the_chosen_layers(teacher_dir):
 def test_select_layers_refuses_bad_subsets(teacher_dir, layers):
     from transformers import AutoModel
 
-    from ssft.models.backbone import select_layers
+    from ssft.adapters.backbone import select_layers
 
     with pytest.raises(SsftError, match="query_layers"):
         select_layers(AutoModel.from_pretrained(teacher_dir, add_pooling_layer=False), layers, "teacher")
@@ -132,7 +132,7 @@ def test_score_distillation_softmax_ce_bce_mse_by_hand():
 
 
 def _groups_batch(student, teacher, queries, docs_per_query):
-    from ssft.distill.objective import DistillationCollator
+    from ssft.training.distillation import DistillationCollator
 
     items = [{"query": q, "documents": docs} for q, docs in zip(queries, docs_per_query)]
     return DistillationCollator(student, teacher)(items)
@@ -140,7 +140,7 @@ def _groups_batch(student, teacher, queries, docs_per_query):
 
 @pytest.mark.parametrize("inherit", [False, True])
 def test_teacher_gets_no_gradient_and_scores_the_current_batch(teacher_dir, inherit):
-    from ssft.distill.objective import DistillationObjective
+    from ssft.training.distillation import DistillationObjective
     from ssft.losses import ContrastiveLoss
 
     teacher = make_teacher(teacher_dir)
@@ -175,7 +175,7 @@ def test_teacher_gets_no_gradient_and_scores_the_current_batch(teacher_dir, inhe
 
 
 def test_query_only_objective_is_the_embedding_distance(teacher_dir):
-    from ssft.distill.objective import DistillationCollator, DistillationObjective
+    from ssft.training.distillation import DistillationCollator, DistillationObjective
 
     teacher = make_teacher(teacher_dir)
     student = build_student(teacher_dir, query_layers=[3])
@@ -323,7 +323,7 @@ def test_missing_teacher_fails_before_anything_is_written(teacher_dir, tiny_data
 
 
 def test_dual_pooling_by_hand():
-    from ssft.distill.cross_teacher import dual_pool
+    from ssft.teachers.cross import dual_pool
 
     # [CLS]=101 q1 q2 [SEP]=102 d1 d2 d3 [SEP] [PAD]
     ids = torch.tensor([[101, 5, 6, 102, 7, 8, 9, 102, 0]])
@@ -339,8 +339,8 @@ def test_dual_pooling_by_hand():
 
 
 def test_cross_teacher_objective_trains_the_student_only(teacher_dir):
-    from ssft.distill.cross_teacher import load_cross_teacher
-    from ssft.distill.objective import DistillationCollator, DistillationObjective
+    from ssft.teachers.cross import load_cross_teacher
+    from ssft.training.distillation import DistillationCollator, DistillationObjective
     from ssft.losses import ContrastiveLoss
 
     teacher = load_cross_teacher(str(teacher_dir), "segment_mean", 64)

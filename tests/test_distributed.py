@@ -177,8 +177,8 @@ def test_daft_refuses_several_processes(tiny_model_dir, tmp_path):
 
     from transformers import TrainerControl, TrainerState
 
-    from ssft.callbacks.daft import DaftCallback
-    from ssft.errors import SsftError
+    from ssft.training.callbacks.daft import DaftCallback
+    from ssft.core.errors import SsftError
     from ssft.recipe import ModelConfig
     from ssft.registry import MODELS
 

@@ -5,7 +5,7 @@ import struct
 import pytest
 
 from ssft.analysis.figures import LatencyPoint, collapse_record, plot_collapse_history, plot_latency_tradeoff
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 
 def png_size(path):

@@ -4,7 +4,7 @@ import torch
 
 from ssft.adapters import count_parameters
 from ssft.adapters.hidden_prefix import HiddenPrefix
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.models import load_ranker
 from ssft.models.cross import CrossEncoder
 from ssft.recipe import ModelConfig

@@ -6,7 +6,7 @@ from transformers import TrainerCallback, TrainingArguments
 from ssft.adapters.hybrid import HybridOptions, hybrid_modules, set_trainable, train_hybrid
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.losses import PairwiseSoftmaxLoss
 from ssft.models.base import load_ranker
 from ssft.models.cross import CrossEncoder

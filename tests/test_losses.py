@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.losses import ListwiseSoftmaxCELoss, PairwiseSoftmaxLoss, PointwiseBCELoss
 from ssft.registry import LOSSES
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.eval.fusion import interpolate
 from ssft.eval.metrics import evaluate_run, parse_measures
 

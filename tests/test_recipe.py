@@ -1,6 +1,6 @@
 import pytest
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.recipe import load_recipe, recipe_from_dict
 
 

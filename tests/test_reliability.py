@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from tests.cli_runner import run_cli, start_cli
 from tests.helpers import write_synthetic_beir
 
@@ -198,7 +198,7 @@ def test_incomplete_checkpoints_are_never_resumed_from(tmp_path):
 
 
 def test_best_epoch_state_round_trips_through_a_checkpoint(tmp_path):
-    from ssft.callbacks.best_epoch import BestEpochCallback
+    from ssft.training.callbacks.best_epoch import BestEpochCallback
 
     best = BestEpochCallback("nDCG@10")
     best.best_value, best.best_step, best.best_epoch = 0.5, 10, 1.0

@@ -3,7 +3,7 @@ gradients per tower within one step, requires_grad kept across tower switches, s
 import pytest
 import torch
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.models.colbert import ColBert
 from ssft.models.cross import CrossEncoder
 from ssft.models.twin import TwinBert

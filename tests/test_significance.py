@@ -3,7 +3,7 @@ import math
 import pytest
 from scipy import stats
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.eval.metrics import write_per_query
 from ssft.eval.significance import (paired_ttest, paired_ttest_files, read_per_query, seed_ttest,
                                     significance_mark)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from tests.helpers import write_synthetic_beir
 from tests.test_trainer import make_trainer
 

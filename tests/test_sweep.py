@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from ssft.data.beir import load_dataset
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.recipe import apply_override
 from ssft.sweep import expand, kfold_splits, load_grid, run_sweep, train_command, write_fold_datasets, Folds
 
@@ -102,7 +102,7 @@ def test_train_command_overrides_parse_back(tmp_path):
     grid = load_grid(write_grid(tmp_path))
     run = expand(grid)[1]
     command = train_command(grid.recipe, run)
-    assert command[1:4] == ["-m", "ssft.train", str(tmp_path / "base.yaml")]
+    assert command[1:4] == ["-m", "ssft.cli.train", str(tmp_path / "base.yaml")]
     raw = {}
     for item in command[4:]:
         apply_override(raw, item)

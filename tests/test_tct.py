@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.losses.tct import TightlyCoupledDistillationLoss
 from ssft.models.bi import Encoded
 from ssft.recipe import ModelConfig, recipe_from_dict
@@ -68,7 +68,7 @@ def test_tct_loss_leaves_the_query_s_other_positives_out_of_the_cross_entropy_on
 def test_tct_with_gamma_one_is_the_contrastive_loss_on_the_dense_in_batch_rows():
     from ssft.losses import ContrastiveLoss
     from ssft.models.dense import in_batch_rows
-    from ssft.models.teacher import batch_items
+    from ssft.teachers.in_loop import batch_items
 
     torch.manual_seed(0)
     q = torch.nn.functional.normalize(torch.randn(2, 8), dim=-1)
@@ -116,7 +116,7 @@ def test_score_matrix_equals_scoring_every_pair(tiny_model_dir, arch, extra):
 
 
 def test_batch_items_mark_the_other_positives_of_the_same_query():
-    from ssft.models.teacher import batch_items
+    from ssft.teachers.in_loop import batch_items
 
     # 3 items of group 2 (positive, negative): items 0 and 1 share query row 0; documents p0 n p1 n2 p2 n3
     q_index = torch.tensor([0, 0, 0, 0, 1, 1])
@@ -131,7 +131,7 @@ def test_batch_items_mark_the_other_positives_of_the_same_query():
 # ---------------------------------------------------------------- the teacher in the training loop
 
 def _teacher_and_student(tiny_model_dir, tmp_path):
-    from ssft.models.teacher import FrozenTeacher
+    from ssft.teachers.in_loop import FrozenTeacher
 
     colbert = _build("colbert", tiny_model_dir)
     colbert.save(tmp_path / "teacher" / "model")
@@ -216,7 +216,7 @@ def test_a_tct_loss_without_a_teacher_is_refused(tiny_model_dir, tiny_dataset, t
 
 
 def test_teacher_from_a_transformers_folder_is_built_as_colbert_and_frozen(tiny_model_dir):
-    from ssft.models.teacher import FrozenTeacher
+    from ssft.teachers.in_loop import FrozenTeacher
 
     teacher = FrozenTeacher.load(str(tiny_model_dir), ModelConfig(max_length=48, query_max_length=12))
     assert teacher.ranker.architecture == "colbert" and teacher.ranker.spec["query_max_length"] == 12
@@ -224,7 +224,7 @@ def test_teacher_from_a_transformers_folder_is_built_as_colbert_and_frozen(tiny_
 
 
 def test_bad_teachers_are_one_line_errors(tiny_model_dir, tmp_path):
-    from ssft.models.teacher import FrozenTeacher, check_teacher
+    from ssft.teachers.in_loop import FrozenTeacher, check_teacher
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(SsftError, match="neither a saved ssft model"):

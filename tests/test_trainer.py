@@ -1,7 +1,7 @@
 import torch
 from transformers import TrainingArguments
 
-from ssft.callbacks.best_epoch import BestEpochCallback
+from ssft.training.callbacks.best_epoch import BestEpochCallback
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
 from ssft.losses import PairwiseSoftmaxLoss

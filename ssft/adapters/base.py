@@ -8,8 +8,8 @@ from typing import Any
 
 from torch import nn
 
-from ssft.errors import SsftError
-from ssft.models.backbone import Backbone
+from ssft.core.errors import SsftError
+from ssft.adapters.backbone import Backbone
 
 
 @dataclasses.dataclass
@@ -27,7 +27,7 @@ class Adapter:
 
     @classmethod
     def config_from(cls, options: dict[str, Any], where: str = "adapter"):
-        from ssft.recipe import _check_type
+        from ssft.config.recipe import _check_type
 
         names = [f.name for f in dataclasses.fields(cls.Config)]
         hints = typing.get_type_hints(cls.Config)

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from torch import nn
 
 from ssft.adapters.base import Adapter
-from ssft.models.backbone import Backbone
-from ssft.registry import ADAPTERS
+from ssft.adapters.backbone import Backbone
+from ssft.config.registry import ADAPTERS
 
 
 @dataclass

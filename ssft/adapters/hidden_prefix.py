@@ -29,9 +29,9 @@ import torch
 from torch import nn
 
 from ssft.adapters.base import Adapter
-from ssft.errors import SsftError
-from ssft.models.backbone import Backbone, encoder_layers
-from ssft.registry import ADAPTERS
+from ssft.core.errors import SsftError
+from ssft.adapters.backbone import Backbone, encoder_layers
+from ssft.config.registry import ADAPTERS
 
 
 @dataclass

@@ -32,9 +32,9 @@ from typing import Any
 from torch import nn
 
 from ssft.adapters.base import Adapter
-from ssft.errors import SsftError
-from ssft.models.backbone import Backbone
-from ssft.registry import ADAPTERS
+from ssft.core.errors import SsftError
+from ssft.adapters.backbone import Backbone
+from ssft.config.registry import ADAPTERS
 
 logger = logging.getLogger(__name__)
 
@@ -194,8 +194,8 @@ def train_hybrid(ranker: nn.Module, config: HybridOptions, make_trainer: Callabl
     finished phase (loading its result) and resumes an unfinished one from its latest complete checkpoint."""
     from pathlib import Path
 
-    from ssft.callbacks.best_epoch import BestEpochCallback
-    from ssft.io import atomic_write_json
+    from ssft.training.callbacks.best_epoch import BestEpochCallback
+    from ssft.core.io import atomic_write_json
 
     phases = []
     for name, modules, epochs in hybrid_phases(config):
@@ -217,7 +217,7 @@ def train_hybrid(ranker: nn.Module, config: HybridOptions, make_trainer: Callabl
         else:
             checkpoint = None
             if resume:  # a checkpoint cut short is removed, never trained into or resumed from
-                from ssft.trainer import discard_incomplete_checkpoints, latest_checkpoint
+                from ssft.training.trainer import discard_incomplete_checkpoints, latest_checkpoint
 
                 discard_incomplete_checkpoints(folder)
                 checkpoint = latest_checkpoint(folder)

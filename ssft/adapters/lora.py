@@ -8,9 +8,9 @@ from peft import LoraConfig, get_peft_model
 from torch import nn
 
 from ssft.adapters.base import Adapter
-from ssft.errors import SsftError
-from ssft.models.backbone import Backbone
-from ssft.registry import ADAPTERS
+from ssft.core.errors import SsftError
+from ssft.adapters.backbone import Backbone
+from ssft.config.registry import ADAPTERS
 
 # model_type → module-name suffixes of (query, value, attention-output dense)
 ATTENTION_MODULES = {

@@ -11,9 +11,9 @@ from peft import PrefixTuningConfig, PromptTuningConfig, TaskType, get_peft_mode
 from torch import nn
 
 from ssft.adapters.base import Adapter
-from ssft.errors import SsftError
-from ssft.models.backbone import Backbone
-from ssft.registry import ADAPTERS
+from ssft.core.errors import SsftError
+from ssft.adapters.backbone import Backbone
+from ssft.config.registry import ADAPTERS
 
 
 @dataclass

@@ -35,9 +35,9 @@ from torch import nn
 from ssft.adapters.base import Adapter
 from ssft.adapters.hidden_prefix import HiddenPrefix, HiddenPrefixOptions, new_hidden_prefix, prefix_mlp
 from ssft.adapters.lora import ATTENTION_MODULES, LoraOptions, lora_config
-from ssft.errors import SsftError
-from ssft.models.backbone import TOWERS, Backbone
-from ssft.registry import ADAPTERS
+from ssft.core.errors import SsftError
+from ssft.adapters.backbone import TOWERS, Backbone
+from ssft.config.registry import ADAPTERS
 
 PREFIX_SHARING = ("average", "concat", "none")
 LORA_ADAPTER = {"query": "query_tower", "document": "document_tower"}  # tower → PEFT adapter name

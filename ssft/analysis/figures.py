@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 
 def _save(fig, path: str | Path) -> Path:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ssft.analysis.ambiguity import AMBIGUOUS, NON_AMBIGUOUS
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 BI_ENCODERS = ("twin", "colbert", "bi", "dense")
 # panel titles when grouping by architecture (001 Fig. 3 names the models)

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 LEXICON = "oewn:2024"  # the lexicon pywsd 1.3 asks for
 WORDNET_XML_NAME = "english-wordnet-2024.xml.gz"

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 logger = logging.getLogger(__name__)
 

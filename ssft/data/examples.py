@@ -9,7 +9,7 @@ from torch.utils.data import Dataset
 
 from ssft.data.beir import IRDataset, Qrels
 from ssft.data.trec import Run
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 
 def subsample_queries(qrels: Qrels, limit: int | None, seed: int) -> Qrels:
@@ -104,7 +104,7 @@ class TrainingGroups(Dataset):
 class RankerCollator:
     """Tokenises a batch for a ranker: training groups (query + [positive, negatives...]) are flattened into
     (batch x group) pairs with ``group_size`` set; scoring items (query, document) become plain pairs.
-    With a ``teacher`` (``ssft.models.teacher.FrozenTeacher``), training batches also carry the teacher's own
+    With a ``teacher`` (``ssft.teachers.in_loop.FrozenTeacher``), training batches also carry the teacher's own
     inputs for the same distinct queries and documents (``teacher_*`` keys)."""
 
     def __init__(self, ranker, teacher=None):

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ssft.data.beir import text_lines
-from ssft.errors import SsftError
-from ssft.io import atomic_write_text
+from ssft.core.errors import SsftError
+from ssft.core.io import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ssft.errors import SsftError, cli_entry
+from ssft.core.errors import SsftError, cli_entry
 
 
 def _tower_functions(model, tower: str):
@@ -107,45 +107,3 @@ def format_latency(results: list[dict[str, Any]]) -> str:
         for b, v in r["batch_sizes"].items():
             lines.append(f"{r['tower']:10}{b:>7}{v['tokenize_ms_per_query']:15.3f}{v['encode_ms_per_query']:13.3f}{v['total_ms_per_query']:12.3f}")
     return "\n".join(lines)
-
-
-@cli_entry("ssft-latency")
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ssft-latency", description="Query encoding latency of a trained bi-encoder.")
-    parser.add_argument("model", type=Path, help="run folder of ssft-train (or its model/ folder)")
-    parser.add_argument("--data", required=True, help="BEIR folder or dataset name; its queries are timed")
-    parser.add_argument("--split", default=None, help="take the queries of this qrels split (default: all queries)")
-    parser.add_argument("--batch-sizes", default="1,32")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads (torch.set_num_threads)")
-    parser.add_argument("--max-queries", type=int, default=256)
-    parser.add_argument("--tower", choices=["query", "document", "both"], default="query")
-    parser.add_argument("--output", type=Path, default=None, help="folder for latency.json")
-    parser.add_argument("--trust-remote-code", action="store_true", help="run Python code the saved model ships (a model saved with trust_remote_code); only for models you trust")
-    ns = parser.parse_args(argv)
-    from ssft.data.beir import load_dataset
-    from ssft.io import atomic_write_json
-    from ssft.models import load_ranker
-    from ssft.models.bi import BiEncoder
-    from ssft.rerank import _model_dir
-
-    try:
-        batch_sizes = tuple(int(b) for b in ns.batch_sizes.split(",") if b.strip())
-    except ValueError:
-        raise SsftError(f"--batch-sizes: expected integers like 1,32, got '{ns.batch_sizes}'") from None
-    dataset = load_dataset(ns.data)
-    qids = sorted(dataset.qrels(ns.split)) if ns.split else sorted(dataset.queries)
-    queries = [dataset.queries[q] for q in qids if q in dataset.queries]
-    model = load_ranker(_model_dir(ns.model), trust_remote_code=ns.trust_remote_code)
-    if not isinstance(model, BiEncoder):
-        raise SsftError(f"{ns.model}: query latency is measured for bi-encoders, not '{model.architecture}'")
-    towers = ["query", "document"] if ns.tower == "both" else [ns.tower]
-    results = measure_latency(model, queries, batch_sizes, ns.repeats, ns.threads, towers, ns.max_queries)
-    print(format_latency(results))
-    if ns.output:
-        atomic_write_json(ns.output / "latency.json", results)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,8 +8,8 @@ import ir_measures
 
 from ssft.data.beir import Qrels
 from ssft.data.trec import Run
-from ssft.errors import SsftError
-from ssft.io import atomic_write_text
+from ssft.core.errors import SsftError
+from ssft.core.io import atomic_write_text
 
 
 def parse_measures(names: list[str], where: str = "metrics") -> list:

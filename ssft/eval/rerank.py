@@ -33,7 +33,7 @@ def prediction_trainer(ranker, batch_size: int = 64, output_dir: str | Path | No
     from transformers import TrainingArguments
 
     from ssft.losses import PairwiseSoftmaxLoss
-    from ssft.trainer import RankingTrainer
+    from ssft.training.trainer import RankingTrainer
 
     scratch = None if output_dir is not None else tempfile.mkdtemp(prefix="ssft-predict-")
     args = TrainingArguments(
@@ -100,7 +100,7 @@ def write_and_evaluate(model_run: Run, first_stage: Run, qrels: Qrels, split: st
     """The output contract shared by reranking and full retrieval: metrics of the model run and the first stage (and
     their interpolation when ``alpha``), their TREC runs and per-query files under ``output_dir``; ``alpha`` is
     recorded in ``info``; ``write`` false: evaluate only. Returns the metrics.json content for this split."""
-    if first_stage_name == split:  # the first stage's row would replace the model's (ssft.train.report_name)
+    if first_stage_name == split:  # the first stage's row would replace the model's (ssft.pipeline.run.report_name)
         raise ValueError(f"the first stage is named like the split '{split}'")
     model_metrics, model_per_query = evaluate_run(qrels, model_run, metrics)
     base_metrics, base_per_query = evaluate_run(qrels, first_stage, metrics)

@@ -23,7 +23,7 @@ import torch
 
 from ssft.data.beir import IRDataset, Qrels
 from ssft.data.trec import Run, top_k
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.eval.metrics import evaluate_run
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 ALTERNATIVES = ("greater", "less", "two-sided")
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.eval.significance import seed_ttest, significance_mark
 
 IMPROVEMENT_ROW = "Improvement (%)"

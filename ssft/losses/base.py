@@ -5,7 +5,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 
 class RankingLoss(nn.Module):

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from ssft.losses.base import RankingLoss
-from ssft.registry import LOSSES
+from ssft.config.registry import LOSSES
 
 
 @LOSSES.register("bce")

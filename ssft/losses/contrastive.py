@@ -3,7 +3,7 @@ from __future__ import annotations
 import torch
 
 from ssft.losses.listwise_ce import ListwiseSoftmaxCELoss
-from ssft.registry import LOSSES
+from ssft.config.registry import LOSSES
 
 
 @LOSSES.register("contrastive")
@@ -16,7 +16,7 @@ class ContrastiveLoss(ListwiseSoftmaxCELoss):
     document of the batch (in-batch negatives and the BM25 hard negatives of all queries) and the negatives
     drawn from a negative cache. Entries of -inf are not negatives (the query's other positives) and drop out
     of the sum. When the representations collapse (every score equal) the loss is :math:`\log(1 + |D^-|)`
-    (Eq. 7), what ``ssft.callbacks.collapse_monitor`` compares against.
+    (Eq. 7), what ``ssft.training.callbacks.collapse_monitor`` compares against.
 
     Options:
         temperature: :math:`\tau` (default 1.0, as in 000 §5.3.2; the model's score scale of 20 comes first).

@@ -3,7 +3,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 DISTANCES = ("l2", "mse")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import torch
 
 from ssft.losses.base import RankingLoss
-from ssft.registry import LOSSES
+from ssft.config.registry import LOSSES
 
 
 @LOSSES.register("pairwise_softmax")

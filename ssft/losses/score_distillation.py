@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 KINDS = ("softmax_ce", "bce", "mse")
 

@@ -5,9 +5,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.losses.base import RankingLoss
-from ssft.registry import LOSSES
+from ssft.config.registry import LOSSES
 
 
 @LOSSES.register("tct")
@@ -36,7 +36,7 @@ class TightlyCoupledDistillationLoss(RankingLoss):
         gamma: :math:`\gamma`, weight of the hard-label term (default 0.1, 003 §3.1).
         temperature: :math:`\tau` applied to the teacher's scores (default 0.25, 003 §3.1).
         teacher: the frozen teacher — a saved ssft model folder or run folder (its ``model/``), or a hub name /
-            local transformers folder built as a ColBERT (``ssft.models.teacher``). Required.
+            local transformers folder built as a ColBERT (``ssft.teachers.in_loop``). Required.
     Inputs:
         student: (items, documents) student scores of every item's query against every document of the batch.
         teacher: (items, documents) teacher scores of the same pairs (no gradient).

@@ -23,8 +23,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ssft.errors import SsftError
-from ssft.models.backbone import Backbone
+from ssft.core.errors import SsftError
+from ssft.adapters.backbone import Backbone
 
 from safetensors import SafetensorError
 
@@ -172,8 +172,8 @@ def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: d
     trust_remote_code (never the saved spec's)."""
     from transformers import AutoModel
 
-    from ssft.models.backbone import select_layers
-    from ssft.registry import ADAPTERS
+    from ssft.adapters.backbone import select_layers
+    from ssft.config.registry import ADAPTERS
 
     def base() -> nn.Module:
         transformer, _ = load_transformer(base_model, trust)
@@ -248,7 +248,7 @@ class Ranker(nn.Module):
     # ------------------------------------------------------------ building
     @classmethod
     def build(cls, model_cfg, method: str, options: dict[str, Any]) -> "Ranker":
-        from ssft.registry import ADAPTERS
+        from ssft.config.registry import ADAPTERS
 
         adapter = ADAPTERS.get(method)
         config = adapter.config_from(options)
@@ -285,7 +285,7 @@ class Ranker(nn.Module):
         """Write the ranker folder atomically: complete, or the previous one left in place. The folder and its
         files get the modes the umask gives (not ``mkdtemp``'s 0700 / safetensors' 0600); the temporary folders
         an earlier save of the same folder left when it was killed are removed."""
-        from ssft.io import give_umask_modes
+        from ssft.core.io import give_umask_modes
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -402,7 +402,7 @@ class Ranker(nn.Module):
 
     @staticmethod
     def _frozen_base_method(method: str) -> bool:
-        from ssft.registry import ADAPTERS
+        from ssft.config.registry import ADAPTERS
 
         return method in ADAPTERS and bool(getattr(ADAPTERS.get(method), "frozen_base", False))
 
@@ -423,7 +423,7 @@ class Ranker(nn.Module):
 def load_ranker(path: str | Path, trust_remote_code: bool = False) -> Ranker:
     """Load any saved ranker folder, whatever its architecture. ``trust_remote_code``: the user's permission to
     run code the model ships (``--trust-remote-code``); a folder saved with trust_remote_code needs it."""
-    from ssft.registry import MODELS
+    from ssft.config.registry import MODELS
 
     spec = Ranker.read_spec(path)
     Ranker.check_trust(Path(path), spec, trust_remote_code)

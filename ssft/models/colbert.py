@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssft.errors import SsftError
-from ssft.models.backbone import Backbone
+from ssft.core.errors import SsftError
+from ssft.adapters.backbone import Backbone
 from ssft.models.bi import BiEncoder, Encoded
-from ssft.registry import MODELS
+from ssft.config.registry import MODELS
 
 QUERY_MARKER = "[unused0]"
 DOCUMENT_MARKER = "[unused1]"

@@ -4,9 +4,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ssft.models.backbone import Backbone
+from ssft.adapters.backbone import Backbone
 from ssft.models.base import Ranker
-from ssft.registry import MODELS
+from ssft.config.registry import MODELS
 
 
 @MODELS.register("cross")

@@ -5,7 +5,7 @@
   the same name for two separately trained copies. ``document_name: null`` shares one backbone (Siamese).
 - ``model.query_layers``: keep only some transformer layers of the query tower: N = the first N (000's
   BERT_{L=2} query encoders), a list = those layer indices (002 §2.1, e.g. [0, 5] of a 6-layer teacher),
-  embeddings and pooling kept (``ssft.models.backbone.select_layers``). With a shared backbone
+  embeddings and pooling kept (``ssft.adapters.backbone.select_layers``). With a shared backbone
   (``document_name: null``) both towers are that subset.
 - Inherited documents (asymmetric student, 002 and 004 §4.1): ``inherit_documents(teacher)`` makes another
   frozen dense model encode the documents — its final document embeddings are this model's, and its corpus
@@ -39,13 +39,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssft.distributed import world_size
-from ssft.errors import SsftError
-from ssft.models.backbone import Backbone, select_layers
+from ssft.core.distributed import world_size
+from ssft.core.errors import SsftError
+from ssft.adapters.backbone import Backbone, select_layers
 from ssft.models.base import SPEC_FILE, load_backbone, load_transformer, save_backbone
 from ssft.models.bi import BiEncoder, Encoded, group_items, query_positives
 from ssft.models.twin import POOLINGS, mean_pool
-from ssft.registry import MODELS
+from ssft.config.registry import MODELS
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class DenseDualEncoder(BiEncoder):
     # ------------------------------------------------------------ building / saving
     @classmethod
     def build(cls, model_cfg, method: str, options: dict[str, Any]) -> "DenseDualEncoder":
-        from ssft.registry import ADAPTERS
+        from ssft.config.registry import ADAPTERS
 
         separate = model_cfg.document_name is not None
         if separate and method in SEPARATE_TOWER_METHODS_REFUSED:
@@ -145,7 +145,7 @@ class DenseDualEncoder(BiEncoder):
         from transformers import AutoTokenizer
 
         if spec.get("document_encoder") is not None:  # an asymmetric student: the teacher encodes documents
-            from ssft.distill.teacher import load_teacher
+            from ssft.teachers.dense import load_teacher
 
             model = cls(backbone, tokenizer, spec)
             model.inherit_documents(load_teacher(spec["document_encoder"], trust_remote_code=trust_remote_code))
@@ -161,7 +161,7 @@ class DenseDualEncoder(BiEncoder):
 
     # ------------------------------------------------------------ inherited documents (asymmetric student)
     def inherit_documents(self, teacher) -> None:
-        """Documents are from now on encoded by ``teacher`` (a ``ssft.distill.teacher.DenseTeacher``: frozen, eval
+        """Documents are from now on encoded by ``teacher`` (a ``ssft.teachers.dense.DenseTeacher``: frozen, eval
         mode, no gradient): 004's asymmetric student that inherits the teacher's document encoder / embeddings,
         002's student query encoder served against the teacher's unchanged index. The spec records the teacher's
         reference, so loading the student rebuilds it."""
@@ -324,7 +324,7 @@ def gathered_in_batch_rows(q: torch.Tensor, d: torch.Tensor, q_index: torch.Tens
     process's batch, in the gathered columns like every other document). Loss weight: local items × processes /
     global items, so that DDP's average over processes of the weighted per-process mean is the mean over the
     global batch even when processes hold different item counts."""
-    from ssft.distributed import gather_objects, gather_rows, rank
+    from ssft.core.distributed import gather_objects, gather_rows, rank
 
     item_q, item_pos = group_items(q_index, d_index, group)
     d_all, offsets = gather_rows(d)

@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 # hub id → (python package shipping the weights, folder inside it, pip name to suggest)
 PIP_SHIPPED: dict[str, tuple[str, str, str]] = {

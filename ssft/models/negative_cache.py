@@ -20,7 +20,7 @@ import random
 
 import torch
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.models.dense import row_keys
 
 logger = logging.getLogger(__name__)

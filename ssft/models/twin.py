@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssft.errors import SsftError
-from ssft.models.backbone import Backbone
+from ssft.core.errors import SsftError
+from ssft.adapters.backbone import Backbone
 from ssft.models.bi import BiEncoder, Encoded
-from ssft.registry import MODELS
+from ssft.config.registry import MODELS
 
 POOLINGS = ("mean", "cls")
 SCORERS = ("combiner", "cosine", "dot")

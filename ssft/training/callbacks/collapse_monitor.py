@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from ssft.registry import CALLBACKS
+from ssft.config.registry import CALLBACKS
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class CollapseMonitorCallback(TrainerCallback):
     def _write(self) -> None:
         if self._output_dir is None:
             return
-        from ssft.io import atomic_write_json
+        from ssft.core.io import atomic_write_json
 
         atomic_write_json(Path(self._output_dir) / "collapse.json", {
             "thresholds": {"min_variance": self.min_variance, "min_effective_rank": self.min_effective_rank,

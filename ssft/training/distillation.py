@@ -9,7 +9,7 @@ over the same documents,
          + query_embedding_weight    * query embedding matching (Eq. 7)
          + document_embedding_weight * document embedding matching (Eq. 8; a student with its own documents)
 
-A dual-pooled cross-encoder teacher (CE → DE, 004 §4.2, ``ssft.distill.cross_teacher``) scores each item's own
+A dual-pooled cross-encoder teacher (CE → DE, 004 §4.2, ``ssft.teachers.cross``) scores each item's own
 documents (pairs, not the whole batch): score distillation over the item's group, Eq. 7 / Eq. 8 against the
 pair's proxy query / document embeddings.
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from ssft.errors import SsftError
-from ssft.registry import CALLBACKS
+from ssft.core.errors import SsftError
+from ssft.config.registry import CALLBACKS
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def _sample(texts: list[str], limit: int, seed: int) -> list[str]:
 def alignment_kl(model, texts: list[str], batch_size: int = 64) -> float:
     """000 Eq. 9 with k = 1: X = document-encoder representations, X' = query-encoder representations of
     the same query texts (each tower tokenising with its own tokenizer, the query length limit for both)."""
-    from ssft.analysis.divergence import knn_kl_divergence
+    from ssft.eval.divergence import knn_kl_divergence
 
     was_training = model.training
     model.eval()
@@ -121,7 +121,7 @@ class DaftCallback(TrainerCallback):
             self._resumed = json.loads(path.read_text())
 
     def setup(self, dataset=None, validation_qrels=None, **_) -> None:
-        """Given by ``ssft.train`` before training: the validation queries the alignment is measured on."""
+        """Given by ``ssft.pipeline.run`` before training: the validation queries the alignment is measured on."""
         if dataset is not None and validation_qrels:
             texts = [dataset.queries[q] for q in sorted(validation_qrels) if q in dataset.queries]
             if len(texts) >= 3:  # the 1-NN estimate needs a few points; else on_train_begin uses training queries
@@ -220,7 +220,7 @@ class DaftCallback(TrainerCallback):
     def _write(self) -> None:
         if self._output_dir is None:
             return
-        from ssft.io import atomic_write_json
+        from ssft.core.io import atomic_write_json
 
         Path(self._output_dir).mkdir(parents=True, exist_ok=True)
         atomic_write_json(Path(self._output_dir) / "daft.json", {

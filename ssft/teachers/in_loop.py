@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.models.base import SPEC_FILE, Ranker, saved_model_folder
 from ssft.models.bi import BiEncoder, group_items, query_positives, unique_with_index
 
@@ -48,7 +48,7 @@ def check_teacher(name: str, where: str = "loss.teacher") -> None:
 
 
 def _check_architecture(architecture: str, where: str) -> None:
-    from ssft.registry import MODELS
+    from ssft.config.registry import MODELS
 
     cls = MODELS.get(architecture, where)
     if not issubclass(cls, BiEncoder):
@@ -82,7 +82,7 @@ class FrozenTeacher:
             logger.info("teacher: saved %s ranker %s (%s)", ranker.architecture, folder, ranker.spec.get("base_model"))
         else:
             from ssft.models.colbert import ColBert
-            from ssft.recipe import ModelConfig
+            from ssft.config.recipe import ModelConfig
 
             lengths = {} if model_cfg is None else {"max_length": model_cfg.max_length,
                                                     "query_max_length": model_cfg.query_max_length,

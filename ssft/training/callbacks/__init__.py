@@ -5,8 +5,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ssft.callbacks import best_epoch, collapse_monitor, daft, negative_cache  # noqa: F401  (registers)
-from ssft.errors import SsftError
+from ssft.training.callbacks import best_epoch, collapse_monitor, daft, negative_cache  # noqa: F401  (registers)
+from ssft.core.errors import SsftError
 
 
 def callback_name(entry: Any) -> str:
@@ -15,8 +15,8 @@ def callback_name(entry: Any) -> str:
 
 def build_callback(entry: Any, where: str = "callbacks"):
     """The callback an entry of ``recipe.callbacks`` names, built with its options (bad options: SsftError)."""
-    from ssft.recipe import _check_type
-    from ssft.registry import CALLBACKS
+    from ssft.config.recipe import _check_type
+    from ssft.config.registry import CALLBACKS
 
     name = callback_name(entry)
     cls = CALLBACKS.get(name, where)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 from ssft.models.base import saved_model_folder
 from ssft.models.dense import DenseDualEncoder, row_keys
 
@@ -31,8 +31,8 @@ def load_teacher(reference: dict[str, Any], trust_remote_code: bool = False) -> 
     """The frozen dense teacher a reference names (see the module docstring). ``trust_remote_code``: the user's
     choice (the recipe's model.trust_remote_code, a CLI's --trust-remote-code), never a saved folder's."""
     from ssft.models.base import load_ranker
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
 
     name = reference.get("name") if isinstance(reference, dict) else None
     if not isinstance(name, str) or not name:

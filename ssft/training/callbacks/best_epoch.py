@@ -9,9 +9,9 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
-from ssft.registry import CALLBACKS
+from ssft.config.registry import CALLBACKS
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class BestEpochCallback(TrainerCallback):
         self.history = list(state["history"])
 
     def save_checkpoint_state(self, folder: Path) -> None:
-        from ssft.io import give_umask_modes
+        from ssft.core.io import give_umask_modes
 
         folder = Path(folder)
         if self._snapshot is not None:
@@ -76,7 +76,7 @@ class BestEpochCallback(TrainerCallback):
 
     def check_checkpoint_state(self, folder: Path) -> tuple[str, str] | None:
         """(file, 'missing' / 'damaged (why)') when the state this callback saved into the checkpoint ``folder``
-        cannot be loaded back, else None (``ssft.trainer.check_checkpoint`` calls it before a resume)."""
+        cannot be loaded back, else None (``ssft.training.trainer.check_checkpoint`` calls it before a resume)."""
         from safetensors import SafetensorError, safe_open
 
         folder = Path(folder)

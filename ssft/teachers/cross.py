@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 DUAL_POOLINGS = ("cls_sep", "segment_mean")
 

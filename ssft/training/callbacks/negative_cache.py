@@ -6,8 +6,8 @@ import logging
 
 from transformers import TrainerCallback
 
-from ssft.errors import SsftError
-from ssft.registry import CALLBACKS
+from ssft.core.errors import SsftError
+from ssft.config.registry import CALLBACKS
 
 logger = logging.getLogger(__name__)
 

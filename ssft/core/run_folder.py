@@ -27,8 +27,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from ssft.errors import SsftError
-from ssft.io import atomic_write_json
+from ssft.core.errors import SsftError
+from ssft.core.io import atomic_write_json
 
 MANIFEST = ".ssft-outputs.json"
 LOCK = ".ssft.lock"
@@ -43,7 +43,7 @@ RETRIEVE_OUTPUTS = ("metrics.json", "run.trec", "run.*.trec", "per_query.*.tsv",
 # in a folder without a manifest (written by an older ssft), one of these must be there to call it the tool's
 TRAIN_MARKERS = ("metrics.json", "run_info.json", "checkpoint-*", "phase-*", "sweep.log")
 RESULT_MARKERS = ("metrics.json", "run.trec")
-# temporary names of atomic writes (ssft.io) and of an atomic model save (Ranker.save), and the lock / manifest
+# temporary names of atomic writes (ssft.core.io) and of an atomic model save (Ranker.save), and the lock / manifest
 TRANSIENT = (".*.tmp", ".model.*", MANIFEST, LOCK)
 
 

@@ -16,7 +16,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from ssft.errors import SsftError
+from ssft.core.errors import SsftError
 
 TOWERS = ("query", "document")
 
@@ -107,7 +107,7 @@ class Backbone(nn.Module):
             raise SsftError("hidden_prefix cannot be combined with PEFT prompt or prefix tuning")
         self.hidden_prefix = hidden_prefix
         self.tower_switch = None  # set by semi-Siamese wiring: callable(tower) selecting tower-specific modules
-        self.cpu_kernels_installed = False  # ssft.models.cpu_kernels, installed on the first CPU forward without grad
+        self.cpu_kernels_installed = False  # ssft.adapters.cpu_kernels, installed on the first CPU forward without grad
 
     @property
     def config(self):
@@ -134,7 +134,7 @@ class Backbone(nn.Module):
         if self.tower_switch is not None:
             self.tower_switch(tower)
         if not self.cpu_kernels_installed and input_ids.device.type == "cpu" and not torch.is_grad_enabled():
-            from ssft.models.cpu_kernels import use_cpu_kernels
+            from ssft.adapters.cpu_kernels import use_cpu_kernels
 
             use_cpu_kernels(self.model)  # only ever used where no gradient is recorded: training is untouched
             self.cpu_kernels_installed = True

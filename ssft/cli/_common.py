@@ -1,0 +1,46 @@
+"""What every entry point shares: logging, one-line argument errors, finding a saved model folder.
+
+The CLIs import the rest of ssft inside ``main`` (after argument parsing), so ``--help`` and argument errors answer
+without importing torch: function-local imports of ssft's own modules live only in ``ssft/cli/``."""
+from __future__ import annotations
+
+import argparse
+import logging
+import warnings
+from pathlib import Path
+
+from ssft.core.errors import SsftError
+
+
+def setup_logging(level: str = "INFO") -> None:
+    # raised inside PEFT / transformers, nothing a user can act on
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+    logging.basicConfig(level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("httpx", "urllib3", "bm25s", "datasets", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    import transformers  # here, not at the top: --help answers without it
+
+    transformers.utils.logging.set_verbosity_warning()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None):
+    """argparse, with usage errors as one-line SsftErrors (like every other error of the CLIs)."""
+
+    def error(message: str):
+        raise SsftError(f"{message} (see --help)")
+
+    parser.error = error
+    return parser.parse_args(argv)
+
+
+def model_dir(path: Path) -> Path:
+    """A run folder (with model/) or a model folder itself."""
+    from ssft.models.base import SPEC_FILE, saved_model_folder
+
+    folder = saved_model_folder(path)
+    if folder is not None:
+        return folder
+    if not path.exists():
+        raise SsftError(f"run folder not found: {path}")
+    raise SsftError(f"{path}: no trained model (expected {path}/model/{SPEC_FILE}; did the run finish?)")

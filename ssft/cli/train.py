@@ -1,0 +1,40 @@
+"""ssft-train RECIPE.yaml [key=value ...] — build, train, keep the best validation epoch, evaluate.
+
+Also ``python -m ssft.cli.train``, ``python -m ssft.train`` and ``accelerate launch ssft/train.py RECIPE``."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ssft.cli._common import parse_args, setup_logging
+from ssft.core.errors import SsftError, cli_entry
+
+
+@cli_entry("ssft-train")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ssft-train", description="Train and evaluate a ranker from a YAML recipe.")
+    parser.add_argument("recipe", help="recipe YAML file")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-4 adapter.r=8")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="train again from scratch into an output folder that holds a finished run or checkpoints "
+                             "(its earlier outputs are removed first)")
+    parser.add_argument("--resume-with-changes", action="store_true",
+                        help="resume from the checkpoints of a run whose recipe differs only in its optimiser settings "
+                             "(learning rates, max_grad_norm), e.g. a lower learning rate after a NaN stop")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    ns = parse_args(parser, argv)
+    setup_logging(ns.log_level)
+    from ssft.config.recipe import load_recipe
+    from ssft.pipeline.run import RESUMABLE_CHANGES, run_recipe
+
+    recipe = load_recipe(ns.recipe, ns.overrides)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if ns.overwrite and ns.resume_with_changes:
+        raise SsftError("--overwrite starts over and --resume-with-changes continues: pass one of them")
+    run_recipe(recipe, overwrite=ns.overwrite, resume_with_changes=ns.resume_with_changes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

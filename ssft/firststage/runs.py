@@ -1,0 +1,35 @@
+"""First-stage runs by name: ``bm25`` / ``bm25-stem`` retrieved now, anything else a TREC run file; and the names
+their rows get in metrics.json."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ssft.data.trec import read_run, restrict_to_corpus
+from ssft.firststage.bm25 import BM25
+
+
+def first_stage_run(spec: str, dataset, bm25_cache: dict, queries: dict[str, str], depth: int):
+    """``bm25`` / ``bm25-stem``: retrieve now; anything else: a TREC run file, restricted to the corpus's documents
+    (the others counted into ``dataset.warnings``; a run with none of them is refused now, before any training)."""
+    if spec in ("bm25", "bm25-stem"):
+        if spec not in bm25_cache:
+            bm25_cache[spec] = BM25(dataset, stem=spec == "bm25-stem")
+        return spec, bm25_cache[spec].search(queries, depth)
+    run = restrict_to_corpus(read_run(spec), dataset.corpus, spec, dataset.warnings)
+    return first_stage_name(spec), run
+
+
+def first_stage_name(spec: str) -> str:
+    """A run file's name without its extension: 'runs/bm25.test.trec' → 'bm25.test'."""
+    name = Path(spec).name
+    for ext in (".trec", ".txt", ".run", ".tsv"):
+        name = name.removesuffix(ext)
+    return name or "first_stage"
+
+
+def report_name(first_stage: str, split: str) -> str:
+    """The first stage's key in metrics.json and its file names: never the split's own key (a run file named
+    ``test.trec`` reranked on split ``test`` would otherwise replace the model's row with the first stage's)."""
+    if first_stage == split or first_stage.startswith(split + "+"):
+        return f"first_stage.{first_stage}"
+    return first_stage

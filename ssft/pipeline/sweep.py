@@ -1,0 +1,315 @@
+"""ssft-sweep GRID.yaml — run a grid of recipe overrides, resumably, one result row per run.
+
+Grid file::
+
+    recipe: recipes/base.yaml        # the base recipe (relative paths: from the grid file's folder)
+    output_root: sweeps/nfcorpus     # run folders go under it (default: sweeps/<grid file stem>)
+    results: results.jsonl           # under output_root unless absolute
+    grid:                            # override key -> list of values; every combination is one run
+      model.name: [bert-base-uncased]
+      seed: [1, 2, 3]                # 001 §4.1.3: three seeds
+    variants:                        # optional: override sets that go together, each crossed with the grid
+      - {adapter: {method: full}, training.learning_rate: 5.0e-5}
+      - {adapter: {method: lora, r: 16}, training.learning_rate: 1.0e-3}
+    folds:                           # optional: K-fold query splits (001 §4.1: 5 folds, 3 train / 1 validation / 1 test)
+      k: 5
+      splits: [test]                 # qrels splits pooled into the queries to divide (default: all of the dataset's)
+      seed: 0                        # which queries land in which fold
+
+Each run is ``python -m ssft.cli.train RECIPE override... training.output_dir=RUN_DIR`` in a subprocess. A run folder
+that already holds ``metrics.json`` (written last by ssft-train) is finished and skipped; an unfinished one with
+checkpoints is resumed by ssft-train itself, so an interrupted sweep resumes where it stopped, mid-run included.
+Every run's recipe is validated before the first one trains. ``results`` gets one JSON line per run when it ends (status ok / failed); a finished run
+already listed as ok is not listed again; a failed run is retried on the next invocation (and listed again).
+
+With ``folds``, fold i is a derived BEIR folder ``<output_root>/folds/fold<i>`` (corpus and queries linked to the
+source, qrels/train.tsv, dev.tsv, test.tsv written): the queries are shuffled once and cut into k parts; fold i
+tests on part i, validates on part i+1 (mod k) and trains on the other k-2, so every query is tested exactly once.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import logging
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ssft.core.errors import SsftError, cli_entry
+
+logger = logging.getLogger("ssft")
+
+GRID_KEYS = ("recipe", "output_root", "results", "grid", "variants", "folds")
+FOLD_KEYS = ("k", "splits", "seed", "dataset")
+
+
+@dataclass
+class Folds:
+    k: int = 5
+    splits: list[str] | None = None
+    seed: int = 0
+    dataset: str | None = None  # default: the base recipe's data.dataset
+
+
+@dataclass
+class Grid:
+    recipe: Path
+    output_root: Path
+    results: Path
+    grid: dict[str, list[Any]]
+    folds: Folds | None = None
+    variants: list[dict[str, Any]] = field(default_factory=list)  # tied override sets, each crossed with the grid
+
+
+@dataclass
+class Run:
+    name: str
+    overrides: dict[str, Any]
+    fold: int | None = None
+    run_dir: Path = field(default_factory=Path)
+
+
+# ---------------------------------------------------------------- grid file
+
+
+def load_grid(path: str | Path) -> Grid:
+    """Read and check a grid file; every problem is one SsftError naming the key."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise SsftError(f"grid file not found: {path}")
+    from ssft.config.recipe import safe_load_strict
+
+    try:
+        raw = safe_load_strict(path.read_text(encoding="utf-8"), str(path)) or {}  # no duplicate keys, no alias bombs
+    except yaml.YAMLError as err:
+        raise SsftError(f"{path}: malformed YAML: {str(err).splitlines()[0]}") from None
+    except UnicodeDecodeError:
+        raise SsftError(f"{path}: not a UTF-8 text file") from None
+    if not isinstance(raw, dict):
+        raise SsftError(f"{path}: expected a mapping")
+    for key in raw:
+        if key not in GRID_KEYS:
+            raise SsftError(f"{path}: unknown key '{key}'; known: {', '.join(GRID_KEYS)}")
+    if "recipe" not in raw or not isinstance(raw["recipe"], str):
+        raise SsftError(f"{path}: recipe: expected the path of the base recipe")
+    base = path.parent
+    for key in ("output_root", "results"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise SsftError(f"{path}: {key}: expected a path, got {raw[key]!r}")
+    recipe = Path(raw["recipe"]).expanduser()
+    recipe = recipe if recipe.is_absolute() else base / recipe
+    output_root = Path(raw.get("output_root") or f"sweeps/{path.stem}").expanduser()
+    results = Path(raw.get("results") or "results.jsonl").expanduser()
+    results = results if results.is_absolute() else output_root / results
+    grid = raw.get("grid") or {}
+    if not isinstance(grid, dict):
+        raise SsftError(f"{path}: grid: expected a mapping of override key -> list of values")
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise SsftError(f"{path}: grid.{key}: expected a non-empty list of values")
+        if key == "training.output_dir":
+            raise SsftError(f"{path}: grid.{key}: set by the sweep (output_root)")
+    variants = raw.get("variants") or []
+    if not isinstance(variants, list):
+        raise SsftError(f"{path}: variants: expected a list of mappings (override key -> value)")
+    for i, variant in enumerate(variants):
+        if not isinstance(variant, dict) or not variant:
+            raise SsftError(f"{path}: variants[{i}]: expected a non-empty mapping of override key -> value")
+        for key in variant:
+            if key in grid:
+                raise SsftError(f"{path}: variants[{i}].{key}: also a grid key; set it in one place")
+            if key == "training.output_dir":
+                raise SsftError(f"{path}: variants[{i}].{key}: set by the sweep (output_root)")
+    folds = None
+    if raw.get("folds") is not None:
+        f = raw["folds"]
+        if not isinstance(f, dict):
+            raise SsftError(f"{path}: folds: expected a mapping (k, splits, seed, dataset)")
+        for key in f:
+            if key not in FOLD_KEYS:
+                raise SsftError(f"{path}: folds: unknown key '{key}'; known: {', '.join(FOLD_KEYS)}")
+        folds = Folds(**f)
+        if not isinstance(folds.k, int) or folds.k < 3:
+            raise SsftError(f"{path}: folds.k: must be an integer >= 3 (one test, one validation, >= 1 train fold)")
+        if isinstance(folds.splits, str):
+            folds.splits = [folds.splits]
+        if any(key.startswith("data.") and key.endswith(("_split", "dataset")) for key in [*grid, *(k for v in variants for k in v)]):
+            raise SsftError(f"{path}: grid: data.dataset and data.*_split are set per fold when folds is given")
+    if not recipe.is_file():
+        raise SsftError(f"{path}: recipe: base recipe not found: {recipe}")
+    return Grid(recipe, output_root, results, grid, folds, variants)
+
+
+# ---------------------------------------------------------------- folds
+
+
+def kfold_splits(query_ids: Sequence[str], k: int = 5, seed: int = 0) -> list[dict[str, list[str]]]:
+    """001's rotation: shuffle the queries once, cut them into ``k`` parts; fold i = test part i, validation part
+    i+1 (mod k), train the remaining k-2 parts. Every query is a test query in exactly one fold."""
+    if k < 3:
+        raise SsftError(f"folds.k: must be >= 3, got {k}")
+    ids = sorted(set(query_ids))
+    if len(ids) < k:
+        raise SsftError(f"folds: {len(ids)} queries cannot be divided into {k} folds")
+    random.Random(seed).shuffle(ids)
+    parts = [ids[i::k] for i in range(k)]
+    folds = []
+    for i in range(k):
+        val = (i + 1) % k
+        train = [q for j, part in enumerate(parts) if j not in (i, val) for q in part]
+        folds.append({"train": sorted(train), "dev": sorted(parts[val]), "test": sorted(parts[i])})
+    return folds
+
+
+def write_fold_datasets(source: str, folds: Folds, root: Path) -> list[Path]:
+    """The k derived BEIR folders under ``root`` (corpus/queries linked, qrels written); returns their paths."""
+    from ssft.data.beir import load_dataset
+    from ssft.core.io import atomic_write_text
+
+    dataset = load_dataset(source)
+    splits = folds.splits or dataset.splits()
+    qrels: dict[str, dict[str, int]] = {}
+    for split in splits:
+        for qid, rels in dataset.qrels(split).items():
+            if qid in qrels and qrels[qid] != rels:
+                raise SsftError(f"folds: query '{qid}' has different judgments in two of the splits {', '.join(splits)}")
+            qrels[qid] = rels
+    paths = []
+    for i, fold in enumerate(kfold_splits(list(qrels), folds.k, folds.seed)):
+        dest = root / f"fold{i}"
+        (dest / "qrels").mkdir(parents=True, exist_ok=True)
+        for name in ("corpus.jsonl", "corpus.jsonl.gz", "queries.jsonl", "queries.jsonl.gz"):
+            src = dataset.path / name
+            if src.is_file() and not (dest / name).exists():
+                os.symlink(src.resolve(), dest / name)
+        for split, qids in fold.items():
+            lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q in qids for d, r in sorted(qrels[q].items())]
+            atomic_write_text(dest / "qrels" / f"{split}.tsv", "\n".join(lines) + "\n")
+        paths.append(dest)
+    return paths
+
+
+# ---------------------------------------------------------------- runs
+
+
+def _slug(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if isinstance(value, dict) and "method" in value:
+        text = str(value["method"])
+        if text == "hybrid":  # e.g. hidden_prefix+lora, or hidden_prefix+lora_concurrent
+            parts = [v.get("method", "?") if isinstance(v, dict) else str(v) for v in (value.get("first"), value.get("second"))]
+            text = "+".join(parts) + ("_concurrent" if value.get("mode") == "concurrent" else "")
+    text = text.rstrip("/").split("/")[-1]
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", text)[:40]
+
+
+def expand(grid: Grid, fold_dirs: Sequence[Path] | None = None) -> list[Run]:
+    """Every combination of the grid's values (× variants × folds); names are readable slugs plus a hash of the
+    overrides."""
+    keys = list(grid.grid)
+    combos = list(itertools.product(*(grid.grid[k] for k in keys))) or [()]
+    runs = []
+    # seeds (grid values) outer, variants inner: an interrupted sweep has whole seeds of every method done
+    for combo, variant in itertools.product(combos, grid.variants or [{}]):
+        for fold in (range(len(fold_dirs)) if fold_dirs else [None]):
+            overrides = {**variant, **dict(zip(keys, combo))}
+            if fold is not None:
+                overrides.update({"data.dataset": str(fold_dirs[fold]), "data.train_split": "train",
+                                  "data.validation_split": "dev", "data.test_split": "test"})
+            digest = hashlib.sha1(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:8]
+            slug = "-".join(f"{k.split('.')[-1]}={_slug(v)}" for k, v in [*variant.items(), *zip(keys, combo)])
+            name = "-".join(part for part in (slug, f"fold{fold}" if fold is not None else "", digest) if part)
+            runs.append(Run(name, overrides, fold, grid.output_root / "runs" / name))
+    return runs
+
+
+def train_command(recipe: Path, run: Run) -> list[str]:
+    """``python -m ssft.cli.train RECIPE key=value ... training.output_dir=RUN_DIR`` (values as JSON, which YAML reads)."""
+    overrides = [f"{k}={json.dumps(v)}" for k, v in run.overrides.items()]
+    return [sys.executable, "-m", "ssft.cli.train", str(recipe), *overrides, f"training.output_dir={run.run_dir}"]
+
+
+def subprocess_runner(command: list[str], run_dir: Path) -> int:
+    """Run one training; its output is appended to ``run_dir/sweep.log`` (a retried run keeps the earlier log)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "sweep.log", "a") as log:
+        return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+
+
+def _listed_ok(results: Path) -> set[str]:
+    done = set()
+    if results.is_file():
+        for line in results.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash
+            if row.get("status") == "ok":
+                done.add(row.get("run"))
+    return done
+
+
+def check_runs(grid: Grid, runs: Sequence[Run]) -> None:
+    """Validate every run's recipe (base recipe + its overrides) before anything trains: a bad grid value fails
+    the sweep at once, naming the run, instead of failing run after run."""
+    from ssft.config.recipe import load_recipe
+
+    for run in runs:
+        overrides = [f"{k}={json.dumps(v)}" for k, v in run.overrides.items()]
+        try:
+            load_recipe(grid.recipe, overrides)
+        except SsftError as err:
+            raise SsftError(f"run {run.name}: {err}") from None
+
+
+def run_sweep(grid: Grid, runner: Callable[[list[str], Path], int] = subprocess_runner) -> list[dict[str, Any]]:
+    """Run every unfinished run of the grid in order; returns the rows appended to ``grid.results``."""
+    fold_dirs = None
+    if grid.folds is not None:
+        from ssft.config.recipe import load_recipe
+
+        source = grid.folds.dataset or load_recipe(grid.recipe).data.dataset
+        fold_dirs = write_fold_datasets(source, grid.folds, grid.output_root / "folds")
+    runs = expand(grid, fold_dirs)
+    check_runs(grid, runs)
+    listed = _listed_ok(grid.results)
+    grid.results.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i, run in enumerate(runs, 1):
+        finished = (run.run_dir / "metrics.json").is_file()
+        if finished and run.name in listed:
+            logger.info("[%d/%d] %s: finished, skipped", i, len(runs), run.name)
+            continue
+        started = time.time()
+        if finished:
+            code = 0
+            logger.info("[%d/%d] %s: finished earlier, listing its results", i, len(runs), run.name)
+        else:
+            logger.info("[%d/%d] %s: training", i, len(runs), run.name)
+            code = runner(train_command(grid.recipe, run), run.run_dir)
+        row: dict[str, Any] = {"run": run.name, "overrides": run.overrides, "fold": run.fold, "run_dir": str(run.run_dir),
+                               "returncode": code, "seconds": round(time.time() - started, 1)}
+        if code == 0 and (run.run_dir / "metrics.json").is_file():
+            row["status"] = "ok"
+            row["metrics"] = json.loads((run.run_dir / "metrics.json").read_text())
+            info = run.run_dir / "run_info.json"
+            if info.is_file():
+                row["trainable_parameters"] = json.loads(info.read_text()).get("trainable_parameters")
+        else:
+            row["status"] = "failed"
+            logger.warning("%s failed (exit code %s); see %s", run.name, code, run.run_dir / "sweep.log")
+        with open(grid.results, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        rows.append(row)
+    return rows
