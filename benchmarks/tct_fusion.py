@@ -44,7 +44,7 @@ def runs(ns) -> dict[str, tuple[str, list[str]]]:
 def run_all(ns) -> None:
     from ssft.recipe import load_recipe
     from ssft.cli._common import setup_logging
-from ssft.train import run_recipe
+    from ssft.train import run_recipe
 
     setup_logging("INFO")
     if ns.zero_shot:
