@@ -63,7 +63,7 @@ def encode_part(docs: int, repeats: int) -> list[str]:
 
     from ssft.data.beir import load_dataset
     from ssft.eval.retrieve import encode_corpus
-    from ssft.models import cpu_kernels
+    from ssft.adapters import cpu_kernels
     from ssft.recipe import ModelConfig
     from ssft.registry import MODELS
 

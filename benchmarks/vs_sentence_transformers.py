@@ -201,7 +201,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
         if side == "ssft":  # ssft's reranking path: PairDataset (pairs sorted by length) → RankingTrainer.score → predict
             from ssft.data.beir import load_dataset
             from ssft.data.examples import PairDataset
-            from ssft.eval.rerank import prediction_trainer
+            from ssft.training.prediction import prediction_trainer
 
             model = ssft_model("cross", a.rerank_max_length, 32)
             model.requires_grad_(False)

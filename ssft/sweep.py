@@ -3,8 +3,19 @@
 import sys
 
 from ssft.cli.sweep import main
-from ssft.pipeline.sweep import (Folds, Grid, Run, check_runs, expand, kfold_splits, load_grid, run_sweep,
-                                 subprocess_runner, train_command, write_fold_datasets)
+from ssft.pipeline.sweep import (
+    Folds,
+    Grid,
+    Run,
+    check_runs,
+    expand,
+    kfold_splits,
+    load_grid,
+    run_sweep,
+    subprocess_runner,
+    train_command,
+    write_fold_datasets,
+)
 
 __all__ = ["Folds", "Grid", "Run", "check_runs", "expand", "kfold_splits", "load_grid", "main", "run_sweep",
            "subprocess_runner", "train_command", "write_fold_datasets"]

@@ -19,6 +19,7 @@ from ssft.models.embedding_cache import cache_dir
 from ssft.models.twin import TwinBert
 from ssft.recipe import ModelConfig
 from ssft.trainer import RankingTrainer
+from ssft.training.prediction import prediction_trainer
 
 ARCHITECTURES = {"twin": TwinBert, "colbert": ColBert}
 ALL_DOCS = ["d1", "d2", "d3", "d4", "d5", "d6"]
@@ -102,8 +103,9 @@ def test_rerank_and_report_encodes_each_document_once(tiny_model_dir, tiny_datas
     model = build(tiny_model_dir, architecture).eval()
     first = {"q5": {d: 6.0 - i for i, d in enumerate(ALL_DOCS)}, "q6": {d: float(i) for i, d in enumerate(ALL_DOCS)}}
     counter = Counter(monkeypatch, type(model))
-    results, info = rerank_and_report(ranker=model, dataset=ds, split="test", qrels=ds.qrels("test"), first_stage=first,
-                                      first_stage_name="bm25", depth=4, metrics=["nDCG@10"], output_dir=tmp_path, batch_size=2)
+    results, info = rerank_and_report(score=prediction_trainer(model, 2).score, dataset=ds, split="test",
+                                      qrels=ds.qrels("test"), first_stage=first, first_stage_name="bm25", depth=4,
+                                      metrics=["nDCG@10"], output_dir=tmp_path)
     # top-4 of q5: d1-d4, of q6: d6 d5 d4 d3 → d1..d6, each once
     assert counter.documents == 6 and counter.queries == 2
     assert info["pairs"] == 8 and (tmp_path / "run.test.trec").is_file() and set(results) == {"test", "bm25"}

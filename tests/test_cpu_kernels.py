@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from ssft.models import cpu_kernels
+from ssft.adapters import cpu_kernels
 from ssft.adapters.cpu_kernels import _DenseGeluForward, _LinearForward, remove_cpu_kernels, use_cpu_kernels
 
 pytestmark = pytest.mark.skipif(not cpu_kernels.available(), reason="this torch build has no oneDNN linear kernels")

@@ -3,7 +3,7 @@ import pytest
 import torch
 from transformers import TrainerCallback, TrainingArguments
 
-from ssft.adapters.hybrid import HybridOptions, hybrid_modules, set_trainable, train_hybrid
+from ssft.adapters.hybrid import HybridOptions
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
 from ssft.core.errors import SsftError
@@ -12,6 +12,7 @@ from ssft.models.base import load_ranker
 from ssft.models.cross import CrossEncoder
 from ssft.recipe import ModelConfig, recipe_from_dict
 from ssft.registry import ADAPTERS
+from ssft.training.phases import hybrid_modules, set_trainable, train_hybrid
 
 OPTIONS = {"first": {"method": "hidden_prefix", "length": 2, "mlp_dim": 8}, "second": {"method": "lora", "r": 2},
            "first_epochs": 3, "second_epochs": 2}

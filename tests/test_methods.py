@@ -15,7 +15,8 @@ METHODS = ["full", "lora", "lora++", "prefix", "prompt"]
 EXPECTED_TRAINABLE = {
     "full": r"backbone\.model\.(embeddings|encoder)\..*",
     "lora": r"backbone\.model\.base_model\.model\.encoder\.layer\.\d\.attention\.self\.(query|value)\.lora_[AB]\.default\.weight",
-    "lora++": r"backbone\.model\.base_model\.model\.encoder\.layer\.\d\.attention\.(self\.(query|value)|output\.dense)\.lora_[AB]\.default\.weight",
+    "lora++": r"backbone\.model\.base_model\.model\.encoder\.layer\.\d\.attention\.(self\.(query|value)|output\.dense)"
+              r"\.lora_[AB]\.default\.weight",
     "prefix": r"backbone\.model\.prompt_encoder\.default\.embedding\.weight",
     "prompt": r"backbone\.model\.prompt_encoder\.default\.embedding\.weight",
 }
@@ -46,7 +47,8 @@ def test_trainable_parameters_are_exactly_the_methods(tiny_model_dir, method):
     if method == "full":
         assert all(p.requires_grad for p in ranker.parameters())
     else:  # every pretrained weight is frozen
-        assert not any(p.requires_grad for n, p in ranker.named_parameters() if "lora_" not in n and "prompt_encoder" not in n and not n.startswith("head"))
+        assert not any(p.requires_grad for n, p in ranker.named_parameters()
+                       if "lora_" not in n and "prompt_encoder" not in n and not n.startswith("head"))
     n_trainable, n_total = count_parameters(ranker)
     assert n_trainable == sum(p.numel() for n, p in ranker.named_parameters() if p.requires_grad)
 
@@ -115,7 +117,8 @@ def test_segment_ids_reach_the_model(tiny_model_dir, method):
 def test_save_load_gives_identical_scores(tiny_model_dir, tmp_path, method):
     ranker = build(tiny_model_dir, method)
     assert_save_load_round_trip(ranker, tmp_path / "m", ["vitamin d", "statins and cholesterol", "fish oil", "coffee"],
-                                ["bone health and vitamin d in adults", "statins lower ldl", "omega three fatty acids", "liver disease"])
+                                ["bone health and vitamin d in adults", "statins lower ldl", "omega three fatty acids",
+                                 "liver disease"])
     expected_folder = "backbone" if method == "full" else "adapter"
     assert (tmp_path / "m" / expected_folder).is_dir()
 
@@ -133,7 +136,8 @@ def test_adapters_load_with_plain_peft(tiny_model_dir, tmp_path, method):
     ranker.save(tmp_path / "m")
     base = AutoModel.from_pretrained(tiny_model_dir, add_pooling_layer=False)
     peft_model = PeftModel.from_pretrained(base, tmp_path / "m" / "adapter")
-    ours = {n.removeprefix("backbone.model."): p for n, p in ranker.named_parameters() if p.requires_grad and n.startswith("backbone.")}
+    ours = {n.removeprefix("backbone.model."): p for n, p in ranker.named_parameters()
+            if p.requires_grad and n.startswith("backbone.")}
     theirs = dict(peft_model.named_parameters())
     for name, value in ours.items():
         torch.testing.assert_close(theirs[name], value.detach())

@@ -123,7 +123,8 @@ def test_tilde_is_expanded_once_in_every_path_key(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        (["training.output_dir==x"], r"training\.output_dir: the value starts with '=' \(did you mean training\.output_dir=x\?\)"),
+        (["training.output_dir==x"],
+         r"training\.output_dir: the value starts with '=' \(did you mean training\.output_dir=x\?\)"),
         (["training.output_dir=''"], "training.output_dir: expected a folder path, got ''"),
         (["training.output_dir="], "training.output_dir: expected a folder path, got None"),
         (["training.per_device_train_batch_size=0"], "training.per_device_train_batch_size: must be >= 1, got 0"),
@@ -160,7 +161,8 @@ def test_tilde_is_expanded_once_in_every_path_key(tmp_path, monkeypatch):
         (["model.score_scale=.inf"], "model.score_scale: expected a finite number"),
         (["eval.interpolation=.nan"], "eval.interpolation"),
         (["model.architecture=dense", "eval.fusion=.nan"], "eval.fusion: expected a finite number"),
-        (["distillation={teacher: t, temperature: .nan}", "model.architecture=dense"], "distillation.temperature: expected a finite number"),
+        (["distillation={teacher: t, temperature: .nan}", "model.architecture=dense"],
+         "distillation.temperature: expected a finite number"),
     ],
 )
 def test_values_are_checked_before_anything_runs(tmp_path, overrides, message):
@@ -218,7 +220,8 @@ def test_max_input_length_of_hub_ids_and_saved_models(tmp_path, tiny_model_dir):
     assert max_input_length("sentence-transformers/all-MiniLM-L6-v2") == 512  # pip-shipped, offline
     saved = tmp_path / "run" / "model"
     saved.mkdir(parents=True)
-    (saved / "ssft_model.json").write_text(json.dumps({"architecture": "cross", "base_model": str(tiny_model_dir), "method": "lora"}))
+    spec = {"architecture": "cross", "base_model": str(tiny_model_dir), "method": "lora"}
+    (saved / "ssft_model.json").write_text(json.dumps(spec))
     assert max_input_length(str(saved)) == 128 and max_input_length(str(saved.parent)) == 128  # a run folder too
     rotary = tmp_path / "rotary"
     rotary.mkdir()

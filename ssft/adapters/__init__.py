@@ -1,5 +1,5 @@
-"""Fine-tuning methods by name: full, lora, lora++, prefix, prompt, hidden_prefix, ss_hidden_prefix, ss_lora, hybrid."""
-from ssft.adapters import full, hidden_prefix, hybrid, lora, prompt, semi_siamese  # noqa: F401  (registers the methods)
+"""Fine-tuning methods by name: full, lora, lora++, prefix, prompt, hidden_prefix, ss_hidden_prefix, ss_lora, hybrid
+(``ssft.config.registry.ADAPTERS`` maps each name to its class; a method's module is imported when it is used)."""
 from ssft.adapters.base import Adapter, count_parameters
 
 __all__ = ["Adapter", "count_parameters"]

@@ -16,9 +16,18 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from ssft.adapters.cpu_kernels import use_cpu_kernels
 from ssft.core.errors import SsftError
 
 TOWERS = ("query", "document")
+
+
+def need_tower(tower: str | None, method: str) -> str:
+    """``tower`` when it names one ("query" / "document"); a semi-Siamese module called without one is an error."""
+    if tower not in TOWERS:
+        raise SsftError(f"{method} is semi-Siamese: it needs a bi-encoder (twin, colbert) that encodes with tower='query' "
+                        f"or tower='document', got tower={tower!r}")
+    return tower
 
 
 def encoder_layers(model: nn.Module) -> nn.ModuleList:
@@ -134,8 +143,6 @@ class Backbone(nn.Module):
         if self.tower_switch is not None:
             self.tower_switch(tower)
         if not self.cpu_kernels_installed and input_ids.device.type == "cpu" and not torch.is_grad_enabled():
-            from ssft.adapters.cpu_kernels import use_cpu_kernels
-
             use_cpu_kernels(self.model)  # only ever used where no gradient is recorded: training is untouched
             self.cpu_kernels_installed = True
         if self.hidden_prefix is not None:

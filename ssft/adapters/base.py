@@ -2,49 +2,43 @@
 parameters are exactly what the method says."""
 from __future__ import annotations
 
-import dataclasses
-import typing
 from typing import Any
 
 from torch import nn
 
-from ssft.core.errors import SsftError
 from ssft.adapters.backbone import Backbone
+from ssft.config.parse import NoOptions, parse_dataclass
 
-
-@dataclasses.dataclass
-class NoOptions:
-    pass
+__all__ = ["Adapter", "NoOptions", "count_parameters"]
 
 
 class Adapter:
-    """Subclasses set ``name``, ``Config`` (a dataclass of the method's hyper-parameters) and ``apply``."""
+    """Subclasses set ``name`` (their registry name), ``Config`` (a dataclass of the method's hyper-parameters,
+    parsed by ``config_from``) and ``apply``; the capability flags below say what other components may rely on
+    (the recipe and the pipeline read them, never method names)."""
 
     name: str = ""
     Config: type = NoOptions
     peft: bool = False  # saved in PEFT's format
     frozen_base: bool = False  # no backbone weight changes: a saved folder holds no copy of the base model
+    mergeable: bool = False  # one LoRA adapter every input goes through: merge_and_unload folds it into the weights
+    needs_towers: bool = False  # semi-Siamese: encodes with tower="query" / "document" (a bi-encoder model only)
+    one_backbone_only: bool = False  # wires one backbone into both towers: refused beside a separate document tower
+    trains_in_phases: bool = False  # trained phase by phase (each its own epochs and Trainer run): a hybrid
 
     @classmethod
-    def config_from(cls, options: dict[str, Any], where: str = "adapter"):
-        from ssft.config.recipe import _check_type
+    def config_from(cls, options: dict[str, Any] | None, where: str = "adapter"):
+        """The method's typed ``Config`` from a recipe's adapter options (keys, types and values checked)."""
+        def unknown(key: str, names: list[str]) -> str:
+            return (f"{where}: unknown option '{key}' for method '{cls.name}' (allowed: {', '.join(names) or 'none'}; "
+                    f"to switch method from the command line, replace the section: \"adapter={{method: {cls.name}}}\")")
 
-        names = [f.name for f in dataclasses.fields(cls.Config)]
-        hints = typing.get_type_hints(cls.Config)
-        kwargs = {}
-        for key, val in (options or {}).items():
-            if key not in names:
-                allowed = ", ".join(names) or "none"
-                raise SsftError(
-                    f"{where}: unknown option '{key}' for method '{cls.name}' (allowed: {allowed}; to switch method "
-                    f"from the command line, replace the section: \"adapter={{method: {cls.name}}}\")"
-                )
-            kwargs[key] = _check_type(val, hints[key], f"{where}.{key}")
-        config = cls.Config(**kwargs)
-        check = getattr(config, "check", None)
-        if check:
-            check(where)
-        return config
+        return parse_dataclass(cls.Config, options or {}, where, unknown=unknown)
+
+    @classmethod
+    def parts(cls, config) -> list[tuple[str, str]]:
+        """(key, method) of the methods this one combines (a hybrid's ``first`` and ``second``); none by default."""
+        return []
 
     @classmethod
     def apply(cls, model: nn.Module, config) -> Backbone:

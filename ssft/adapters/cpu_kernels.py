@@ -26,6 +26,7 @@ import os
 
 import torch
 from torch import nn
+from transformers.activations import GELUActivation
 
 _AVAILABLE: bool | None = None
 # below this many rows (tokens of a call) the fused kernel gains nothing (benchmarks/cpu_kernels.py: 0.9x for one
@@ -96,8 +97,6 @@ _FAST_FORWARDS = (_LinearForward, _DenseGeluForward)
 
 
 def _is_exact_gelu(act) -> bool:
-    from transformers.activations import GELUActivation
-
     if isinstance(act, GELUActivation):
         return act.act is nn.functional.gelu
     if isinstance(act, nn.GELU):

@@ -4,9 +4,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from ssft.adapters.base import Adapter
 from ssft.adapters.backbone import Backbone
-from ssft.config.registry import ADAPTERS
+from ssft.adapters.base import Adapter
 
 
 @dataclass
@@ -14,7 +13,6 @@ class FullConfig:
     freeze_word_embeddings: bool = False  # keep the input token embeddings fixed (the largest matrix of a small model)
 
 
-@ADAPTERS.register("full")
 class FullFineTuning(Adapter):
     """Full fine-tuning: every backbone weight is trained (``freeze_word_embeddings``: all but the token
     embedding matrix — for a 2-layer MiniLM student that is 11.7M of its 15.5M weights, whose optimizer update

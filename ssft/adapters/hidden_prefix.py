@@ -28,10 +28,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from ssft.adapters.backbone import TOWERS, Backbone, encoder_layers, need_tower
 from ssft.adapters.base import Adapter
 from ssft.core.errors import SsftError
-from ssft.adapters.backbone import Backbone, encoder_layers
-from ssft.config.registry import ADAPTERS
+
+PREFIX_SHARING = ("average", "concat", "none")  # ss_hidden_prefix: how the towers' prefixes share generators
 
 
 @dataclass
@@ -84,14 +85,44 @@ class HiddenPrefix(nn.Module):
         return torch.stack([mlp(self.source) for mlp in self.mlps])
 
 
+class SemiSiameseHiddenPrefix(HiddenPrefix):
+    """Common and tower-specific per-layer MLPs over one shared source (001 Eq. 4–9)."""
+
+    def __init__(self, num_layers: int, hidden_size: int, length: int = 10, source_dim: int | None = None, mlp_dim: int = 256,
+                 sharing: str = "average", common_length: int = 5):
+        super().__init__(num_layers, hidden_size, length, source_dim, mlp_dim)
+        if sharing not in PREFIX_SHARING:
+            raise SsftError(f"adapter.sharing: expected one of {', '.join(PREFIX_SHARING)}, got '{sharing}'")
+        self.sharing = sharing
+        self.common_length = common_length
+        if sharing == "none":
+            del self.mlps  # no common generator
+            self.mlps = None
+        self.tower_mlps = nn.ModuleDict({
+            tower: nn.ModuleList(prefix_mlp(self.source_dim, mlp_dim, hidden_size) for _ in range(num_layers)) for tower in TOWERS
+        })
+
+    def config_dict(self) -> dict[str, Any]:
+        return {**super().config_dict(), "kind": self.sharing, "common_length": self.common_length}
+
+    def forward(self, tower: str | None = None) -> torch.Tensor:
+        tower = need_tower(tower, "ss_hidden_prefix")
+        specific = self.tower_mlps[tower]
+        if self.sharing == "none":  # Eq. 8–9
+            return torch.stack([mlp(self.source) for mlp in specific])
+        if self.sharing == "average":  # Eq. 4–5
+            return torch.stack([common(self.source) + own(self.source) for common, own in zip(self.mlps, specific)])
+        k = self.length - self.common_length  # Eq. 6–7
+        return torch.stack([torch.cat([own(self.source[:k]), common(self.source[k:])])
+                            for common, own in zip(self.mlps, specific)])
+
+
 def build_hidden_prefix(config: dict[str, Any]) -> HiddenPrefix:
-    """Rebuild a prefix module from its saved ``config_dict``."""
+    """Rebuild a prefix module from its saved ``config_dict`` (Siamese, or one of the semi-Siamese sharings)."""
     config = dict(config)
     kind = config.pop("kind", "siamese")
     if kind == "siamese":
         return HiddenPrefix(**config)
-    from ssft.adapters.semi_siamese import PREFIX_SHARING, SemiSiameseHiddenPrefix
-
     if kind not in PREFIX_SHARING:
         raise SsftError(f"unknown hidden prefix kind '{kind}'")
     return SemiSiameseHiddenPrefix(**config, sharing=kind)
@@ -102,7 +133,6 @@ def new_hidden_prefix(model: nn.Module, options: HiddenPrefixOptions, **extra) -
     return {"num_layers": len(encoder_layers(model)), "hidden_size": model.config.hidden_size, **asdict(options), **extra}
 
 
-@ADAPTERS.register("hidden_prefix")
 class HiddenPrefixTuning(Adapter):
     """001's prefix tuning: prefix hidden states generated per layer from a shared source (Eq. 2), the same
     for queries and documents (Eq. 3). Backbone frozen; source and MLPs train."""
@@ -119,4 +149,5 @@ class HiddenPrefixTuning(Adapter):
         return Backbone(model, cls.name, hidden_prefix=prefix)
 
 
-__all__ = ["HiddenPrefix", "HiddenPrefixOptions", "HiddenPrefixTuning", "build_hidden_prefix", "prefix_mlp"]
+__all__ = ["PREFIX_SHARING", "HiddenPrefix", "HiddenPrefixOptions", "HiddenPrefixTuning", "SemiSiameseHiddenPrefix",
+           "build_hidden_prefix", "new_hidden_prefix", "prefix_mlp"]

@@ -19,22 +19,23 @@ backbone; PEFT's own ``prefix`` / ``prompt`` cannot share a PeftModel with LoRA 
 epoch; ``first`` is then frozen at those weights and phase 2 trains ``second`` for ``second_epochs`` epochs, again
 keeping the best epoch. Each phase is a fresh Trainer run (its own optimizer and learning-rate schedule). The
 ranker head (not part of either LFT module) trains in both phases. ``concurrent`` (§5.2's alternative) trains both
-modules together for ``first_epochs + second_epochs`` epochs, keeping the best epoch.
+modules together for ``first_epochs + second_epochs`` epochs, keeping the best epoch. This module builds the modules
+(``HybridOptions``, ``Hybrid.apply``); the schedule is ``ssft.training.phases``.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
-from ssft.adapters.base import Adapter
-from ssft.core.errors import SsftError
 from ssft.adapters.backbone import Backbone
+from ssft.adapters.base import Adapter
+from ssft.adapters.loading import load_peft_adapter
 from ssft.config.registry import ADAPTERS
+from ssft.core.errors import SsftError
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,8 @@ class HybridOptions:
         for key in ("first", "second"):
             value = getattr(self, key)
             if value is None:
-                raise SsftError(f"{where}.{key}: missing (e.g. {key}: {{method: {'hidden_prefix' if key == 'first' else 'lora'}}})")
+                example = "hidden_prefix" if key == "first" else "lora"
+                raise SsftError(f"{where}.{key}: missing (e.g. {key}: {{method: {example}}})")
             method, options = _module_spec(value, f"{where}.{key}")
             config = ADAPTERS.get(method).config_from(options, f"{where}.{key}")
             specs.append((method, options, config))
@@ -94,13 +96,18 @@ class HybridOptions:
         return first[0], second[0]
 
 
-@ADAPTERS.register("hybrid")
 class Hybrid(Adapter):
     """Prefix tuning (``hidden_prefix``) and LoRA in one backbone; which trains when is decided by
-    ``train_hybrid`` (sequential: Algorithm 1 of 001; concurrent: §5.2)."""
+    ``ssft.training.phases.train_hybrid`` (sequential: Algorithm 1 of 001; concurrent: §5.2)."""
 
     name = "hybrid"
     Config = HybridOptions
+    one_backbone_only = True
+    trains_in_phases = True
+
+    @classmethod
+    def parts(cls, config: HybridOptions) -> list[tuple[str, str]]:
+        return list(zip(("first", "second"), config.methods))
 
     @classmethod
     def apply(cls, model: nn.Module, config: HybridOptions) -> Backbone:
@@ -118,116 +125,15 @@ class Hybrid(Adapter):
     def load_backbone(cls, transformer: nn.Module, path: Path, spec: dict[str, Any]) -> Backbone:
         """The LoRA part from ``adapter/`` (``adapter/<name>/`` for ss_lora's named adapters); the prefix
         (``hidden_prefix.*``) is loaded by ``Ranker.load`` like any hidden prefix."""
-        from ssft.models.base import load_peft_adapter
-
         config = cls.config_from(spec.get("options", {}))
         lora_method, lora_options = next((m, o) for m, o, _ in config.module_specs() if m in LORA_METHODS)
-        if lora_method == "ss_lora":
-            loaded = ADAPTERS.get("ss_lora").load_backbone(transformer, path, {"options": lora_options,
-                                                                                "base_model": spec.get("base_model")})
+        lora = ADAPTERS.get(lora_method)
+        if hasattr(lora, "load_backbone"):  # ss_lora: its named adapters, each in its own folder
+            loaded = lora.load_backbone(transformer, path, {"options": lora_options, "base_model": spec.get("base_model")})
             backbone = Backbone(loaded.model, cls.name)
             backbone.tower_switch = loaded.tower_switch
             return backbone
         return Backbone(load_peft_adapter(transformer, path / "adapter", spec.get("base_model")), cls.name)
 
 
-def hybrid_modules(ranker: nn.Module) -> dict[str, list[tuple[str, nn.Parameter]]]:
-    """The hybrid's trainable groups by name: ``prefix`` (Backbone.hidden_prefix), ``lora`` (PEFT's lora_*
-    weights) and ``head`` (everything outside the backbone)."""
-    groups: dict[str, list[tuple[str, nn.Parameter]]] = {"prefix": [], "lora": [], "head": []}
-    for name, p in ranker.named_parameters():
-        if name.startswith("backbone.hidden_prefix."):
-            groups["prefix"].append((name, p))
-        elif name.startswith("backbone.") and ".lora_" in name:
-            groups["lora"].append((name, p))
-        elif not name.startswith("backbone."):
-            groups["head"].append((name, p))
-    if not groups["prefix"] or not groups["lora"]:
-        raise SsftError("not a hybrid ranker: it needs both a hidden prefix and LoRA weights")
-    return groups
-
-
-def set_trainable(ranker: nn.Module, modules: Sequence[str]) -> None:
-    """Make exactly ``modules`` (names of ``hybrid_modules``) trainable; every other parameter is frozen."""
-    groups = hybrid_modules(ranker)
-    for p in ranker.parameters():
-        p.requires_grad_(False)
-    for module in modules:
-        for _, p in groups[module]:
-            p.requires_grad_(True)
-
-
-@dataclass
-class Phase:
-    """One training run of a hybrid: what trained, for how long, and the best validation epoch it kept."""
-
-    name: str
-    modules: tuple[str, ...]
-    epochs: int
-    best: Any  # BestEpochCallback
-    train_output: Any
-    trainer: Any
-
-
-def hybrid_phases(config: HybridOptions) -> list[tuple[str, tuple[str, ...], int]]:
-    """(name, trainable modules, epochs) of each phase: Algorithm 1 (sequential) or one joint phase (concurrent)."""
-    kinds = ["prefix" if m in PREFIX_METHODS else "lora" for m in config.methods]
-    if config.mode == "concurrent":
-        return [("concurrent", (kinds[0], kinds[1], "head"), config.first_epochs + config.second_epochs)]
-    return [("first", (kinds[0], "head"), config.first_epochs), ("second", (kinds[1], "head"), config.second_epochs)]
-
-
-PHASE_RECORD = "phase.json"
-
-
-def train_hybrid(ranker: nn.Module, config: HybridOptions, make_trainer: Callable[[str, int, list], Any],
-                 metric: str = "nDCG@10", resume: bool = False) -> list[Phase]:
-    """Train a hybrid ranker phase by phase (001 Algorithm 1 when ``config.mode`` is sequential).
-
-    ``make_trainer(phase_name, epochs, callbacks)`` returns a fresh Trainer over ``ranker`` that evaluates each
-    epoch and carries ``callbacks`` (the phase's ``BestEpochCallback``); it is called after the phase's modules
-    are set trainable, so its optimizer holds exactly them. At the end of each phase the best validation weights
-    of the trained modules are restored (by the callback); the next phase freezes them.
-
-    With ``resume``, each phase's Trainer needs its own ``output_dir``: a finished phase leaves there ``result/``
-    (the ranker after the phase) and ``phase.json`` (its best-epoch record, written last); a later call skips a
-    finished phase (loading its result) and resumes an unfinished one from its latest complete checkpoint."""
-    from pathlib import Path
-
-    from ssft.training.callbacks.best_epoch import BestEpochCallback
-    from ssft.core.io import atomic_write_json
-
-    phases = []
-    for name, modules, epochs in hybrid_phases(config):
-        set_trainable(ranker, modules)
-        best = BestEpochCallback(metric)
-        trainer = make_trainer(name, epochs, [best])
-        folder = Path(trainer.args.output_dir)
-        record = folder / PHASE_RECORD
-        if resume and record.is_file() and (folder / "result").is_dir():
-            import json
-
-            from transformers.trainer_utils import TrainOutput
-
-            saved = json.loads(record.read_text())
-            ranker.load_weights(folder / "result")
-            best.load_state(saved["best"])
-            output = TrainOutput(saved["global_step"], saved["train_loss"], {})
-            logger.info("hybrid phase '%s' finished earlier: its weights read from %s", name, folder / "result")
-        else:
-            checkpoint = None
-            if resume:  # a checkpoint cut short is removed, never trained into or resumed from
-                from ssft.training.trainer import discard_incomplete_checkpoints, latest_checkpoint
-
-                discard_incomplete_checkpoints(folder)
-                checkpoint = latest_checkpoint(folder)
-            output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-            if resume and trainer.args.should_save:
-                ranker.save(folder / "result")
-                atomic_write_json(record, {"phase": name, "global_step": output.global_step,
-                                           "train_loss": output.training_loss, "best": best.state_dict()})
-        phases.append(Phase(name, modules, epochs, best, output, trainer))
-    return phases
-
-
-__all__ = ["Hybrid", "HybridOptions", "Phase", "hybrid_modules", "hybrid_phases", "set_trainable", "train_hybrid"]
+__all__ = ["Hybrid", "HybridOptions"]

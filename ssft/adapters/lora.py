@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from peft import LoraConfig, get_peft_model
 from torch import nn
 
+from ssft.adapters.backbone import Backbone
 from ssft.adapters.base import Adapter
 from ssft.core.errors import SsftError
-from ssft.adapters.backbone import Backbone
-from ssft.config.registry import ADAPTERS
 
 # model_type → module-name suffixes of (query, value, attention-output dense)
 ATTENTION_MODULES = {
@@ -63,13 +62,13 @@ def lora_config(model: nn.Module, options: LoraOptions, plus_plus: bool) -> Lora
     )
 
 
-@ADAPTERS.register("lora")
 class Lora(Adapter):
     """LoRA on W_q and W_v of every layer (001 Table 8: r=16, alpha=32, dropout 0.1)."""
 
     name = "lora"
     Config = LoraOptions
     peft = True
+    mergeable = True  # one adapter for every input: merge_and_unload gives the same scores without LoRA's overhead
     plus_plus = False
 
     @classmethod
@@ -80,7 +79,6 @@ class Lora(Adapter):
         return Backbone(peft_model, cls.name)
 
 
-@ADAPTERS.register("lora++")
 class LoraPlusPlus(Lora):
     """LoRA++: LoRA plus the dense layer after self-attention (001 §3.2.3)."""
 

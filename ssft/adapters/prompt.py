@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from peft import PrefixTuningConfig, PromptTuningConfig, TaskType, get_peft_model
 from torch import nn
 
+from ssft.adapters.backbone import Backbone
 from ssft.adapters.base import Adapter
 from ssft.core.errors import SsftError
-from ssft.adapters.backbone import Backbone
-from ssft.config.registry import ADAPTERS
 
 
 @dataclass
@@ -31,7 +30,6 @@ class PrefixOptions(PromptOptions):
     encoder_hidden_size: int | None = None  # MLP width when prefix_projection is on
 
 
-@ADAPTERS.register("prompt")
 class PromptTuning(Adapter):
     """Trainable virtual-token embeddings prepended to the input (001 Table 8: length 10)."""
 
@@ -45,7 +43,6 @@ class PromptTuning(Adapter):
         return Backbone(get_peft_model(model, peft_config), cls.name)
 
 
-@ADAPTERS.register("prefix")
 class PrefixTuning(Adapter):
     """PEFT prefix tuning: trainable key/value prefixes in every layer."""
 

@@ -27,62 +27,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import torch
 from peft import get_peft_model
 from peft.tuners.tuners_utils import BaseTunerLayer
 from torch import nn
 
+from ssft.adapters.backbone import TOWERS, Backbone, need_tower
 from ssft.adapters.base import Adapter
-from ssft.adapters.hidden_prefix import HiddenPrefix, HiddenPrefixOptions, new_hidden_prefix, prefix_mlp
+from ssft.adapters.hidden_prefix import PREFIX_SHARING, HiddenPrefixOptions, SemiSiameseHiddenPrefix, new_hidden_prefix
+from ssft.adapters.loading import load_peft_adapter
 from ssft.adapters.lora import ATTENTION_MODULES, LoraOptions, lora_config
 from ssft.core.errors import SsftError
-from ssft.adapters.backbone import TOWERS, Backbone
-from ssft.config.registry import ADAPTERS
 
-PREFIX_SHARING = ("average", "concat", "none")
 LORA_ADAPTER = {"query": "query_tower", "document": "document_tower"}  # tower → PEFT adapter name
 LORA_SHARING = ("hetero_value", "hetero_query", "none")
 
 
-def _need_tower(tower: str | None, method: str) -> str:
-    if tower not in TOWERS:
-        raise SsftError(f"{method} is semi-Siamese: it needs a bi-encoder (twin, colbert) that encodes with tower='query' "
-                        f"or tower='document', got tower={tower!r}")
-    return tower
-
-
-# ---------------------------------------------------------------- SS prefix
-
-
-class SemiSiameseHiddenPrefix(HiddenPrefix):
-    """Common and tower-specific per-layer MLPs over one shared source (001 Eq. 4–9)."""
-
-    def __init__(self, num_layers: int, hidden_size: int, length: int = 10, source_dim: int | None = None, mlp_dim: int = 256,
-                 sharing: str = "average", common_length: int = 5):
-        super().__init__(num_layers, hidden_size, length, source_dim, mlp_dim)
-        if sharing not in PREFIX_SHARING:
-            raise SsftError(f"adapter.sharing: expected one of {', '.join(PREFIX_SHARING)}, got '{sharing}'")
-        self.sharing = sharing
-        self.common_length = common_length
-        if sharing == "none":
-            del self.mlps  # no common generator
-            self.mlps = None
-        self.tower_mlps = nn.ModuleDict({
-            tower: nn.ModuleList(prefix_mlp(self.source_dim, mlp_dim, hidden_size) for _ in range(num_layers)) for tower in TOWERS
-        })
-
-    def config_dict(self) -> dict[str, Any]:
-        return {**super().config_dict(), "kind": self.sharing, "common_length": self.common_length}
-
-    def forward(self, tower: str | None = None) -> torch.Tensor:
-        tower = _need_tower(tower, "ss_hidden_prefix")
-        specific = self.tower_mlps[tower]
-        if self.sharing == "none":  # Eq. 8–9
-            return torch.stack([mlp(self.source) for mlp in specific])
-        if self.sharing == "average":  # Eq. 4–5
-            return torch.stack([common(self.source) + own(self.source) for common, own in zip(self.mlps, specific)])
-        k = self.length - self.common_length  # Eq. 6–7
-        return torch.stack([torch.cat([own(self.source[:k]), common(self.source[k:])]) for common, own in zip(self.mlps, specific)])
+# ---------------------------------------------------------------- SS prefix (the module: ssft.adapters.hidden_prefix)
 
 
 @dataclass
@@ -98,13 +58,14 @@ class SsHiddenPrefixOptions(HiddenPrefixOptions):
             raise SsftError(f"{where}.common_length: must be between 1 and length - 1 for sharing 'concat'")
 
 
-@ADAPTERS.register("ss_hidden_prefix")
 class SsHiddenPrefixTuning(Adapter):
     """Semi-Siamese prefix tuning (001 §3.3.1): common + query/document-specific prefix generators."""
 
     name = "ss_hidden_prefix"
     Config = SsHiddenPrefixOptions
     frozen_base = True
+    needs_towers = True
+    one_backbone_only = True
 
     @classmethod
     def apply(cls, model: nn.Module, config: SsHiddenPrefixOptions) -> Backbone:
@@ -133,7 +94,8 @@ def ss_lora_targets(model: nn.Module, sharing: str) -> dict[str, list[str]]:
     """PEFT adapter name → projection suffixes it adapts."""
     model_type = getattr(model.config, "model_type", "")
     if model_type not in ATTENTION_MODULES:
-        raise SsftError(f"adapter: no LoRA targets known for model type '{model_type}' (known: {', '.join(sorted(ATTENTION_MODULES))})")
+        raise SsftError(f"adapter: no LoRA targets known for model type '{model_type}' "
+                        f"(known: {', '.join(sorted(ATTENTION_MODULES))})")
     q, v, _ = ATTENTION_MODULES[model_type]
     shared, specific = {"hetero_value": ([q], [v]), "hetero_query": ([v], [q]), "none": ([], [q, v])}[sharing]
     targets = {LORA_ADAPTER[tower]: specific for tower in TOWERS}
@@ -151,7 +113,7 @@ class TowerSwitch:
         self.shared = shared
 
     def __call__(self, tower: str | None) -> None:
-        tower = _need_tower(tower, "ss_lora")
+        tower = need_tower(tower, "ss_lora")
         active = (["shared"] if self.shared else []) + [LORA_ADAPTER[tower]]
         params = [p for n, p in self.model.named_parameters() if "lora_" in n]
         requires = [p.requires_grad for p in params]
@@ -168,13 +130,14 @@ def _wire(peft_model: nn.Module, method: str, shared: bool) -> Backbone:
     return backbone
 
 
-@ADAPTERS.register("ss_lora")
 class SsLora(Adapter):
     """Semi-Siamese LoRA (001 §3.3.2): shared and query/document-specific LoRA on W^q / W^v."""
 
     name = "ss_lora"
     Config = SsLoraOptions
     peft = True
+    needs_towers = True
+    one_backbone_only = True
 
     @classmethod
     def apply(cls, model: nn.Module, config: SsLoraOptions) -> Backbone:
@@ -195,8 +158,6 @@ class SsLora(Adapter):
     def load_backbone(cls, transformer: nn.Module, path: Path, spec: dict[str, Any]) -> Backbone:
         """Rebuild from the saved ``adapter/<name>/`` folders (PEFT's layout for named adapters); each loads
         with plain ``peft.PeftModel.from_pretrained(model, folder, adapter_name=name)``."""
-        from ssft.models.base import load_peft_adapter
-
         config = cls.config_from(spec.get("options", {}))
         targets = ss_lora_targets(transformer, config.sharing)
         names = list(targets)
@@ -205,7 +166,6 @@ class SsLora(Adapter):
         for name in names[1:]:
             load_peft_adapter(transformer, path / "adapter" / name, base_model, adapter_name=name, into=model)
         return _wire(model, cls.name, "shared" in targets)
-
 
 
 # ---------------------------------------------------------------- accounting
@@ -235,3 +195,7 @@ def tower_parameter_counts(ranker: nn.Module) -> dict[str, int]:
     counts["query_tower"] = counts["shared"] + counts["query"]
     counts["document_tower"] = counts["shared"] + counts["document"]
     return counts
+
+
+__all__ = ["LORA_ADAPTER", "LORA_SHARING", "PREFIX_SHARING", "SemiSiameseHiddenPrefix", "SsHiddenPrefixOptions",
+           "SsHiddenPrefixTuning", "SsLora", "SsLoraOptions", "TowerSwitch", "ss_lora_targets", "tower_parameter_counts"]

@@ -28,15 +28,16 @@ prints the count of each class (and of the one-word subset) and writes one row p
 """
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from ssft.core.errors import SsftError, cli_entry
+from ssft.analysis.wordnet import load_wordnet, setup
+from ssft.core.errors import SsftError
+from ssft.core.io import atomic_write_text
+from ssft.firststage.bm25 import BM25
 
 AMBIGUOUS, NON_AMBIGUOUS, EXCLUDED = "ambiguous", "non-ambiguous", "excluded"
 LABELS = (AMBIGUOUS, NON_AMBIGUOUS, EXCLUDED)
@@ -90,7 +91,7 @@ def query_words(text: str) -> list[str]:
 def lemma_of(word: str) -> str:
     """pywsd's lemmatiser on the lower-cased word: the WordNet lemma, else the Porter stem when WordNet knows it,
     else the word."""
-    from pywsd.utils import lemmatize
+    from pywsd.utils import lemmatize  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
     return lemmatize(word.lower())
 
@@ -107,7 +108,7 @@ def _entry(lexicon, words: list[str], pos: str | None) -> tuple[str, int]:
         n = sense_count(lexicon, phrase, pos)
         if n:
             return phrase, n
-    from pywsd.stopwords import stopwords
+    from pywsd.stopwords import stopwords  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
     best = ("", 0)
     for word in words:
@@ -123,9 +124,8 @@ def _entry(lexicon, words: list[str], pos: str | None) -> tuple[str, int]:
 def sense_confidence(lemma: str, context: str, pos: str | None = None) -> float:
     """Share of the best sense in pywsd's normalised simple-Lesk overlaps of ``lemma`` with ``context``:
     1.0 for a monosemous word, 1/senses when no sense overlaps the context."""
-    from pywsd.lesk import simple_lesk
+    from pywsd.lesk import simple_lesk  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
-    from ssft.analysis.wordnet import load_wordnet
 
     n = sense_count(load_wordnet(), lemma, pos)
     if n <= 1:
@@ -138,7 +138,6 @@ def sense_confidence(lemma: str, context: str, pos: str | None = None) -> float:
 def classify_queries(queries: Mapping[str, str], rule: AmbiguityRule | None = None,
                      contexts: Mapping[str, str] | None = None) -> dict[str, QueryAmbiguity]:
     """One ``QueryAmbiguity`` per query. ``contexts`` (query id → text) feeds the confidence rule only."""
-    from ssft.analysis.wordnet import setup
 
     rule = rule or AmbiguityRule()
     rule.check()
@@ -177,7 +176,6 @@ def labels_of(results: Mapping[str, QueryAmbiguity]) -> dict[str, str]:
 def first_stage_contexts(dataset, queries: Mapping[str, str], k: int = 10, field: str = "title") -> dict[str, str]:
     """Context text per query for the confidence rule: the ``field`` (title | text | full_text) of its BM25 top-``k``
     documents."""
-    from ssft.firststage.bm25 import BM25
 
     if field not in ("title", "text", "full_text"):
         raise SsftError(f"context field must be title, text or full_text, got '{field}'")
@@ -188,7 +186,6 @@ def first_stage_contexts(dataset, queries: Mapping[str, str], k: int = 10, field
 
 def write_labels(results: Mapping[str, QueryAmbiguity], path: str | Path) -> None:
     """TSV, one row per query: the ``QueryAmbiguity`` fields."""
-    from ssft.core.io import atomic_write_text
 
     names = [f.name for f in fields(QueryAmbiguity)]
     lines = ["\t".join(names)]

@@ -14,8 +14,10 @@ def encode_sample(model, queries: list[str], documents: list[str], batch_size: i
     model.eval()
     try:
         with torch.inference_mode():
-            q = [model.encode_queries(queries[i : i + batch_size]).vectors.float().cpu() for i in range(0, len(queries), batch_size)]
-            d = [model.encode_documents(documents[i : i + batch_size]).vectors.float().cpu() for i in range(0, len(documents), batch_size)]
+            q = [model.encode_queries(queries[i : i + batch_size]).vectors.float().cpu()
+                 for i in range(0, len(queries), batch_size)]
+            d = [model.encode_documents(documents[i : i + batch_size]).vectors.float().cpu()
+                 for i in range(0, len(documents), batch_size)]
     finally:
         model.train(was_training)
     return torch.cat(q).numpy(), torch.cat(d).numpy()
@@ -33,10 +35,10 @@ def pca_2d(*arrays: np.ndarray) -> list[np.ndarray]:
 
 def plot_pca(panels: list[tuple[str, np.ndarray, np.ndarray]], path: str | Path) -> Path:
     """One scatter panel per (title, query vectors, document vectors), written as PNG."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

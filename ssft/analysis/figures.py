@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from ssft.core.errors import SsftError
+from ssft.eval.tables import run_method_name
 
 
 def _save(fig, path: str | Path) -> Path:
-    import os
-    import tempfile
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -45,7 +48,7 @@ def plot_ambiguity_ratios(ratios: Mapping[str, Mapping[str, float]], path: str |
     (a ``ClassSplit`` is accepted for a ratio), one panel per encoder kind, a dashed line at 1; ``intervals``
     ({panel: {method: (low, high)}}, e.g. ``ssft.analysis.split.bootstrap_ratio_interval``) draws error bars;
     methods named in ``references`` (e.g. the first stage) are drawn grey. Writes a PNG."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
     panels = [(enc, {m: (getattr(v, "ratio", v)) for m, v in methods.items()}) for enc, methods in ratios.items() if methods]
     if not panels:
@@ -94,9 +97,7 @@ class ValidationCurve:
 def validation_curve(run_dir: str | Path, label: str | None = None) -> ValidationCurve:
     """The validation history of a finished run folder (``run_info.json``): one curve over all hybrid phases, the
     second phase's epochs shifted by the first phase's length. ``label`` defaults to the run's method name."""
-    import yaml
 
-    from ssft.eval.tables import run_method_name
 
     run = Path(run_dir)
     try:
@@ -124,7 +125,7 @@ def validation_curve(run_dir: str | Path, label: str | None = None) -> Validatio
 def plot_validation_curves(curves: Sequence[ValidationCurve], path: str | Path, title: str | None = None) -> Path:
     """001 Fig. 4: validation metric against epoch, one line per curve (e.g. prefix tuning, LoRA, concurrent and
     sequential hybrids); a dotted vertical line where a sequential hybrid switches phase. Writes a PNG."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
     if not curves:
         raise SsftError("validation curve plot: no curves")
@@ -170,7 +171,7 @@ def plot_collapse_history(runs: Mapping[str, Mapping], path: str | Path, delta: 
     ``stage_changes`` (DaftCallback's). Panels: total variance (log scale) and effective rank per tower (query
     solid, document dashed), training loss with its collapse value log(1 + |D⁻|) dotted, and the KL estimate with
     ``delta``; a vertical line where a DAFT run changes stage. Writes a PNG."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
     if not runs or not any(r.get("history") or r.get("losses") or r.get("kl_history") for r in runs.values()):
         raise SsftError("collapse history plot: no recorded history")
@@ -234,7 +235,7 @@ def plot_latency_tradeoff(points: Sequence[LatencyPoint], path: str | Path, metr
     """000 Fig. 6: ``metric`` against query encoding latency (ms per query, log scale), one panel per batch size
     the points share, each point labelled; ``reference`` = (label, {batch size: ms}) draws a vertical line (a
     latency without a quality of its own, e.g. the document tower used as query encoder). Writes a PNG."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
     if not points:
         raise SsftError("latency trade-off plot: no points")
@@ -248,12 +249,14 @@ def plot_latency_tradeoff(points: Sequence[LatencyPoint], path: str | Path, metr
             chosen = [p for p in points if p.extra == extra]
             if not chosen:
                 continue
-            ax.scatter([p.ms_per_query[batch] for p in chosen], [p.quality for p in chosen], marker=marker, color=colour, label=name, zorder=3)
+            ax.scatter([p.ms_per_query[batch] for p in chosen], [p.quality for p in chosen], marker=marker, color=colour,
+                       label=name, zorder=3)
             for p in chosen:
                 ax.annotate(p.label, (p.ms_per_query[batch], p.quality), textcoords="offset points", xytext=(4, 4), fontsize=7)
         if reference is not None and batch in reference[1]:
-            ax.axvline(reference[1][batch], color="grey", linestyle="--", linewidth=1, label=f"{reference[0]} ({reference[1][batch]:.1f} ms)")
-        from matplotlib.ticker import NullFormatter, ScalarFormatter
+            ax.axvline(reference[1][batch], color="grey", linestyle="--", linewidth=1,
+                       label=f"{reference[0]} ({reference[1][batch]:.1f} ms)")
+        from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())

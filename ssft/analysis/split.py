@@ -18,8 +18,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+import yaml
+
 from ssft.analysis.ambiguity import AMBIGUOUS, NON_AMBIGUOUS
 from ssft.core.errors import SsftError
+from ssft.eval.tables import run_method_name
 
 BI_ENCODERS = ("twin", "colbert", "bi", "dense")
 # panel titles when grouping by architecture (001 Fig. 3 names the models)
@@ -112,9 +116,7 @@ def split_run(run_dir: str | Path, labels: Mapping[str, str], metric: str = "P@2
     """``class_split`` of a finished run folder's per-query file (``split`` defaults to the recipe's test split).
     ``first_stage`` (e.g. "bm25"): split the first-stage ranking the run reranked instead
     (``per_query.<first_stage>.<split>.tsv``); the row's method is then ``first_stage``."""
-    import yaml
 
-    from ssft.eval.tables import run_method_name
 
     run = Path(run_dir)
     recipe_path = run / "recipe.yaml"
@@ -170,7 +172,6 @@ def bootstrap_ratio_interval(split: ClassSplit, resamples: int = 2000, level: fl
     """Percentile bootstrap interval of ``split.ratio``: the queries of each class resampled with replacement
     (independently per class), the ratio of the resampled means taken each time; resamples with a zero
     non-ambiguous mean are dropped. Needs the per-query values (``ClassSplit.values``)."""
-    import numpy as np
 
     amb = np.array(list(split.values.get(AMBIGUOUS, {}).values()), dtype=np.float64)
     non = np.array(list(split.values.get(NON_AMBIGUOUS, {}).values()), dtype=np.float64)

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from ssft.core.errors import SsftError
+from ssft.data.beir import cache_home
 
 LEXICON = "oewn:2024"  # the lexicon pywsd 1.3 asks for
 WORDNET_XML_NAME = "english-wordnet-2024.xml.gz"
@@ -58,7 +59,6 @@ def wn_data_dir() -> Path:
     explicit = os.environ.get("WN_DATA_DIR")
     if explicit:
         return Path(explicit).expanduser()
-    from ssft.data.beir import cache_home
 
     return cache_home() / "wn"
 
@@ -78,7 +78,7 @@ def load_wordnet(data_dir: str | Path | None = None, xml: str | Path | None = No
     A fresh database is built in a temporary folder beside ``data_dir`` and renamed into place, so an interrupted
     build never leaves a half-filled database that looks ready. Also makes pywsd use this lexicon."""
     global _loaded
-    import wn
+    import wn  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
     target = Path(data_dir).expanduser() if data_dir else wn_data_dir()
     if _loaded is not None and Path(wn.config.data_directory) == target:
@@ -109,7 +109,7 @@ def load_wordnet(data_dir: str | Path | None = None, xml: str | Path | None = No
         if not _has_lexicon(wn):
             raise SsftError(f"{source}: added to {target} but no lexicon {LEXICON} appeared (not the OEWN 2024 XML?)")
     lexicon = wn.Wordnet(LEXICON)
-    import pywsd._wordnet
+    import pywsd._wordnet  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
     pywsd._wordnet._instance = lexicon  # pywsd would otherwise download the lexicon when its own lookup fails
     _loaded = lexicon
@@ -120,13 +120,14 @@ def _add(wn_module, source: Path) -> None:
     try:
         wn_module.add(str(source), progress_handler=None)
     except Exception as err:  # wn raises its own errors and XML errors for a bad file
-        raise SsftError(f"{source}: cannot be added to WordNet ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise SsftError(f"{source}: cannot be added to WordNet ({type(err).__name__}: {first})") from None
 
 
 def ensure_nltk_data() -> None:
     """Make NLTK find the tagger, WordNet 3.0 and punkt_tab: ``$NLTK_DATA`` and NLTK's default folders first,
     then ``$SSFT_DATA_HOME/nltk_data``. One clear error naming what is missing otherwise."""
-    import nltk
+    import nltk  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
     home = os.environ.get("SSFT_DATA_HOME")
     if home:

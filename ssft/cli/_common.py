@@ -15,7 +15,8 @@ from ssft.core.errors import SsftError
 def setup_logging(level: str = "INFO") -> None:
     # raised inside PEFT / transformers, nothing a user can act on
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-    logging.basicConfig(level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
     for noisy in ("httpx", "urllib3", "bm25s", "datasets", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     import transformers  # here, not at the top: --help answers without it

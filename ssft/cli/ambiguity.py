@@ -1,11 +1,21 @@
-"""ssft-ambiguity DATASET --split S: classify a dataset's queries as ambiguous / non-ambiguous (001 §5.1; ``ssft.analysis.ambiguity``)."""
+"""ssft-ambiguity DATASET --split S: classify a dataset's queries as ambiguous / non-ambiguous (001 §5.1;
+``ssft.analysis.ambiguity``)."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ssft.analysis.ambiguity import (EXCLUDED, METHODS, NON_AMBIGUOUS, POS_TAGS, AmbiguityRule, classify_queries,
-                                     first_stage_contexts, format_counts, write_labels)
+from ssft.analysis.ambiguity import (
+    EXCLUDED,
+    METHODS,
+    NON_AMBIGUOUS,
+    POS_TAGS,
+    AmbiguityRule,
+    classify_queries,
+    first_stage_contexts,
+    format_counts,
+    write_labels,
+)
 from ssft.cli._common import parse_args
 from ssft.core.errors import cli_entry
 

@@ -20,13 +20,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-queries", type=int, default=256)
     parser.add_argument("--tower", choices=["query", "document", "both"], default="query")
     parser.add_argument("--output", type=user_path, default=None, help="folder for latency.json")
-    parser.add_argument("--trust-remote-code", action="store_true", help="run Python code the saved model ships (a model saved with trust_remote_code); only for models you trust")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="run Python code the saved model ships (a model saved with trust_remote_code); only for "
+                             "models you trust")
     ns = parse_args(parser, argv)
-    from ssft.data.beir import load_dataset
     from ssft.core.io import atomic_write_json
+    from ssft.data.beir import load_dataset
+    from ssft.eval.latency import format_latency, measure_latency
     from ssft.models import load_ranker
     from ssft.models.bi import BiEncoder
-    from ssft.eval.latency import format_latency, measure_latency
 
     try:
         batch_sizes = tuple(int(b) for b in ns.batch_sizes.split(",") if b.strip())

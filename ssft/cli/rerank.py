@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 from ssft.cli._common import model_dir, parse_args, setup_logging
 from ssft.core.errors import SsftError, cli_entry, user_path
@@ -45,11 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     ns = parse_args(parser, argv)
 
     setup_logging("INFO")
+    from ssft.core.io import atomic_write_json
     from ssft.data.beir import load_dataset
     from ssft.eval.metrics import parse_measures
     from ssft.eval.rerank import format_table, rerank_and_report
-    from ssft.core.io import atomic_write_json
     from ssft.models import load_ranker
+    from ssft.training.prediction import prediction_trainer
 
     if ns.depth < 1:
         raise SsftError("--depth must be >= 1")
@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         qrels = {q: rels for q, rels in qrels.items() if q in first}
     elif covered < len(qrels):
         logger.warning("the first stage has candidates for %d of the %d judged queries of '%s'; the other %d score 0 "
-                       "(--queries run averages over the run's queries only)", covered, len(qrels), ns.split, len(qrels) - covered)
+                       "(--queries run averages over the run's queries only)", covered, len(qrels), ns.split,
+                       len(qrels) - covered)
     ranker = load_ranker(folder_of_model, trust_remote_code=ns.trust_remote_code)
     if ns.merge_lora:
         ranker.merge_adapter()
@@ -84,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             folder.clear()
         folder.mark_unfinished()
         results, info = rerank_and_report(
-            ranker=ranker, dataset=dataset, split=ns.split, qrels=qrels, first_stage=first, first_stage_name=name,
-            depth=ns.depth, metrics=metrics, output_dir=ns.output, batch_size=ns.batch_size,
+            score=prediction_trainer(ranker, ns.batch_size, ns.output).score, dataset=dataset, split=ns.split, qrels=qrels,
+            first_stage=first, first_stage_name=name, depth=ns.depth, metrics=metrics, output_dir=ns.output,
         )
         # the contract names the model's run plainly run.trec
         (ns.output / f"run.{ns.split}.trec").replace(ns.output / "run.trec")

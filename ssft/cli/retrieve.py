@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from ssft.cli._common import model_dir, parse_args, setup_logging
 from ssft.core.errors import SsftError, cli_entry, user_path
@@ -47,34 +46,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--documents-from", default=None,
                         help="encode documents with this dense model instead (a saved ssft dense model, or a model name)")
     parser.add_argument("--teacher-pooling", default="mean", help="pooling of a --documents-from model given by name")
-    parser.add_argument("--trust-remote-code", action="store_true", help="run Python code the saved model ships (a model saved with trust_remote_code); only for models you trust")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="run Python code the saved model ships (a model saved with trust_remote_code); only for "
+                             "models you trust")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier ssft-retrieve result in --output (only what ssft-retrieve wrote is removed)")
     ns = parse_args(parser, argv)
 
     setup_logging("INFO")
+    from ssft.core.io import atomic_write_json
     from ssft.data.beir import load_dataset
     from ssft.data.trec import write_run
     from ssft.eval.metrics import evaluate_run, parse_measures, write_per_query
     from ssft.eval.rerank import format_table
     from ssft.eval.retrieve import INDEX_KINDS, retrieve
-    from ssft.core.io import atomic_write_json
     from ssft.models import load_ranker
 
     if ns.depth < 1:
         raise SsftError("--depth must be >= 1")
     if ns.batch_size < 1:
         raise SsftError("--batch-size must be >= 1")
-    folder = OutputFolder(ns.output, "ssft-retrieve", RETRIEVE_OUTPUTS, RESULT_MARKERS, where="--output")
-    folder.check()
-    if (ns.output / "metrics.json").is_file() and not ns.overwrite:
-        raise SsftError(f"--output: {ns.output} holds a finished ssft-retrieve result (metrics.json); pass --overwrite "
-                        f"to replace it, or name another folder")
     if ns.index not in INDEX_KINDS:
         raise SsftError(f"--index: expected one of {', '.join(INDEX_KINDS)}, got '{ns.index}'")
     if ns.passage_words is not None and ns.passage_words < 1:
         raise SsftError("--passage-words must be >= 1")
     fusion = _parse_fusion(ns.fusion, ns.tune_split)
+    # the output folder is checked after the flags, before anything is loaded
+    folder = OutputFolder(ns.output, "ssft-retrieve", RETRIEVE_OUTPUTS, RESULT_MARKERS, where="--output")
+    folder.check()
+    if (ns.output / "metrics.json").is_file() and not ns.overwrite:
+        raise SsftError(f"--output: {ns.output} holds a finished ssft-retrieve result (metrics.json); pass --overwrite "
+                        f"to replace it, or name another folder")
     metrics = [m.strip() for m in ns.metrics.split(",") if m.strip()]
     parse_measures(metrics, "--metrics")
     if fusion == "auto":
@@ -107,16 +109,15 @@ def main(argv: list[str] | None = None) -> int:
             folder.clear()
         folder.mark_unfinished()
         if fusion is not None:
-            from ssft.eval.fusion import tune_fusion_alpha
-            from ssft.eval.retrieve import write_fusion
+            from ssft.eval.retrieve import tune_fusion, write_fusion
             from ssft.firststage.bm25 import BM25
 
             bm25 = BM25(dataset)
             if fusion == "auto":
                 tune_queries = {q: dataset.queries[q] for q in tune_qrels if q in dataset.queries}
-                tune_dense = retrieve(model, dataset, tune_queries, ns.depth, ns.batch_size, ns.index, ns.passage_words,
-                                      ns.passage_stride, doc_vectors=doc_vectors)
-                fusion = tune_fusion_alpha(tune_dense, bm25.search(tune_queries, ns.depth), tune_qrels, ns.tune_metric)
+                fusion = tune_fusion(model, dataset, tune_qrels, bm25.search(tune_queries, ns.depth), ns.depth,
+                                     ns.tune_metric, ns.batch_size, index_kind=ns.index, passage_words=ns.passage_words,
+                                     passage_stride=ns.passage_stride, doc_vectors=doc_vectors)
                 print(f"fusion weight tuned on {ns.tune_split} by {ns.tune_metric}: alpha = {fusion:g}")
             sparse = bm25.search(queries, ns.depth)
             results["bm25"] = evaluate_run(qrels, sparse, metrics)[0]

@@ -1,4 +1,5 @@
-"""ssft-sweep GRID.yaml [--dry-run]: every combination of a grid's override values as one ssft-train run (``ssft.pipeline.sweep``)."""
+"""ssft-sweep GRID.yaml [--dry-run]: every combination of a grid's override values as one ssft-train run
+(``ssft.pipeline.sweep``)."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their state, train nothing")
     ns = parse_args(parser, argv)
     from ssft.pipeline.sweep import expand, load_grid, run_sweep, train_command
-    from ssft.training.trainer import complete_checkpoints
+    from ssft.training.checkpoints import complete_checkpoints
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     grid = load_grid(ns.grid)

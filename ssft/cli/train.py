@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ns = parse_args(parser, argv)
     setup_logging(ns.log_level)
     from ssft.config.recipe import load_recipe
-    from ssft.pipeline.run import RESUMABLE_CHANGES, run_recipe
+    from ssft.pipeline.run import run_recipe
 
     recipe = load_recipe(ns.recipe, ns.overrides)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

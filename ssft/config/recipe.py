@@ -13,10 +13,19 @@ Sections (every key is checked; unknown keys and wrong types are one-line errors
 - ``distillation`` optional: a teacher and the distillation objective (``ssft.distill``; dense students)
 
 ``key=value`` overrides (``training.learning_rate=1e-4 adapter.r=8``) are applied before validation.
+
+Validation reads nothing above ``ssft.config``: the adapter, loss and callbacks parse their own typed configs
+(``Config`` beside their code, through ``ssft.config.parse``), reached by name through the registries; rules
+between components read the capability flags their base classes declare (``Ranker.bi_encoder``,
+``Adapter.needs_towers``, ``RankingLoss.needs_teacher`` ...), never their names. ``recipe.adapter.config`` and
+``recipe.loss.config`` are the typed configs, parsed once here.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
+import inspect
+import json
 import math
 import os
 import typing
@@ -24,11 +33,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
+from transformers import TrainingArguments
+from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType, get_scheduler
 
+from ssft.config.choices import DUAL_POOLINGS, EMBEDDING_DISTANCES, NEGATIVES, POOLINGS, SCORE_LOSSES, SCORERS, TEACHER_KINDS
+from ssft.config.metrics import DEFAULT_METRICS, parse_measures
+from ssft.config.parse import coerce, parse_dataclass, plain_type
+from ssft.config.registry import ADAPTERS, CALLBACKS, LOSSES, MODELS, Registry
+from ssft.config.strict_yaml import YAML_MAX_VALUES, safe_load_strict
 from ssft.core.errors import SsftError, closest
-
-DEFAULT_METRICS = ["P@20", "nDCG@5", "nDCG@10", "nDCG@20", "RR@10", "R@100"]
+from ssft.core.hub import max_input_length, resolve_model
 
 
 @dataclass
@@ -48,16 +64,64 @@ class ModelConfig:
     score_scale: float = 20.0  # dense: scores are scale * dot product of the L2-normalised vectors
 
 
+class _NamedSection:
+    """A section that names a plugin (``adapter.method``, ``loss.name``) plus its options as the recipe gives them
+    (``options``: what ``to_dict`` writes and a saved model's spec keeps); ``config`` is the plugin's typed config,
+    parsed from them once (``parse``), and parsed again only when the name or the options were replaced since."""
+
+    registry: typing.ClassVar[Registry]
+    section: typing.ClassVar[str]
+    name_key: typing.ClassVar[str]
+    options: dict[str, Any]
+    _parsed: tuple[str, dict[str, Any], Any] | None
+
+    @property
+    def plugin_name(self) -> str:
+        raise NotImplementedError
+
+    def parse(self, where: str | None = None) -> Any:
+        """The typed config of ``options`` (the plugin's ``config_from``: keys, types and values checked)."""
+        where = where or self.section
+        config = self.registry.get(self.plugin_name, f"{where}.{self.name_key}").config_from(self.options, where)
+        self._parsed = (self.plugin_name, copy.deepcopy(self.options), config)
+        return config
+
+    @property
+    def config(self) -> Any:
+        """The plugin's typed config (its class's ``Config``), e.g. ``LoraOptions(r=8, ...)``."""
+        if self._parsed is None or self._parsed[0] != self.plugin_name or self._parsed[1] != self.options:
+            return self.parse()
+        return self._parsed[2]
+
+
 @dataclass
-class AdapterSection:
+class AdapterSection(_NamedSection):
+    registry: typing.ClassVar[Registry] = ADAPTERS
+    section: typing.ClassVar[str] = "adapter"
+    name_key: typing.ClassVar[str] = "method"
+
     method: str = "full"
-    options: dict[str, Any] = field(default_factory=dict)  # validated by the adapter's own config class
+    options: dict[str, Any] = field(default_factory=dict)  # validated by the adapter's own config class (``config``)
+    _parsed: tuple[str, dict[str, Any], Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def plugin_name(self) -> str:
+        return self.method
 
 
 @dataclass
-class LossSection:
+class LossSection(_NamedSection):
+    registry: typing.ClassVar[Registry] = LOSSES
+    section: typing.ClassVar[str] = "loss"
+    name_key: typing.ClassVar[str] = "name"
+
     name: str = "pairwise_softmax"
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # validated by the loss's own config class (``config``)
+    _parsed: tuple[str, dict[str, Any], Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def plugin_name(self) -> str:
+        return self.name
 
 
 @dataclass
@@ -147,83 +211,7 @@ class Recipe:
         check_model(self)
 
 
-# ---------------------------------------------------------------- strict YAML
-
-YAML_MAX_VALUES = 100_000  # values a YAML document may expand to through aliases (a recipe has a few hundred)
 SEED_RANGE = 2 ** 32  # numpy, torch and random all take seeds in [0, 2**32)
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses duplicate keys in a mapping (YAML keeps the last one silently: ``adapter:``
-    given twice became the other method) and documents that expand past ``YAML_MAX_VALUES`` values through
-    aliases (a 1 kB "billion laughs" file is gigabytes once expanded), or that contain themselves."""
-
-    source = "<yaml>"
-    line_numbers = True
-    key_prefix = ""
-
-    def get_single_node(self):
-        node = super().get_single_node()
-        if node is not None:
-            _check_nodes(node, self.source, self.line_numbers, self.key_prefix)
-        return node
-
-
-def _check_nodes(root, source: str, line_numbers: bool, prefix: str = "") -> None:
-    """Duplicate keys and the expanded size of the node graph (aliases are shared nodes: memoised, so linear)."""
-    sizes: dict[int, int] = {}
-    active: set[int] = set()
-
-    def where(node, path: str) -> str:
-        line = f":{node.start_mark.line + 1}" if line_numbers and node.start_mark is not None else ""
-        return f"{source}{line}: {path or '<top level>'}"
-
-    def visit(node, path: str) -> int:
-        key = id(node)
-        if key in sizes:
-            return sizes[key]
-        if key in active:
-            raise SsftError(f"{where(node, path)}: a YAML alias (*name) refers to a value that contains it; refused")
-        active.add(key)
-        size = 1
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[tuple[str, str], Any] = {}
-            for key_node, value_node in node.value:
-                name = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-                child = f"{path}.{name}" if path and name is not None else (name if name is not None else path)
-                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                    previous = seen.get((key_node.tag, name))
-                    if previous is not None:
-                        first = f" (first given on line {previous.start_mark.line + 1})" if line_numbers else ""
-                        raise SsftError(f"{where(key_node, child)}: duplicate key{first}; YAML would silently keep "
-                                        f"only the last one, remove the other")
-                    seen[(key_node.tag, name)] = key_node
-                size += visit(key_node, child) + visit(value_node, child)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                size += visit(item, f"{path}[{i}]")
-        if size > YAML_MAX_VALUES:
-            raise SsftError(f"{where(node, path)}: expands to more than {YAML_MAX_VALUES:,} values through YAML "
-                            f"aliases (*name); refused")
-        active.discard(key)
-        sizes[key] = size
-        return size
-
-    visit(root, prefix)
-
-
-def safe_load_strict(text: str, source: str, line_numbers: bool = True, key_prefix: str = "") -> Any:
-    """``yaml.safe_load`` of ``text`` that also refuses duplicate keys and alias bombs (one-line SsftErrors naming
-    ``source``, its line when ``line_numbers``, and the key, below ``key_prefix`` for an override's value).
-    Malformed YAML raises ``yaml.YAMLError`` as before."""
-    loader = _StrictLoader(text)
-    loader.source, loader.line_numbers, loader.key_prefix = source, line_numbers, key_prefix
-    try:
-        return loader.get_single_data()
-    except RecursionError:
-        raise SsftError(f"{source}: YAML nested too deeply") from None
-    finally:
-        loader.dispose()
 
 
 # ---------------------------------------------------------------- loading
@@ -284,10 +272,10 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
         if key not in known:
             raise SsftError(f"{source}: unknown section '{key}'{closest(str(key), known)}; known: {', '.join(sorted(known))}")
     recipe = Recipe(source=source)
-    recipe.seed = _coerce(raw.get("seed", 42), int, f"{source}: seed")
-    recipe.model = _dataclass_from(ModelConfig, raw.get("model"), f"{source}: model")
-    recipe.data = _dataclass_from(DataConfig, raw.get("data"), f"{source}: data")
-    recipe.eval = _dataclass_from(EvalConfig, raw.get("eval"), f"{source}: eval")
+    recipe.seed = coerce(raw.get("seed", 42), int, f"{source}: seed")
+    recipe.model = parse_dataclass(ModelConfig, raw.get("model"), f"{source}: model")
+    recipe.data = parse_dataclass(DataConfig, raw.get("data"), f"{source}: data")
+    recipe.eval = parse_dataclass(EvalConfig, raw.get("eval"), f"{source}: eval")
     recipe.adapter = _named_section(AdapterSection, raw.get("adapter"), "method", "full", f"{source}: adapter")
     recipe.loss = _named_section(LossSection, raw.get("loss"), "name", "pairwise_softmax", f"{source}: loss")
     callbacks = raw.get("callbacks") or []
@@ -297,7 +285,7 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
     recipe.callbacks = callbacks
     recipe.training = _training_section(raw.get("training"), source)
     if raw.get("distillation") is not None:
-        recipe.distillation = _dataclass_from(DistillationConfig, raw["distillation"], f"{source}: distillation")
+        recipe.distillation = parse_dataclass(DistillationConfig, raw["distillation"], f"{source}: distillation")
     _expand_paths(recipe)
     _validate_numbers(recipe, source)
     _validate_semantics(recipe, source)
@@ -323,7 +311,7 @@ def _expand_paths(recipe: Recipe) -> None:
 
 def _validate_numbers(recipe: Recipe, source: str) -> None:
     """Values that would crash deep inside training or quietly train something else (float fields are finite
-    already: ``_coerce``)."""
+    already: ``ssft.config.parse.coerce``)."""
     t = recipe.training
 
     def at_least_one(where: str, value) -> None:
@@ -361,9 +349,6 @@ def _validate_numbers(recipe: Recipe, source: str) -> None:
 def _validate_scheduler_kwargs(training: dict[str, Any], source: str) -> None:
     """training.lr_scheduler_kwargs: a mapping the chosen scheduler accepts, checked by building that scheduler
     on a dummy optimizer (an unknown type is left to TrainingArguments, which names it)."""
-    import inspect
-    import json
-
     where = f"{source}: training.lr_scheduler_kwargs"
     kwargs = training.get("lr_scheduler_kwargs")
     if kwargs is None:
@@ -377,8 +362,6 @@ def _validate_scheduler_kwargs(training: dict[str, Any], source: str) -> None:
         raise SsftError(f"{where}: expected a mapping of scheduler arguments, got {kwargs!r}")
     if not kwargs:
         return
-    from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType, get_scheduler
-
     kind = training.get("lr_scheduler_type", "linear")
     try:
         kind = SchedulerType(kind)
@@ -393,8 +376,6 @@ def _validate_scheduler_kwargs(training: dict[str, Any], source: str) -> None:
             if key not in accepted:
                 raise SsftError(f"{where}: '{key}' is not an argument of lr_scheduler_type '{kind.value}'"
                                 f"{closest(str(key), accepted)}; it takes: {', '.join(accepted) or 'none'}")
-    import torch
-
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     try:
         scheduler = get_scheduler(kind, optimizer, num_warmup_steps=2, num_training_steps=10,
@@ -412,10 +393,9 @@ def check_model(recipe: Recipe) -> None:
     """What the recipe asks of its model(s), read offline from config.json before any data work or output: the
     model is found (an SsftError saying where ssft looked, otherwise) and ``model.max_length`` /
     ``model.query_max_length`` fit its position embeddings (longer inputs crash mid-training, or index past them)."""
-    from ssft.models.hub import max_input_length, resolve_model
-
     m = recipe.model
-    if m.architecture == "dense" and m.document_name is not None:  # two towers: queries and documents
+    separate = "document_name" in MODELS.get(m.architecture, f"{recipe.source}: model.architecture").model_options
+    if separate and m.document_name is not None:  # two towers: queries and documents
         towers = [("model.name", m.name, ["query_max_length"]), ("model.document_name", m.document_name, ["max_length"])]
     else:
         towers = [("model.name", m.name, ["max_length", "query_max_length"])]
@@ -446,8 +426,6 @@ def _named_section(cls, value, name_key: str, default: str, where: str):
 
 
 def _training_section(value, source: str) -> dict[str, Any]:
-    from transformers import TrainingArguments
-
     if value is None:
         value = {}
     if not isinstance(value, dict):
@@ -455,13 +433,14 @@ def _training_section(value, source: str) -> dict[str, Any]:
     fields = {f.name: f for f in dataclasses.fields(TrainingArguments) if f.init}
     for key in value:
         if key not in fields:
-            raise SsftError(f"{source}: unknown key 'training.{key}'{closest(str(key), fields)} (training takes TrainingArguments fields)")
+            raise SsftError(f"{source}: unknown key 'training.{key}'{closest(str(key), fields)} "
+                            f"(training takes TrainingArguments fields)")
     out = dict(value)
     hints = typing.get_type_hints(TrainingArguments)
     for key, val in out.items():
-        target = _plain_type(hints.get(key))
+        target = plain_type(hints.get(key))
         if target in (int, float, bool) and val is not None:
-            out[key] = _coerce(val, target, f"{source}: training.{key}")
+            out[key] = coerce(val, target, f"{source}: training.{key}")
     out.setdefault("output_dir", "runs/" + Path(source).stem)
     output_dir = out["output_dir"]
     if isinstance(output_dir, int) and not isinstance(output_dir, bool):
@@ -472,114 +451,38 @@ def _training_section(value, source: str) -> dict[str, Any]:
     return out
 
 
-def _plain_type(hint):
-    """int/float/bool/str for simple (optional) annotations, else None."""
-    args = typing.get_args(hint)
-    if args and type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        hint = rest[0] if len(rest) == 1 else None
-    return hint if hint in (int, float, bool, str) else None
 
 
-def _dataclass_from(cls, value, where: str):
-    if value is None:
-        return cls()
-    if not isinstance(value, dict):
-        raise SsftError(f"{where}: expected a mapping, got {type(value).__name__}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    kwargs = {}
-    for key, val in value.items():
-        if key not in names:
-            raise SsftError(f"{where}: unknown key '{key}'{closest(str(key), names)}; known: {', '.join(names)}")
-        kwargs[key] = _check_type(val, hints[key], f"{where}.{key}")
-    return cls(**kwargs)
+# ---------------------------------------------------------------- what the sections ask of each other
 
 
-def _check_type(val, hint, where: str):
-    """Check/coerce ``val`` against a simple annotation: int, float, str, bool, list[str], unions with None."""
-    args = typing.get_args(hint)
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        if val is None and type(None) in args:
-            return None
-        errors = []
-        for option in [a for a in args if a is not type(None)]:
-            try:
-                return _check_type(val, option, where)
-            except SsftError as err:
-                errors.append(err)
-        raise errors[0]
-    if origin is list:
-        if isinstance(val, str):
-            val = [v.strip() for v in val.split(",") if v.strip()]
-        if not isinstance(val, list):
-            raise SsftError(f"{where}: expected a list, got {val!r}")
-        return [_check_type(v, args[0], where) for v in val]
-    if hint is Any:
-        return val
-    if hint in (int, float, bool):
-        return _coerce(val, hint, where)
-    if hint is str:
-        if not isinstance(val, str):
-            raise SsftError(f"{where}: expected a string, got {val!r}")
-        return val
-    return val
+def _callback_class(entry: Any, where: str):
+    """The class a ``callbacks`` entry names (an unknown name: the registry's one-line error)."""
+    return CALLBACKS.get(entry if isinstance(entry, str) else entry["name"], where)
 
 
-def _coerce(val, target, where: str):
-    if target is bool:
-        if isinstance(val, bool):
-            return val
-        if isinstance(val, str) and val.lower() in ("true", "false", "yes", "no"):
-            return val.lower() in ("true", "yes")
-        raise SsftError(f"{where}: expected true/false, got {val!r}")
-    if isinstance(val, bool):
-        raise SsftError(f"{where}: expected a number, got {val!r}")
-    if target is int:
-        if isinstance(val, int):
-            return val
-        if isinstance(val, float) and val.is_integer():
-            return int(val)
-        if isinstance(val, str):
-            try:
-                return int(val)
-            except ValueError:
-                pass
-        raise SsftError(f"{where}: expected an integer, got {val!r}")
-    if target is float:
-        number = None
-        if isinstance(val, (int, float)):
-            number = float(val) if isinstance(val, float) or abs(val) < 2 ** 1000 else math.inf  # float(10**400) overflows
-        elif isinstance(val, str):  # YAML 1.1 reads 1e-4 as a string
-            try:
-                number = float(val)
-            except ValueError:
-                pass
-        if number is None:
-            raise SsftError(f"{where}: expected a number, got {val!r}")
-        if not math.isfinite(number):
-            raise SsftError(f"{where}: expected a finite number, got {val!r}")
-        return number
-    return val
+def _callback_options(entry: Any) -> dict[str, Any]:
+    return {} if isinstance(entry, str) else {k: v for k, v in entry.items() if k != "name"}
+
+
+def _either(names: list[str]) -> str:
+    """'a', 'a' or 'b', 'a', 'b' or 'c'."""
+    quoted = [f"'{n}'" for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
 def _validate_semantics(recipe: Recipe, source: str) -> None:
-    from ssft.config.registry import ADAPTERS, LOSSES, MODELS, CALLBACKS
-
-    MODELS.get(recipe.model.architecture, f"{source}: model.architecture")
+    model_cls = MODELS.get(recipe.model.architecture, f"{source}: model.architecture")
     adapter_cls = ADAPTERS.get(recipe.adapter.method, f"{source}: adapter.method")
-    adapter_cls.config_from(recipe.adapter.options, f"{source}: adapter")  # validates keys and types
+    adapter_config = recipe.adapter.parse(f"{source}: adapter")  # the method's typed config: keys, types, values
     loss_cls = LOSSES.get(recipe.loss.name, f"{source}: loss.name")
-    loss_cls.from_options(recipe.loss.options, f"{source}: loss")
-    _validate_teacher_loss(recipe, source)
-    from ssft.training.callbacks import build_callback
-
-    for entry in recipe.callbacks:
-        build_callback(entry, f"{source}: callbacks")  # validates the name and its options
+    recipe.loss.parse(f"{source}: loss")
+    _validate_teacher_loss(recipe, source, model_cls, loss_cls)
+    for entry in recipe.callbacks:  # the name, and its options through the callback's own config
+        _callback_class(entry, f"{source}: callbacks").config_from(_callback_options(entry), f"{source}: callbacks")
     d, e, m = recipe.data, recipe.eval, recipe.model
-    if d.negatives not in ("bm25", "random"):
-        raise SsftError(f"{source}: data.negatives: expected 'bm25' or 'random', got '{d.negatives}'")
+    if d.negatives not in NEGATIVES:
+        raise SsftError(f"{source}: data.negatives: expected {_either(list(NEGATIVES))}, got '{d.negatives}'")
     for key in ("num_negatives", "negatives_depth"):
         if getattr(d, key) < 1:
             raise SsftError(f"{source}: data.{key}: must be >= 1")
@@ -591,52 +494,46 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
         raise SsftError(f"{source}: eval.depth: must be >= 1")
     if m.max_length < 8 or m.query_max_length < 1:
         raise SsftError(f"{source}: model.max_length: too small")
-    from ssft.models.twin import POOLINGS, SCORERS
-
     if m.pooling not in POOLINGS:
         raise SsftError(f"{source}: model.pooling: expected one of {', '.join(POOLINGS)}, got '{m.pooling}'")
     if m.scorer not in SCORERS:
         raise SsftError(f"{source}: model.scorer: expected one of {', '.join(SCORERS)}, got '{m.scorer}'")
-    if recipe.adapter.method in ("ss_lora", "ss_hidden_prefix") and m.architecture == "cross":
+    if adapter_cls.needs_towers and not model_cls.bi_encoder:
         raise SsftError(f"{source}: adapter.method: '{recipe.adapter.method}' is semi-Siamese (query and document towers); "
-                        f"it needs a bi-encoder model.architecture (twin, colbert), not 'cross'")
-    if recipe.adapter.method == "hybrid":
-        hybrid = adapter_cls.config_from(recipe.adapter.options, f"{source}: adapter")
-        for key, method in zip(("first", "second"), hybrid.methods):
-            if method.startswith("ss_") and m.architecture == "cross":
-                raise SsftError(f"{source}: adapter.{key}.method: '{method}' is semi-Siamese; it needs a bi-encoder "
-                                f"model.architecture (twin, colbert), not 'cross'")
+                        f"it needs a bi-encoder model.architecture (twin, colbert), not '{m.architecture}'")
+    for key, method in adapter_cls.parts(adapter_config):  # a hybrid's first and second methods
+        if ADAPTERS.get(method, f"{source}: adapter.{key}.method").needs_towers and not model_cls.bi_encoder:
+            raise SsftError(f"{source}: adapter.{key}.method: '{method}' is semi-Siamese; it needs a bi-encoder "
+                            f"model.architecture (twin, colbert), not '{m.architecture}'")
+    if adapter_cls.trains_in_phases:
         for key in ("num_train_epochs", "max_steps"):
             if key in recipe.training:
                 raise SsftError(f"{source}: training.{key}: a hybrid sets its epochs per phase "
                                 f"(adapter.first_epochs, adapter.second_epochs); remove training.{key}")
     if m.colbert_dim < 1:
         raise SsftError(f"{source}: model.colbert_dim: must be >= 1")
-    _validate_dense(recipe, source)
-    _validate_fusion(recipe, source)
-    _validate_distillation(recipe, source)
+    _validate_model_keys(recipe, source, model_cls, adapter_cls)
+    _validate_fusion(recipe, source, model_cls)
+    _validate_distillation(recipe, source, model_cls, adapter_cls, loss_cls)
     if isinstance(e.interpolation, str) and e.interpolation != "auto":
         raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1] or 'auto', got '{e.interpolation}'")
     if e.interpolation == "auto" and not d.validation_split:
         raise SsftError(f"{source}: eval.interpolation: 'auto' tunes the weight on data.validation_split, which is not set")
     if isinstance(e.interpolation, float) and not 0.0 <= e.interpolation <= 1.0:
         raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1], got {e.interpolation}")
-    from ssft.eval.metrics import parse_measures
-
     parse_measures(e.metrics, f"{source}: eval.metrics")
     parse_measures([e.selection_metric], f"{source}: eval.selection_metric")
 
 
-def _validate_fusion(recipe: Recipe, source: str) -> None:
+def _validate_fusion(recipe: Recipe, source: str, model_cls) -> None:
     """eval.fusion: 003 Eq. 7 fuses a full-retrieval (dense) run with the first stage's."""
-    from ssft.config.registry import MODELS
-
     f = recipe.eval.fusion
     if f is None:
         return
-    if not getattr(MODELS.get(recipe.model.architecture), "full_retrieval", False):
+    if not model_cls.full_retrieval:
         raise SsftError(f"{source}: eval.fusion: dense-sparse fusion (003 Eq. 7) needs a full-retrieval model "
-                        f"(model.architecture 'dense'); a reranker has eval.interpolation")
+                        f"(model.architecture {_either(MODELS.matching(lambda c: c.full_retrieval))}); "
+                        f"a reranker has eval.interpolation")
     if isinstance(f, str) and f != "auto":
         raise SsftError(f"{source}: eval.fusion: expected a number >= 0 or 'auto', got '{f}'")
     if f == "auto" and not recipe.data.validation_split:
@@ -645,81 +542,81 @@ def _validate_fusion(recipe: Recipe, source: str) -> None:
         raise SsftError(f"{source}: eval.fusion: expected a number >= 0, got {f}")
 
 
-def _validate_teacher_loss(recipe: Recipe, source: str) -> None:
+def _validate_teacher_loss(recipe: Recipe, source: str, model_cls, loss_cls) -> None:
     """A loss that distils a teacher in the loop (tct) needs a bi-encoder student and the plain in-batch rows."""
-    from ssft.models.bi import BiEncoder
-    from ssft.config.registry import LOSSES, MODELS
-
-    if not getattr(LOSSES.get(recipe.loss.name), "needs_teacher", False):
+    if not loss_cls.needs_teacher:
         return
-    if not issubclass(MODELS.get(recipe.model.architecture), BiEncoder):
+    if not model_cls.bi_encoder:
         raise SsftError(f"{source}: loss.name: '{recipe.loss.name}' distils into a bi-encoder student (dense, twin, "
                         f"colbert), not model.architecture '{recipe.model.architecture}'")
-    names = [c if isinstance(c, str) else c.get("name") for c in recipe.callbacks]
-    if "negative_cache" in names:
-        raise SsftError(f"{source}: callbacks: 'negative_cache' adds negatives the teacher never scores; "
-                        f"the '{recipe.loss.name}' loss distils over the in-batch documents only")
+    for entry in recipe.callbacks:
+        callback = _callback_class(entry, f"{source}: callbacks")
+        if callback.adds_negatives:
+            raise SsftError(f"{source}: callbacks: '{callback.name}' adds negatives the teacher never scores; "
+                            f"the '{recipe.loss.name}' loss distils over the in-batch documents only")
 
 
-def _validate_dense(recipe: Recipe, source: str) -> None:
-    """Keys that only the dense dual encoder reads, and what it cannot combine with."""
+def _validate_model_keys(recipe: Recipe, source: str, model_cls, adapter_cls) -> None:
+    """Model keys that only some architectures read (``Ranker.model_options``), and what they cannot combine with."""
     m = recipe.model
-    if m.architecture != "dense":
-        for key in ("document_name", "query_layers", "projection_dim"):
-            if getattr(m, key) is not None:
-                raise SsftError(f"{source}: model.{key}: only for model.architecture 'dense', not '{m.architecture}'")
-        return
-    if isinstance(m.query_layers, int) and m.query_layers < 1:
-        raise SsftError(f"{source}: model.query_layers: must be >= 1, a list of layer indices, or null")
-    if isinstance(m.query_layers, list) and (not m.query_layers or m.query_layers != sorted(set(m.query_layers))
-                                             or m.query_layers[0] < 0):
-        raise SsftError(f"{source}: model.query_layers: a list of layers must be increasing distinct indices >= 0, "
-                        f"got {m.query_layers}")
-    if m.projection_dim is not None and m.projection_dim < 1:
+    for key in ("document_name", "query_layers", "projection_dim"):
+        if getattr(m, key) is not None and key not in model_cls.model_options:
+            readers = MODELS.matching(lambda c, key=key: key in c.model_options)
+            raise SsftError(f"{source}: model.{key}: only for model.architecture {_either(readers)}, not '{m.architecture}'")
+    options = model_cls.model_options
+    if "query_layers" in options:
+        if isinstance(m.query_layers, int) and m.query_layers < 1:
+            raise SsftError(f"{source}: model.query_layers: must be >= 1, a list of layer indices, or null")
+        if isinstance(m.query_layers, list) and (not m.query_layers or m.query_layers != sorted(set(m.query_layers))
+                                                 or m.query_layers[0] < 0):
+            raise SsftError(f"{source}: model.query_layers: a list of layers must be increasing distinct indices >= 0, "
+                            f"got {m.query_layers}")
+    if "projection_dim" in options and m.projection_dim is not None and m.projection_dim < 1:
         raise SsftError(f"{source}: model.projection_dim: must be >= 1 or null")
-    if m.score_scale <= 0:
+    if "score_scale" in options and m.score_scale <= 0:
         raise SsftError(f"{source}: model.score_scale: must be > 0")
-    from ssft.models.dense import SEPARATE_TOWER_METHODS_REFUSED
-
-    if m.document_name is not None and recipe.adapter.method in SEPARATE_TOWER_METHODS_REFUSED:
+    if "document_name" not in options:
+        return
+    if m.document_name is not None and adapter_cls.one_backbone_only:
+        allowed = ADAPTERS.matching(lambda c: not c.one_backbone_only)
         raise SsftError(f"{source}: adapter.method: '{recipe.adapter.method}' needs one shared backbone; "
-                        f"with model.document_name set use full, lora, lora++, prefix, prompt or hidden_prefix")
-    names = [c if isinstance(c, str) else c.get("name") for c in recipe.callbacks]
-    if "daft" in names and m.document_name is None:
-        raise SsftError(f"{source}: callbacks: 'daft' aligns a separate query tower to a frozen document tower; "
-                        f"set model.document_name (the same name as model.name gives two separate copies)")
+                        f"with model.document_name set use {', '.join(allowed[:-1])} or {allowed[-1]}")
+    for entry in recipe.callbacks:
+        callback = _callback_class(entry, f"{source}: callbacks")
+        if callback.needs_document_tower and m.document_name is None:
+            raise SsftError(f"{source}: callbacks: '{callback.name}' aligns a separate query tower to a frozen document "
+                            f"tower; set model.document_name (the same name as model.name gives two separate copies)")
 
 
-def _validate_distillation(recipe: Recipe, source: str) -> None:
+def _validate_distillation(recipe: Recipe, source: str, model_cls, adapter_cls, loss_cls) -> None:
     """The ``distillation`` section: what it needs and what it cannot combine with."""
-    from ssft.losses.embedding_match import DISTANCES
-    from ssft.losses.score_distillation import KINDS
-
     k = recipe.distillation
     if k is None:
         return
     where = f"{source}: distillation"
     if not k.teacher:
-        raise SsftError(f"{where}.teacher: name the teacher (a hub id or folder of a sentence embedder, or a saved ssft dense model)")
-    if recipe.model.architecture != "dense":
-        raise SsftError(f"{where}: the student must be model.architecture 'dense', not '{recipe.model.architecture}'")
-    if recipe.loss.name == "tct":
-        raise SsftError(f"{where}: loss 'tct' has its own in-loop teacher (loss.teacher); use one or the other")
-    from ssft.teachers.cross import DUAL_POOLINGS
-    from ssft.models.twin import POOLINGS
-
-    if k.teacher_kind not in ("dense", "cross_dual_pooled"):
-        raise SsftError(f"{where}.teacher_kind: expected 'dense' or 'cross_dual_pooled', got '{k.teacher_kind}'")
+        raise SsftError(f"{where}.teacher: name the teacher (a hub id or folder of a sentence embedder, or a saved ssft "
+                        f"dense model)")
+    if not model_cls.distillation_student:
+        students = MODELS.matching(lambda c: c.distillation_student)
+        raise SsftError(f"{where}: the student must be model.architecture {_either(students)}, "
+                        f"not '{recipe.model.architecture}'")
+    if loss_cls.needs_teacher:
+        raise SsftError(f"{where}: loss '{recipe.loss.name}' has its own in-loop teacher (loss.teacher); use one or the other")
+    if k.teacher_kind not in TEACHER_KINDS:
+        raise SsftError(f"{where}.teacher_kind: expected {_either(list(TEACHER_KINDS))}, got '{k.teacher_kind}'")
     poolings = POOLINGS if k.teacher_kind == "dense" else DUAL_POOLINGS
     if k.teacher_pooling not in poolings:
-        raise SsftError(f"{where}.teacher_pooling: a {k.teacher_kind} teacher pools {' or '.join(poolings)}, got '{k.teacher_pooling}'")
+        raise SsftError(f"{where}.teacher_pooling: a {k.teacher_kind} teacher pools {' or '.join(poolings)}, "
+                        f"got '{k.teacher_pooling}'")
     if k.teacher_kind == "cross_dual_pooled" and (k.inherit_documents or k.query_only):
         raise SsftError(f"{where}: a cross-encoder teacher has no document index to inherit and needs (query, document) "
                         f"pairs; set inherit_documents and query_only to false")
-    if k.score_loss not in KINDS:
-        raise SsftError(f"{where}.score_loss: expected one of {', '.join(KINDS)}, got '{k.score_loss}'")
-    if k.embedding_distance not in DISTANCES:
-        raise SsftError(f"{where}.embedding_distance: expected one of {', '.join(DISTANCES)}, got '{k.embedding_distance}'")
+    if k.score_loss not in SCORE_LOSSES:
+        raise SsftError(f"{where}.score_loss: expected one of {', '.join(SCORE_LOSSES)}, got '{k.score_loss}'")
+    if k.embedding_distance not in EMBEDDING_DISTANCES:
+        raise SsftError(f"{where}.embedding_distance: expected one of {', '.join(EMBEDDING_DISTANCES)}, "
+                        f"got '{k.embedding_distance}'")
     if k.temperature <= 0:
         raise SsftError(f"{where}.temperature: must be > 0")
     weights = ("one_hot_weight", "score_weight", "query_embedding_weight", "document_embedding_weight")
@@ -731,11 +628,13 @@ def _validate_distillation(recipe: Recipe, source: str) -> None:
             raise SsftError(f"{where}.query_only: a student trained on queries alone serves against the teacher's "
                             f"documents; set distillation.inherit_documents: true")
         if not k.query_embedding_weight:
-            raise SsftError(f"{where}.query_only: the only loss is query embedding matching; query_embedding_weight must be > 0")
+            raise SsftError(f"{where}.query_only: the only loss is query embedding matching; query_embedding_weight "
+                            f"must be > 0")
         if not k.query_splits:
             raise SsftError(f"{where}.query_splits: name at least one split whose queries train the student")
         if recipe.data.test_split in k.query_splits:
-            raise SsftError(f"{where}.query_splits: '{recipe.data.test_split}' is data.test_split; its queries must not train the student")
+            raise SsftError(f"{where}.query_splits: '{recipe.data.test_split}' is data.test_split; its queries must not "
+                            f"train the student")
     elif not any(getattr(k, key) for key in weights):
         raise SsftError(f"{where}: every loss weight is 0")
     if k.inherit_documents:
@@ -745,10 +644,15 @@ def _validate_distillation(recipe: Recipe, source: str) -> None:
         if k.document_embedding_weight:
             raise SsftError(f"{where}.document_embedding_weight: an inherited document encoder is the teacher's own "
                             f"(Eq. 8 is 0); set it to 0")
-    if recipe.adapter.method == "hybrid":
+    if adapter_cls.trains_in_phases:
         raise SsftError(f"{where}: a hybrid schedule does not combine with distillation; use one adapter.method")
-    names = [c if isinstance(c, str) else c.get("name") for c in recipe.callbacks]
-    for name in ("negative_cache", "daft"):
-        if name in names:
-            raise SsftError(f"{source}: callbacks: '{name}' does not combine with distillation (the teacher scores "
-                            f"only the batch's documents)")
+    for entry in recipe.callbacks:
+        callback = _callback_class(entry, f"{source}: callbacks")
+        if not callback.combines_with_distillation:
+            raise SsftError(f"{source}: callbacks: '{callback.name}' does not combine with distillation (the teacher "
+                            f"scores only the batch's documents)")
+
+
+__all__ = ["DEFAULT_METRICS", "SEED_RANGE", "YAML_MAX_VALUES", "AdapterSection", "DataConfig", "DistillationConfig",
+           "EvalConfig", "LossSection", "ModelConfig", "Recipe", "apply_override", "check_model", "load_recipe",
+           "recipe_from_dict", "safe_load_strict"]

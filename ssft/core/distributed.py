@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.nn.functional import all_gather
 
 
 def world_size() -> int:
@@ -40,8 +41,6 @@ def gather_rows(x: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
     n = world_size()
     if n == 1:
         return x, [0]
-    from torch.distributed.nn.functional import all_gather
-
     counts = torch.tensor([x.shape[0]], device=x.device)
     all_counts = [torch.zeros_like(counts) for _ in range(n)]
     dist.all_gather(all_counts, counts)

@@ -1,6 +1,7 @@
 """User-facing errors: one line, no traceback, non-zero exit."""
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from collections.abc import Callable
@@ -14,8 +15,6 @@ class SsftError(Exception):
 
 def closest(name: str, choices) -> str:
     """' (did you mean X?)' when a close match exists, else ''."""
-    import difflib
-
     match = difflib.get_close_matches(name, list(choices), n=1)
     return f" (did you mean '{match[0]}'?)" if match else ""
 

@@ -4,8 +4,9 @@ The rule (README, "Output folders"):
 
 - A CLI writes only into a folder that is new, empty, or already its own. A folder is a tool's own when it holds the
   manifest ``.ssft-outputs.json`` that the tool wrote there (or, for folders written before manifests existed, when
-  everything in it carries a name the tool writes and one of them marks its output, e.g. ``metrics.json``). Anything else -- ``.``, a project, a dataset folder,
-  ``/``, another tool's output -- is refused before anything is written.
+  everything in it carries a name the tool writes and one of them marks its output, e.g. ``metrics.json``).
+  Anything else -- ``.``, a project, a dataset folder, ``/``, another tool's output -- is refused before anything
+  is written.
 - The manifest names the tool and the patterns of what it writes (``metrics.json``, ``run.*.trec``, ``model`` ...);
   a file or folder a user adds to a run folder under any other name is never touched. ``--overwrite`` removes only
   the entries that match those patterns.

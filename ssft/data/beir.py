@@ -11,12 +11,18 @@ import logging
 import math
 import os
 import re
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ssft.core.errors import SsftError
+from ssft.core.paths import cache_home, data_home
 
 logger = logging.getLogger(__name__)
 
@@ -62,26 +68,12 @@ class IRDataset:
         raise SsftError(f"{self.path}/qrels: no split '{split}' (have: {', '.join(self.splits()) or 'none'})")
 
 
-def data_home() -> Path | None:
-    home = os.environ.get("SSFT_DATA_HOME")
-    return Path(home).expanduser() if home else None
-
-
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
-
-
-def cache_home() -> Path:
-    return Path(os.environ.get("SSFT_CACHE", Path.home() / ".cache" / "ssft")).expanduser()
 
 
 def download_beir(name: str, timeout: float = 10.0) -> Path:
     """Fetch a BEIR dataset zip into ``$SSFT_CACHE/datasets/<name>`` (extracted atomically).
     Raises SsftError when there is no network or no such dataset."""
-    import shutil
-    import tempfile
-    import urllib.error
-    import urllib.request
-    import zipfile
 
     target = cache_home() / "datasets" / name
     if (target / "corpus.jsonl").exists():
@@ -130,7 +122,8 @@ def resolve_dataset(name_or_path: str) -> Path:
     not_a_folder = a_file and SsftError(f"dataset '{name_or_path}': {a_file} is a file, not a BEIR folder (a folder holding "
                                         f"corpus.jsonl, queries.jsonl and qrels/){_file_hint(a_file)}")
     if "/" in name_or_path or "\\" in name_or_path or name_or_path.startswith("."):
-        raise not_a_folder or SsftError(f"dataset '{name_or_path}' not found: no BEIR folder (corpus.jsonl) at {' or '.join(looked)}{hint}")
+        raise not_a_folder or SsftError(f"dataset '{name_or_path}' not found: no BEIR folder (corpus.jsonl) at "
+                                        f"{' or '.join(looked)}{hint}")
     try:
         return download_beir(name_or_path)
     except SsftError as err:
@@ -376,12 +369,14 @@ def read_qrels(path: Path, dataset: IRDataset | None = None) -> Qrels:
         raise SsftError(f"{path}: no usable judgments")
     for count, what in ((unknown_q, "unknown query ids"), (unknown_d, "unknown document ids"), (duplicates, "duplicate rows")):
         if count:
-            msg = f"{path}: {count} rows with {what} (skipped)" if "unknown" in what else f"{path}: {count} {what} (last one kept)"
+            msg = (f"{path}: {count} rows with {what} (skipped)" if "unknown" in what
+                   else f"{path}: {count} {what} (last one kept)")
             logger.warning(msg)
             if dataset is not None:
                 dataset.warnings.append(msg)
     if dataset is not None:
         empty = [q for q in qrels if not dataset.queries[q].strip()]
         if empty:
-            raise SsftError(f"{path}: query '{empty[0]}' has empty text in {dataset.path}/queries.jsonl ({len(empty)} such queries)")
+            raise SsftError(f"{path}: query '{empty[0]}' has empty text in {dataset.path}/queries.jsonl "
+                            f"({len(empty)} such queries)")
     return qrels

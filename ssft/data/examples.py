@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import Dataset
 
+from ssft.core.errors import SsftError
 from ssft.data.beir import IRDataset, Qrels
 from ssft.data.trec import Run
-from ssft.core.errors import SsftError
 
 
 def subsample_queries(qrels: Qrels, limit: int | None, seed: int) -> Qrels:

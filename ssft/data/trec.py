@@ -7,9 +7,9 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ssft.data.beir import text_lines
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_text
+from ssft.data.beir import text_lines
 
 logger = logging.getLogger(__name__)
 

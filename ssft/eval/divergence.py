@@ -9,7 +9,7 @@ import numpy as np
 def _kth_distances(queries: np.ndarray, points: np.ndarray, k: int, exclude_self: bool) -> np.ndarray:
     """Euclidean distance from each query to its k-th nearest neighbour in ``points`` (faiss, exact);
     ``exclude_self``: queries are ``points`` and each one's own row does not count."""
-    import faiss
+    import faiss  # noqa: PLC0415 -- optional and heavy: only the DAFT alignment measure needs it
 
     index = faiss.IndexFlatL2(points.shape[1])
     index.add(points)

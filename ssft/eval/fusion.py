@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from ssft.data.trec import Run
+from ssft.eval.metrics import evaluate_run
 
 # α of Eq. 7 weighs raw BM25 scores against raw dense scores: their scales differ by dataset and model, so the
 # grid spans two orders of magnitude (003 tunes α = 0.10 for BM25 against BERT dot products on MS MARCO)
@@ -58,8 +59,6 @@ def fuse_dense_sparse(dense: Run, sparse: Run, alpha: float) -> Run:
 
 def tune_fusion_alpha(dense: Run, sparse: Run, qrels, metric: str, alphas: tuple[float, ...] = FUSION_ALPHAS) -> float:
     """The α of ``fuse_dense_sparse`` that maximises ``metric`` on (validation) ``qrels``; ties go to the smaller α."""
-    from ssft.eval.metrics import evaluate_run
-
     best_alpha, best = alphas[0], float("-inf")
     for alpha in alphas:
         value = evaluate_run(qrels, fuse_dense_sparse(dense, sparse, alpha), [metric])[0][metric]

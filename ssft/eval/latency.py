@@ -8,16 +8,13 @@ each. Writes ``latency.json`` when ``--output`` is given.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from ssft.core.errors import SsftError, cli_entry
+from ssft.core.errors import SsftError
 
 
 def _tower_functions(model, tower: str):

@@ -6,22 +6,12 @@ from pathlib import Path
 
 import ir_measures
 
+from ssft.config.metrics import parse_measures
+from ssft.core.io import atomic_write_text
 from ssft.data.beir import Qrels
 from ssft.data.trec import Run
-from ssft.core.errors import SsftError
-from ssft.core.io import atomic_write_text
 
-
-def parse_measures(names: list[str], where: str = "metrics") -> list:
-    if not names:
-        raise SsftError(f"{where}: no metrics given")
-    measures = []
-    for name in names:
-        try:
-            measures.append(ir_measures.parse_measure(name))
-        except (ValueError, NameError, SyntaxError, TypeError, AttributeError):
-            raise SsftError(f"{where}: unknown metric '{name}' (ir_measures names, e.g. nDCG@10, P@20, RR@10, R@100)") from None
-    return measures
+__all__ = ["evaluate_run", "parse_measures", "write_per_query"]
 
 
 def evaluate_run(qrels: Qrels, run: Run, names: list[str]) -> tuple[dict[str, float], dict[str, dict[str, float]]]:

@@ -1,53 +1,25 @@
-"""Rerank a first stage with a ranker and write the output contract:
-``metrics.json`` ({split: {metric: value}, first_stage_name: {...}}), TREC runs and per-query metrics."""
+"""Rerank a first stage with a scoring function and write the output contract:
+``metrics.json`` ({split: {metric: value}, first_stage_name: {...}}), TREC runs and per-query metrics.
+
+Evaluation does not depend on training: ``rerank_and_report`` takes ``score``, any function from a
+``PairDataset`` to its scores in the pairs' order -- ``RankingTrainer.score`` of the trainer that trained the
+ranker, or ``ssft.training.prediction.prediction_trainer(ranker).score`` for a loaded one."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ssft.data.beir import IRDataset, Qrels
-from ssft.data.examples import PairDataset, RankerCollator
+from ssft.data.examples import PairDataset
 from ssft.data.trec import Run, top_k, write_run
 from ssft.eval.fusion import interpolate
 from ssft.eval.metrics import evaluate_run, write_per_query
 
 logger = logging.getLogger(__name__)
-
-
-def score_pairs(ranker, pairs: PairDataset, batch_size: int = 64, trainer=None, output_dir: Path | None = None):
-    """Scores for ``pairs`` through ``RankingTrainer.score`` (``trainer``, else a prediction-only one around the
-    ranker): ``Trainer.predict`` for cross-encoders, each distinct document encoded once for bi-encoders."""
-    if trainer is None:
-        trainer = prediction_trainer(ranker, batch_size, output_dir)
-    return trainer.score(pairs)
-
-
-def prediction_trainer(ranker, batch_size: int = 64, output_dir: str | Path | None = None):
-    """A Trainer that only predicts. It writes nothing; its ``output_dir`` (which the Trainer creates) is the
-    caller's output folder, or else a temporary folder removed with the trainer."""
-    import shutil
-    import tempfile
-    import weakref
-
-    from transformers import TrainingArguments
-
-    from ssft.losses import PairwiseSoftmaxLoss
-    from ssft.training.trainer import RankingTrainer
-
-    scratch = None if output_dir is not None else tempfile.mkdtemp(prefix="ssft-predict-")
-    args = TrainingArguments(
-        output_dir=str(output_dir if output_dir is not None else scratch),
-        per_device_eval_batch_size=batch_size,
-        report_to=[],
-        remove_unused_columns=False,
-        disable_tqdm=True,
-        save_strategy="no",
-    )
-    trainer = RankingTrainer(model=ranker, args=args, data_collator=RankerCollator(ranker), loss=PairwiseSoftmaxLoss())
-    if scratch is not None:
-        weakref.finalize(trainer, shutil.rmtree, scratch, True)
-    return trainer
 
 
 def tune_alpha(model_run: Run, first_stage: Run, qrels: Qrels, metric: str) -> float:
@@ -63,7 +35,7 @@ def tune_alpha(model_run: Run, first_stage: Run, qrels: Qrels, metric: str) -> f
 
 def rerank_and_report(
     *,
-    ranker,
+    score: Callable[[PairDataset], np.ndarray],
     dataset: IRDataset,
     split: str,
     qrels: Qrels,
@@ -72,12 +44,10 @@ def rerank_and_report(
     depth: int,
     metrics: list[str],
     output_dir: Path,
-    batch_size: int = 64,
-    trainer=None,
     alpha: float | None = None,
     write: bool = True,
 ) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
-    """Rerank ``first_stage``'s top-``depth`` for the queries of ``qrels`` and write run files and
+    """Rerank ``first_stage``'s top-``depth`` for the queries of ``qrels`` by ``score`` and write run files and
     per-query metrics under ``output_dir`` (unless ``write`` is false: the other processes of a multi-process run
     take part in the scoring, only the main one writes). Returns (metrics.json content for this split, run info)."""
     first_stage = top_k({q: first_stage[q] for q in qrels if first_stage.get(q)}, depth)
@@ -86,7 +56,7 @@ def rerank_and_report(
         logger.warning("%s: %d of %d queries have no first-stage candidates (they score 0)", split, missing, len(qrels))
     pairs = PairDataset(first_stage, depth, dataset)
     logger.info("reranking %d pairs (%d queries, top-%d of %s)", len(pairs), len(first_stage), depth, first_stage_name)
-    model_run = pairs.to_run(score_pairs(ranker, pairs, batch_size, trainer, output_dir))
+    model_run = pairs.to_run(score(pairs))
     info: dict[str, Any] = {"split": split, "queries": len(model_run), "pairs": len(pairs), "depth": depth,
                             "first_stage": first_stage_name}
     results = write_and_evaluate(model_run, first_stage, qrels, split, first_stage_name, metrics, output_dir, alpha, info,
@@ -94,8 +64,8 @@ def rerank_and_report(
     return results, info
 
 
-def write_and_evaluate(model_run: Run, first_stage: Run, qrels: Qrels, split: str, first_stage_name: str, metrics: list[str],
-                       output_dir: Path, alpha: float | None, info: dict[str, Any], tag: str = "ssft",
+def write_and_evaluate(model_run: Run, first_stage: Run, qrels: Qrels, split: str, first_stage_name: str,
+                       metrics: list[str], output_dir: Path, alpha: float | None, info: dict[str, Any], tag: str = "ssft",
                        write: bool = True) -> dict[str, dict[str, float]]:
     """The output contract shared by reranking and full retrieval: metrics of the model run and the first stage (and
     their interpolation when ``alpha``), their TREC runs and per-query files under ``output_dir``; ``alpha`` is

@@ -1,7 +1,7 @@
 """Full retrieval with a single-vector bi-encoder over a faiss index (000 Eq. 3–4), maxP over passages (Eq. 2).
 
-- ``encode_corpus`` / ``encode_query_texts``: the model's own encode path, documents sorted by length so
-  batches pad little.
+- ``encode_corpus`` / ``encode_query_texts`` / ``corpus_vectors``: the model's own encode path, documents sorted by
+  length so batches pad little (``ssft.models.corpus``, re-exported here).
 - ``build_index``: ``flat`` (exact inner product, the default), ``ivf`` (IVF-flat), ``hnsw``, ``pq``, ``ivfpq``;
   on faiss-gpu with a GPU present, flat and IVF indexes move to the GPU (``gpu=None`` decides by itself).
 - ``retrieve``: the top-``depth`` documents of every query, scored as the model scores
@@ -14,17 +14,18 @@
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
-import torch
 
-from ssft.data.beir import IRDataset, Qrels
-from ssft.data.trec import Run, top_k
 from ssft.core.errors import SsftError
-from ssft.eval.metrics import evaluate_run
+from ssft.data.beir import IRDataset, Qrels
+from ssft.data.trec import Run, top_k, write_run
+from ssft.eval.fusion import fuse_dense_sparse, tune_fusion_alpha
+from ssft.eval.metrics import evaluate_run, write_per_query
+from ssft.eval.rerank import write_and_evaluate
+from ssft.models.corpus import corpus_vectors, encode_corpus, encode_query_texts, split_passages
 
 logger = logging.getLogger(__name__)
 
@@ -32,54 +33,10 @@ INDEX_KINDS = ("flat", "ivf", "hnsw", "pq", "ivfpq")
 _GPU_RESOURCES = None
 
 
-def _encode(encode_fn, texts: list[str], batch_size: int) -> np.ndarray:
-    out = []
-    for start in range(0, len(texts), batch_size):
-        out.append(encode_fn(texts[start : start + batch_size]).vectors.float().cpu().numpy())
-    return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)
-
-
-@contextmanager
-def _inference(model) -> Iterator[None]:
-    """Eval mode without autograd, the previous mode restored after."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            yield
-    finally:
-        model.train(was_training)
-
-
-def encode_corpus(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
-    """Document vectors (n, dim) float32 in the order of ``texts`` (encoded in length order)."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    with _inference(model):
-        vectors = _encode(model.encode_documents, [texts[i] for i in order], batch_size)
-    out = np.empty_like(vectors)
-    out[order] = vectors
-    return out
-
-
-def encode_query_texts(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
-    with _inference(model):
-        return _encode(model.encode_queries, texts, batch_size)
-
-
-def split_passages(text: str, words: int, stride: int | None = None) -> list[str]:
-    """Windows of ``words`` words every ``stride`` words (default: no overlap); a short text is one passage."""
-    tokens = text.split()
-    stride = stride or words
-    if len(tokens) <= words:
-        return [text]
-    return [" ".join(tokens[i : i + words]) for i in range(0, max(len(tokens) - words, 0) + stride, stride)
-            if tokens[i : i + words]]
-
-
 def build_index(vectors: np.ndarray, kind: str = "flat", nlist: int | None = None, pq_m: int = 16, hnsw_m: int = 32,
                 nprobe: int = 16, gpu: bool | None = None):
     """A faiss inner-product index holding ``vectors``."""
-    import faiss
+    import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
     if kind not in INDEX_KINDS:
         raise SsftError(f"index kind '{kind}': expected one of {', '.join(INDEX_KINDS)}")
@@ -149,28 +106,14 @@ def retrieve(model, dataset: IRDataset, queries: dict[str, str], depth: int = 10
     return run
 
 
-def corpus_vectors(model, dataset: IRDataset, batch_size: int = 64, passage_words: int | None = None,
-                   passage_stride: int | None = None) -> tuple[list[str], np.ndarray]:
-    """(unit ids, vectors) of the whole corpus: documents, or ``doc#i`` passages under maxP."""
-    unit_ids, texts = [], []
-    for did, doc in dataset.corpus.items():
-        if passage_words:
-            for i, passage in enumerate(split_passages(doc.full_text, passage_words, passage_stride)):
-                unit_ids.append(f"{did}#{i}")
-                texts.append(passage)
-        else:
-            unit_ids.append(did)
-            texts.append(doc.full_text)
-    from ssft.models.bi import Encoded
-    from ssft.models.embedding_cache import cached_documents
-
-    def encode_all() -> list[Encoded]:
-        logger.info("encoding %d %s with the document tower", len(texts), "passages" if passage_words else "documents")
-        return [Encoded(torch.from_numpy(v[None])) for v in encode_corpus(model, texts, batch_size)]
-
-    # a frozen model reads its corpus vectors from the on-disk cache when it has encoded this corpus before
-    reps = cached_documents(model, unit_ids, texts, encode_all)
-    return unit_ids, np.ascontiguousarray(torch.cat([r.vectors for r in reps]).float().cpu().numpy())
+def tune_fusion(model, dataset: IRDataset, qrels: Qrels, sparse: Run, depth: int, metric: str, batch_size: int = 64,
+                **retrieve_options: Any) -> float:
+    """003 Eq. 7's α tuned on a (validation) split: the model's dense top-``depth`` for the split's queries fused
+    with ``sparse``'s top-``depth``, by ``metric``. The one tuning step of ssft-train (``eval.fusion: auto``) and
+    ssft-retrieve (``--fusion auto``); ``retrieve_options`` go to ``retrieve`` (index kind, passages, vectors)."""
+    queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
+    dense = retrieve(model, dataset, queries, depth, batch_size, **retrieve_options)
+    return tune_fusion_alpha(dense, top_k(sparse, depth), qrels, metric)
 
 
 def retrieve_and_report(
@@ -185,7 +128,6 @@ def retrieve_and_report(
     metrics: list[str],
     output_dir: Path,
     batch_size: int = 64,
-    trainer=None,
     alpha: float | None = None,
     index_kind: str = "flat",
     fusion_alpha: float | None = None,
@@ -195,13 +137,12 @@ def retrieve_and_report(
     corpus for the queries of ``qrels``; ``first_stage`` is evaluated beside it (and interpolated over the model's
     documents when ``alpha``). ``fusion_alpha``: also the dense–sparse fusion of 003 Eq. 7 over the union of both
     top-``depth`` lists, reported as ``{split}+{first_stage_name}.fusion``."""
-    from ssft.eval.rerank import write_and_evaluate
-
     queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
     model_run = retrieve(ranker, dataset, queries, depth, batch_size, index_kind)
     first_stage = top_k({q: first_stage[q] for q in qrels if first_stage.get(q)}, depth)
-    info: dict[str, Any] = {"split": split, "queries": len(model_run), "depth": depth, "retrieval": f"full corpus, faiss {index_kind}",
-                            "documents": len(dataset.corpus), "first_stage": first_stage_name}
+    info: dict[str, Any] = {"split": split, "queries": len(model_run), "depth": depth,
+                            "retrieval": f"full corpus, faiss {index_kind}", "documents": len(dataset.corpus),
+                            "first_stage": first_stage_name}
     results = write_and_evaluate(model_run, first_stage, qrels, split, first_stage_name, metrics, output_dir, alpha, info,
                                  tag="ssft-dense", write=write)
     if fusion_alpha is not None:
@@ -216,10 +157,6 @@ def write_fusion(dense_run: Run, sparse_run: Run, alpha: float, qrels: Qrels, sp
     """003 Eq. 7 fusion of a dense and a sparse run: its metrics under ``{split}+{sparse_name}.fusion``, its TREC
     run and per-query metrics under ``output_dir`` (unless ``write`` is false: the other processes of a
     multi-process run), α recorded in ``info`` (``fusion_alpha``)."""
-    from ssft.data.trec import write_run
-    from ssft.eval.fusion import fuse_dense_sparse
-    from ssft.eval.metrics import write_per_query
-
     fused = fuse_dense_sparse(dense_run, sparse_run, alpha)
     key = f"{split}+{sparse_name}.fusion"
     aggregate, per_query = evaluate_run(qrels, fused, metrics)

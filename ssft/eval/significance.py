@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from scipy import stats
+
 from ssft.core.errors import SsftError
 
 ALTERNATIVES = ("greater", "less", "two-sided")
@@ -58,13 +60,12 @@ def seed_ttest(method: Sequence[float], baseline: Sequence[float], alternative: 
     """001 §4.1.3: Student's two-sample t-test with equal variances over seeds, one-tailed (method > baseline).
 
     Each side needs >= 2 values. Identical constant samples give a NaN p-value (no variance to test with)."""
-    from scipy import stats
-
     _check_alternative(alternative)
     if len(method) < 2 or len(baseline) < 2:
         raise SsftError(f"seed t-test: needs >= 2 seeds per side, got {len(method)} and {len(baseline)}")
     res = stats.ttest_ind(list(method), list(baseline), equal_var=True, alternative=alternative)
-    return TestResult(float(res.statistic), float(res.pvalue), float(len(method) + len(baseline) - 2), (len(method), len(baseline)))
+    return TestResult(float(res.statistic), float(res.pvalue), float(len(method) + len(baseline) - 2),
+                      (len(method), len(baseline)))
 
 
 def paired_ttest(method: Mapping[str, float], baseline: Mapping[str, float], alternative: str = "greater",
@@ -72,8 +73,6 @@ def paired_ttest(method: Mapping[str, float], baseline: Mapping[str, float], alt
     """Paired t-test over queries: ``method[q]`` against ``baseline[q]`` (scipy.stats.ttest_rel).
 
     ``missing``: "error" (default) raises SsftError naming the unmatched queries; "intersect" tests the shared ones."""
-    from scipy import stats
-
     _check_alternative(alternative)
     if missing not in ("error", "intersect"):
         raise SsftError(f"missing: expected 'error' or 'intersect', got '{missing}'")
@@ -117,7 +116,8 @@ def read_per_query(path: str | Path, metric: str) -> dict[str, float]:
             except ValueError:
                 raise SsftError(f"{path}:{lineno}: value '{text}' is not a number") from None
     if not values:
-        raise SsftError(f"{path}: no values for metric '{metric}' (metrics in the file: {', '.join(sorted(metrics_seen)) or 'none'})")
+        raise SsftError(f"{path}: no values for metric '{metric}' (metrics in the file: "
+                        f"{', '.join(sorted(metrics_seen)) or 'none'})")
     return values
 
 

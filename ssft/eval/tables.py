@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from ssft.core.errors import SsftError
 from ssft.eval.significance import seed_ttest, significance_mark
 
@@ -147,8 +149,6 @@ def run_method_name(adapter: dict) -> str:
 def collect_runs(run_dirs: Iterable[str | Path], split: str, labels: dict[str, str] | None = None) -> list[MethodScores]:
     """Rows from finished run folders (``metrics.json``, ``run_info.json``, ``recipe.yaml``), grouped by
     ``run_method_name`` (renamed through ``labels``, e.g. {"full": "Full FT"}); one value per run = per seed."""
-    import yaml
-
     labels = labels or {}
     grouped: dict[str, MethodScores] = {}
     for run in run_dirs:
@@ -169,5 +169,5 @@ def collect_runs(run_dirs: Iterable[str | Path], split: str, labels: dict[str, s
     return list(grouped.values())
 
 
-__all__ = ["Cell", "MethodScores", "ResultTable", "build_table", "collect_runs", "format_parameters", "run_method_name", "render_csv",
-           "render_markdown"]
+__all__ = ["Cell", "MethodScores", "ResultTable", "build_table", "collect_runs", "format_parameters", "run_method_name",
+           "render_csv", "render_markdown"]

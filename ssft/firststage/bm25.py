@@ -13,13 +13,13 @@ class BM25:
     """bm25s index over title + text with English stopwords (and optional Snowball stemming)."""
 
     def __init__(self, dataset: IRDataset, stem: bool = False, k1: float = 1.5, b: float = 0.75):
-        import bm25s
+        import bm25s  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
         logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s logs every index build at DEBUG
         self._bm25s = bm25s
         self.stemmer = None
         if stem:
-            import Stemmer
+            import Stemmer  # noqa: PLC0415  (heavy optional library, loaded on first use)
 
             self.stemmer = Stemmer.Stemmer("english")
         self.doc_ids = list(dataset.corpus)

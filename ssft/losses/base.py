@@ -5,30 +5,40 @@ from typing import Any
 import torch
 from torch import nn
 
-from ssft.core.errors import SsftError
+from ssft.config.parse import NoOptions, field_names, parse_dataclass
 
 
 class RankingLoss(nn.Module):
-    """Base class: subclasses define ``forward(scores)`` with scores (batch, 1 + n), positive first.
+    """Base class: subclasses set ``name`` (their registry name) and define ``forward(scores)`` with scores
+    (batch, 1 + n), positive first.
 
-    Options a recipe may set are the constructor's keyword arguments, listed in ``options``.
+    Options a recipe may set are the fields of the loss's ``Config`` dataclass (the constructor's keyword
+    arguments), parsed once by ``config_from``; ``from_config`` builds the loss from them.
     """
 
-    options: tuple[str, ...] = ()
+    name: str = ""
+    Config: type = NoOptions
+    # capability flag: forward(student, teacher, positive, excluded) over every query x document of the batch, with
+    # the scores of a frozen teacher RankingTrainer computes (tct); the student must be a bi-encoder
+    needs_teacher: bool = False
+
+    @classmethod
+    def config_from(cls, options: dict[str, Any] | None, where: str = "loss"):
+        """The loss's typed ``Config`` from a recipe's loss options (keys, types and values checked)."""
+        def unknown(key: str, names: list[str]) -> str:
+            return f"{where}: unknown option '{key}' for this loss (allowed: {', '.join(names) or 'none'})"
+
+        return parse_dataclass(cls.Config, options or {}, where, unknown=unknown)
+
+    @classmethod
+    def from_config(cls, config) -> "RankingLoss":
+        return cls(**{name: getattr(config, name) for name in field_names(type(config))})
 
     @classmethod
     def from_options(cls, options: dict[str, Any], where: str = "loss") -> "RankingLoss":
-        for key in options:
-            if key not in cls.options:
-                allowed = ", ".join(cls.options) or "none"
-                raise SsftError(f"{where}: unknown option '{key}' for this loss (allowed: {allowed})")
-        try:
-            return cls(**{k: float(v) for k, v in options.items()})
-        except (TypeError, ValueError) as err:
-            raise SsftError(f"{where}: {err}") from None
+        return cls.from_config(cls.config_from(options, where))
 
     @staticmethod
     def check(scores: torch.Tensor) -> None:
         if scores.dim() != 2 or scores.size(1) < 2:
             raise ValueError(f"expected scores shaped (batch, 1 + negatives) with >= 1 negative, got {tuple(scores.shape)}")
-

@@ -4,10 +4,8 @@ import torch
 import torch.nn.functional as F
 
 from ssft.losses.base import RankingLoss
-from ssft.config.registry import LOSSES
 
 
-@LOSSES.register("bce")
 class PointwiseBCELoss(RankingLoss):
     r"""Pointwise binary cross-entropy (monoBERT, Nogueira & Cho 2019): each pair is classified on its own.
 
@@ -20,6 +18,8 @@ class PointwiseBCELoss(RankingLoss):
     Returns:
         scalar loss.
     """
+
+    name = "bce"
 
     def forward(self, scores: torch.Tensor) -> torch.Tensor:
         self.check(scores)

@@ -3,10 +3,8 @@ from __future__ import annotations
 import torch
 
 from ssft.losses.listwise_ce import ListwiseSoftmaxCELoss
-from ssft.config.registry import LOSSES
 
 
-@LOSSES.register("contrastive")
 class ContrastiveLoss(ListwiseSoftmaxCELoss):
     r"""Contrastive loss of dense retrieval, DAFT (Leonhardt et al.) Eq. 5:
 
@@ -28,6 +26,8 @@ class ContrastiveLoss(ListwiseSoftmaxCELoss):
 
     # the same softmax cross-entropy as listwise_ce (its temperature option and check); the score row here is
     # built by the dense model (in-batch + cached negatives, -inf for excluded ones), so the positive must be finite
+
+    name = "contrastive"
 
     @staticmethod
     def check(scores: torch.Tensor) -> None:

@@ -3,9 +3,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ssft.config.choices import EMBEDDING_DISTANCES as DISTANCES
 from ssft.core.errors import SsftError
-
-DISTANCES = ("l2", "mse")
 
 
 class EmbeddingMatchLoss(nn.Module):
@@ -35,7 +34,8 @@ class EmbeddingMatchLoss(nn.Module):
 
     def forward(self, student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
         if student.shape != teacher.shape or student.dim() != 2:
-            raise ValueError(f"student and teacher embeddings must both be (n, d), got {tuple(student.shape)} and {tuple(teacher.shape)}")
+            raise ValueError(f"student and teacher embeddings must both be (n, d), got {tuple(student.shape)} and "
+                             f"{tuple(teacher.shape)}")
         diff = student - teacher.detach()
         if self.distance == "mse":
             return diff.pow(2).mean()

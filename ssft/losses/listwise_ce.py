@@ -1,13 +1,22 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
+from ssft.config.parse import Checked
 from ssft.losses.base import RankingLoss
-from ssft.config.registry import LOSSES
 
 
-@LOSSES.register("listwise_ce")
+@dataclass
+class TemperatureOptions(Checked):
+    temperature: float = 1.0  # tau: scores are divided by it before the softmax
+
+    def problem(self) -> str | None:
+        return "temperature must be > 0" if self.temperature <= 0 else None
+
+
 class ListwiseSoftmaxCELoss(RankingLoss):
     r"""Listwise softmax cross-entropy over one positive and n negatives (localised contrastive estimation,
     Gao et al. 2021; the cross-entropy form of 001's Eq. 1 generalised to n negatives).
@@ -22,12 +31,12 @@ class ListwiseSoftmaxCELoss(RankingLoss):
         scalar loss.
     """
 
-    options = ("temperature",)
+    name = "listwise_ce"
+    Config = TemperatureOptions
 
     def __init__(self, temperature: float = 1.0):
         super().__init__()
-        if temperature <= 0:
-            raise ValueError("temperature must be > 0")
+        TemperatureOptions(temperature).raise_problem()
         self.temperature = temperature
 
     def forward(self, scores: torch.Tensor) -> torch.Tensor:

@@ -3,10 +3,8 @@ from __future__ import annotations
 import torch
 
 from ssft.losses.base import RankingLoss
-from ssft.config.registry import LOSSES
 
 
-@LOSSES.register("pairwise_softmax")
 class PairwiseSoftmaxLoss(RankingLoss):
     r"""Pairwise softmax loss of Jung, Choi & Rhee (WWW 2022), Eq. 1.
 
@@ -21,6 +19,8 @@ class PairwiseSoftmaxLoss(RankingLoss):
     Returns:
         scalar loss.
     """
+
+    name = "pairwise_softmax"
 
     def forward(self, scores: torch.Tensor) -> torch.Tensor:
         self.check(scores)

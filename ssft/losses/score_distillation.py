@@ -4,9 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ssft.config.choices import SCORE_LOSSES as KINDS
 from ssft.core.errors import SsftError
-
-KINDS = ("softmax_ce", "bce", "mse")
 
 
 class ScoreDistillationLoss(nn.Module):
@@ -41,7 +40,8 @@ class ScoreDistillationLoss(nn.Module):
 
     def forward(self, student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
         if student.shape != teacher.shape or student.dim() != 2:
-            raise ValueError(f"student and teacher scores must both be (rows, L), got {tuple(student.shape)} and {tuple(teacher.shape)}")
+            raise ValueError(f"student and teacher scores must both be (rows, L), got {tuple(student.shape)} and "
+                             f"{tuple(teacher.shape)}")
         teacher = teacher.detach()
         valid = torch.isfinite(student)
         if not torch.equal(valid, torch.isfinite(teacher)):

@@ -1,16 +1,35 @@
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from ssft.config.parse import Checked
 from ssft.core.errors import SsftError
 from ssft.losses.base import RankingLoss
-from ssft.config.registry import LOSSES
 
 
-@LOSSES.register("tct")
+@dataclass
+class TctOptions(Checked):
+    gamma: float = 0.1  # weight of the hard-label term (003 §3.1)
+    temperature: float = 0.25  # applied to the teacher's scores (003 §3.1)
+    teacher: str | None = None  # a saved ssft model (run folder or its model/) or a hub name built as a ColBERT; required
+
+    def problem(self) -> str | None:
+        if not 0.0 <= self.gamma <= 1.0:
+            return "gamma must be in [0, 1]"
+        if self.temperature <= 0:
+            return "temperature must be > 0"
+        return None
+
+    def check(self, where: str) -> None:
+        if not isinstance(self.teacher, str) or not self.teacher.strip():  # a recipe must name it
+            raise SsftError(f"{where}.teacher: the tct loss needs a teacher: a saved ssft ColBERT (run folder or its "
+                            f"model/ folder) or a hub name built as a ColBERT, got {self.teacher!r}")
+        super().check(where)
+
+
 class TightlyCoupledDistillationLoss(RankingLoss):
     r"""TCT-ColBERT distillation (Lin, Yang & Lin, 003 §3.1, Eq. 5–6): hard labels plus the soft labels of a
     frozen teacher scored on the same batch.
@@ -47,33 +66,16 @@ class TightlyCoupledDistillationLoss(RankingLoss):
         scalar loss.
     """
 
-    options = ("gamma", "temperature", "teacher")
+    name = "tct"
+    Config = TctOptions
     needs_teacher = True  # RankingTrainer scores the batch with the teacher and calls forward(student, teacher, ...)
 
     def __init__(self, gamma: float = 0.1, temperature: float = 0.25, teacher: str | None = None):
         super().__init__()
-        if not 0.0 <= gamma <= 1.0:
-            raise ValueError("gamma must be in [0, 1]")
-        if temperature <= 0:
-            raise ValueError("temperature must be > 0")
+        TctOptions(gamma, temperature, teacher).raise_problem()
         self.gamma = float(gamma)
         self.temperature = float(temperature)
         self.teacher = teacher
-
-    @classmethod
-    def from_options(cls, options: dict[str, Any], where: str = "loss") -> "TightlyCoupledDistillationLoss":
-        for key in options:
-            if key not in cls.options:
-                raise SsftError(f"{where}: unknown option '{key}' for this loss (allowed: {', '.join(cls.options)})")
-        teacher = options.get("teacher")
-        if not isinstance(teacher, str) or not teacher.strip():
-            raise SsftError(f"{where}.teacher: the tct loss needs a teacher: a saved ssft ColBERT (run folder or its "
-                            f"model/ folder) or a hub name built as a ColBERT, got {teacher!r}")
-        try:
-            numbers = {k: float(v) for k, v in options.items() if k != "teacher"}
-            return cls(teacher=teacher, **numbers)
-        except (TypeError, ValueError) as err:
-            raise SsftError(f"{where}: {err}") from None
 
     def forward(self, student: torch.Tensor, teacher: torch.Tensor, positive: torch.Tensor,
                 excluded: torch.Tensor | None = None) -> torch.Tensor:

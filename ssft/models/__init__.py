@@ -1,5 +1,5 @@
-"""Rankers by architecture name: cross (monoBERT), twin (TwinBERT), colbert (ColBERT), dense (dual encoder)."""
-from ssft.models import colbert, cross, dense, twin  # noqa: F401  (registers)
+"""Rankers by architecture name: cross (monoBERT), twin (TwinBERT), colbert (ColBERT), dense (dual encoder)
+(``ssft.config.registry.MODELS`` maps each name to its class; an architecture's module is imported when it is used)."""
 from ssft.models.base import Ranker, load_ranker
 
 __all__ = ["Ranker", "load_ranker"]

@@ -16,19 +16,30 @@ import os
 import re
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
+from transformers import AutoModel, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
+from ssft.adapters.backbone import Backbone, select_layers
+from ssft.adapters.hidden_prefix import build_hidden_prefix
+from ssft.adapters.loading import PICKLE_WEIGHTS, load_peft_adapter, refuse_pickle_weights
+from ssft.config.registry import ADAPTERS, MODELS
 from ssft.core.errors import SsftError
-from ssft.adapters.backbone import Backbone
+from ssft.core.hub import resolve_model
+from ssft.core.io import give_umask_modes
+from ssft.core.paths import SPEC_FILE
+from ssft.data.tokens import TokenCache
 
-from safetensors import SafetensorError
-
-SPEC_FILE = "ssft_model.json"
+__all__ = ["LOAD_ERRORS", "PICKLE_WEIGHTS", "SPEC_FILE", "Ranker", "load_backbone", "load_hidden_prefix", "load_peft_adapter",
+           "load_ranker", "load_transformer", "refuse_pickle_weights", "remove_stale_save_folders", "save_backbone",
+           "saved_model_folder"]
 
 
 def saved_model_folder(name: str | Path) -> Path | None:
@@ -39,6 +50,8 @@ def saved_model_folder(name: str | Path) -> Path | None:
         if (folder / SPEC_FILE).is_file():
             return folder
     return None
+
+
 # what loading a damaged model folder raises (truncated safetensors, bad JSON, missing files, wrong shapes)
 LOAD_ERRORS = (OSError, ValueError, RuntimeError, KeyError, EnvironmentError, SafetensorError, json.JSONDecodeError)
 PREFIX_CONFIG = "hidden_prefix.json"
@@ -47,8 +60,6 @@ PREFIX_WEIGHTS = "hidden_prefix.safetensors"
 
 def load_hidden_prefix(path: Path) -> nn.Module:
     """The saved hidden prefix of a ranker folder, weights checked against its config."""
-    from ssft.adapters.hidden_prefix import build_hidden_prefix
-
     try:
         config = json.loads((path / PREFIX_CONFIG).read_text())
     except json.JSONDecodeError as err:
@@ -65,61 +76,10 @@ def load_hidden_prefix(path: Path) -> nn.Module:
     return prefix
 
 
-# pickle weight files (torch.save): never loaded, whatever a folder holds beside them
-PICKLE_WEIGHTS = re.compile(r"(pytorch_model|adapter_model)(-\d+-of-\d+)?\.bin(\.index\.json)?")
-
-
-def refuse_pickle_weights(folder: Path) -> None:
-    """SsftError when the weights of ``folder`` (a transformers model or PEFT adapter folder) are pickle files
-    only (``pytorch_model.bin``, ``adapter_model.bin``): unpickling runs whatever the file asks for."""
-    folder = Path(folder)
-    if not folder.is_dir() or any(folder.glob("*.safetensors")):
-        return
-    pickled = sorted(p.name for p in folder.iterdir() if PICKLE_WEIGHTS.fullmatch(p.name))
-    if pickled:
-        raise SsftError(f"{folder / pickled[0]}: pickle weights are not loaded; convert to safetensors")
-
-
-# how torch reports one parameter of another shape (PEFT loading an adapter saved on another base model)
-_SIZE_MISMATCH = re.compile(r"size mismatch for (\S+): copying a param with shape torch\.Size\((\[[^\]]*\])\) from "
-                            r"checkpoint, the shape in current model is torch\.Size\((\[[^\]]*\])\)")
-
-
-def load_peft_adapter(transformer: nn.Module, folder: Path, base_model: str | None, adapter_name: str = "default",
-                      into: nn.Module | None = None) -> nn.Module:
-    """The PEFT adapter saved in ``folder`` on top of ``transformer`` (``peft.PeftModel.from_pretrained``), or added
-    to the PeftModel ``into`` under ``adapter_name``. Pickle weights are refused; an adapter saved on another base
-    model (other hidden size) is one SsftError naming the folder, the base model and the first mismatch."""
-    from peft import PeftModel
-
-    folder = Path(folder)
-    refuse_pickle_weights(folder)
-    try:
-        if into is None:
-            return PeftModel.from_pretrained(transformer, folder, adapter_name=adapter_name, is_trainable=False)
-        into.load_adapter(folder, adapter_name=adapter_name, is_trainable=False)
-        return into
-    except RuntimeError as err:
-        mismatch = _SIZE_MISMATCH.search(str(err))
-        if mismatch is None:
-            raise
-        name, saved, wanted = mismatch.groups()
-        name = name.removeprefix("base_model.model.")
-        raise SsftError(f"{folder}: the adapter does not fit base model '{base_model}' (first size mismatch: {name} is "
-                        f"{saved} in the adapter, {wanted} in the base model); it was saved on another base model, "
-                        f"load it on that one (base_model in {SPEC_FILE})") from None
-
-
 def load_transformer(name: str, trust_remote_code: bool = False):
     """(model, tokenizer) from a hub id or folder, resolved offline where possible."""
-    from transformers import AutoModel, AutoTokenizer
-
-    from ssft.models.hub import resolve_model
-
     path = resolve_model(name)
     refuse_pickle_weights(Path(path))
-    from transformers.utils import logging as hf_logging
-
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the load report lists the unused pooler on every load
     try:
@@ -149,8 +109,6 @@ def save_backbone(backbone: Backbone, folder: Path, base_model: str, frozen_base
     """One backbone into ``folder``: ``adapter/`` (PEFT format) or ``backbone/`` (full weights) or nothing (a
     frozen base, loaded by name), plus the hidden prefix files when it has one."""
     if backbone.is_peft:
-        import warnings
-
         for peft_config in backbone.model.peft_config.values():
             peft_config.base_model_name_or_path = base_model
         with warnings.catch_warnings():  # PEFT looks the base model up on the hub to check the vocabulary
@@ -170,11 +128,6 @@ def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: d
     layer subset the saved backbone was built on (``select_layers``), re-applied to a base loaded by name
     before its adapter (a saved ``backbone/`` already holds only those layers). ``trust``: the user's
     trust_remote_code (never the saved spec's)."""
-    from transformers import AutoModel
-
-    from ssft.adapters.backbone import select_layers
-    from ssft.config.registry import ADAPTERS
-
     def base() -> nn.Module:
         transformer, _ = load_transformer(base_model, trust)
         if layers is not None:
@@ -223,11 +176,18 @@ def remove_stale_save_folders(path: Path) -> None:
 
 
 class Ranker(nn.Module):
-    """Base class. Subclasses set ``architecture`` and define ``forward`` and their ranker modules."""
+    """Base class. Subclasses set ``architecture`` (their registry name) and define ``forward`` and their ranker
+    modules; the capability flags below say what other components may rely on (the recipe, the trainer and the
+    pipeline read them, never architecture names)."""
 
     architecture = ""
     model_options: tuple[str, ...] = ()  # ModelConfig keys the architecture reads (kept in the spec)
     backbone_prefixes: tuple[str, ...] = ("backbone.",)  # state-dict prefixes saved with the backbone, not the head
+    bi_encoder: bool = False  # encodes queries and documents separately (towers; a semi-Siamese adapter fits)
+    full_retrieval: bool = False  # evaluated by retrieval over the whole corpus (ssft.eval.retrieve), not reranking
+    in_batch_negatives: bool = False  # training rows from forward(..., group_size=g): every document of the batch
+    cache_document_embeddings: bool = False  # a frozen model's document representations go to the on-disk cache
+    distillation_student: bool = False  # can be the student of a recipe's distillation section (a dense teacher)
 
     def __init__(self, backbone: Backbone, tokenizer, spec: dict[str, Any]):
         super().__init__()
@@ -237,8 +197,6 @@ class Ranker(nn.Module):
 
     def token_cache(self, tokenizer=None):
         """The ``TokenCache`` of ``tokenizer`` (default: the ranker's): each distinct text tokenised once."""
-        from ssft.data.tokens import TokenCache
-
         tokenizer = tokenizer if tokenizer is not None else self.tokenizer
         caches = self.__dict__.setdefault("_token_caches", {})  # plain attribute: never in the state dict
         if id(tokenizer) not in caches:
@@ -247,11 +205,13 @@ class Ranker(nn.Module):
 
     # ------------------------------------------------------------ building
     @classmethod
-    def build(cls, model_cfg, method: str, options: dict[str, Any]) -> "Ranker":
-        from ssft.config.registry import ADAPTERS
-
+    def build(cls, model_cfg, method: str, options: dict[str, Any], config: Any = None) -> "Ranker":
+        """A new ranker: ``model_cfg`` (a ``ModelConfig``) with the fine-tuning method ``method``. ``options`` are
+        the method's options as the recipe gives them (kept in the spec); ``config`` their typed config when already
+        parsed (``recipe.adapter.config``), else they are parsed here."""
         adapter = ADAPTERS.get(method)
-        config = adapter.config_from(options)
+        if config is None:
+            config = adapter.config_from(options)
         transformer, tokenizer = load_transformer(model_cfg.name, model_cfg.trust_remote_code)
         for p in transformer.parameters():
             p.requires_grad_(False)
@@ -285,8 +245,6 @@ class Ranker(nn.Module):
         """Write the ranker folder atomically: complete, or the previous one left in place. The folder and its
         files get the modes the umask gives (not ``mkdtemp``'s 0700 / safetensors' 0600); the temporary folders
         an earlier save of the same folder left when it was killed are removed."""
-        from ssft.core.io import give_umask_modes
-
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_save_folders(path)
@@ -351,8 +309,6 @@ class Ranker(nn.Module):
 
     @classmethod
     def _load(cls, path: Path, trust_remote_code: bool = False) -> "Ranker":
-        from transformers import AutoTokenizer
-
         path = Path(path)
         spec = cls.read_spec(path)
         cls.check_trust(path, spec, trust_remote_code)
@@ -366,7 +322,8 @@ class Ranker(nn.Module):
         missing, unexpected = ranker.load_state_dict(load_file(state_file), strict=False)
         missing = [k for k in missing if not k.startswith(cls.backbone_prefixes)]
         if missing or unexpected:
-            raise SsftError(f"{state_file}: does not match a '{spec['architecture']}' ranker (missing {missing}, unexpected {unexpected})")
+            raise SsftError(f"{state_file}: does not match a '{spec['architecture']}' ranker (missing {missing}, "
+                            f"unexpected {unexpected})")
         for p in ranker.parameters():
             p.requires_grad_(False)
         return ranker.eval()
@@ -402,16 +359,16 @@ class Ranker(nn.Module):
 
     @staticmethod
     def _frozen_base_method(method: str) -> bool:
-        from ssft.config.registry import ADAPTERS
-
-        return method in ADAPTERS and bool(getattr(ADAPTERS.get(method), "frozen_base", False))
+        return method in ADAPTERS and ADAPTERS.get(method).frozen_base
 
     @property
     def can_merge(self) -> bool:
-        """True for one LoRA adapter that every input goes through (lora, lora++). ss_lora is not mergeable:
-        its query and document towers use different adapters, which one set of merged weights cannot hold."""
+        """True for one LoRA adapter that every input goes through (``Adapter.mergeable``: lora, lora++). ss_lora is
+        not mergeable: its query and document towers use different adapters, which one set of merged weights cannot
+        hold."""
         b = self.backbone
-        return b.method in ("lora", "lora++") and b.tower_switch is None and b.hidden_prefix is None
+        mergeable = b.method in ADAPTERS and ADAPTERS.get(b.method).mergeable
+        return mergeable and b.tower_switch is None and b.hidden_prefix is None
 
     def merge_adapter(self) -> None:
         """Fold LoRA weights into the backbone: zero inference overhead, same scores."""
@@ -423,8 +380,6 @@ class Ranker(nn.Module):
 def load_ranker(path: str | Path, trust_remote_code: bool = False) -> Ranker:
     """Load any saved ranker folder, whatever its architecture. ``trust_remote_code``: the user's permission to
     run code the model ships (``--trust-remote-code``); a folder saved with trust_remote_code needs it."""
-    from ssft.config.registry import MODELS
-
     spec = Ranker.read_spec(path)
     Ranker.check_trust(Path(path), spec, trust_remote_code)
     return MODELS.get(spec.get("architecture", ""), f"{path}/{SPEC_FILE}: architecture").load(

@@ -9,55 +9,20 @@ that retrieved it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
+import numpy as np
 import torch
 
+from ssft.data.trec import top_k
 from ssft.models.base import Ranker
+from ssft.models.embedding_cache import cached_documents
+from ssft.models.encoded import Encoded
 
-if TYPE_CHECKING:
-    import numpy as np
 
-
-@dataclass
-class Encoded:
-    """Representations of a batch of texts: ``vectors`` (n, dim) for single-vector models, or (n, tokens, dim)
-    with ``mask`` (n, tokens) marking the tokens that take part in scoring (multi-vector models)."""
-
-    vectors: torch.Tensor
-    mask: torch.Tensor | None = None
-
-    def __len__(self) -> int:
-        return self.vectors.shape[0]
-
-    def select(self, index: torch.Tensor) -> "Encoded":
-        return Encoded(self.vectors[index], None if self.mask is None else self.mask[index])
-
-    def split(self) -> list["Encoded"]:
-        """One ``Encoded`` per text, multi-vector ones trimmed of their unused (masked) trailing tokens."""
-        if self.mask is None:
-            return [Encoded(self.vectors[i : i + 1]) for i in range(len(self))]
-        # each row's last used token + 1 (1 for a row with none), for all rows at once: one device sync, not one per row
-        width = self.mask.shape[1]
-        used = self.mask.bool()
-        last = width - used.flip(1).int().argmax(1)
-        keep = torch.where(used.any(1), last, torch.ones_like(last)).tolist()
-        return [Encoded(self.vectors[i : i + 1, :k], self.mask[i : i + 1, :k]) for i, k in enumerate(keep)]
-
-    @staticmethod
-    def stack(items: list["Encoded"]) -> "Encoded":
-        """Inverse of ``split``: multi-vector items are padded (mask 0) to the longest."""
-        if items[0].mask is None:
-            return Encoded(torch.cat([it.vectors for it in items]))
-        width = max(it.vectors.shape[1] for it in items)
-        vectors = items[0].vectors.new_zeros(len(items), width, items[0].vectors.shape[-1])
-        mask = items[0].mask.new_zeros(len(items), width)
-        for i, it in enumerate(items):
-            n = it.vectors.shape[1]
-            vectors[i, :n] = it.vectors[0]
-            mask[i, :n] = it.mask[0]
-        return Encoded(vectors, mask)
+def row_keys(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[bytes]:
+    """One key per row: the attended token ids (identical text and tokenizer → identical key)."""
+    ids = input_ids.detach().cpu()
+    mask = attention_mask.detach().cpu().bool()
+    return [ids[i][mask[i]].numpy().tobytes() for i in range(ids.shape[0])]
 
 
 def unique_with_index(texts: list[str]) -> tuple[list[str], torch.Tensor]:
@@ -85,6 +50,7 @@ def query_positives(item_q: torch.Tensor, item_pos: torch.Tensor, documents: int
 class BiEncoder(Ranker):
     """Subclasses define ``tokenize_queries``, ``tokenize_documents``, ``represent`` and ``score``."""
 
+    bi_encoder = True  # capability flag (Ranker): queries and documents encoded separately, by towers
     cache_document_embeddings = False  # True: a frozen model's document representations are cached on disk
 
     # ------------------------------------------------------------ the encode path
@@ -162,8 +128,6 @@ def score_run(model: BiEncoder, run: dict[str, dict[str, float]], dataset, depth
               queries: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
     """Rerank each query's top-``depth`` candidates of ``run``: every distinct document is encoded once (and
     every query once), then each query is scored against its candidates' stored representations."""
-    from ssft.data.trec import top_k
-
     queries = queries if queries is not None else dataset.queries
     run = top_k({q: docs for q, docs in run.items() if q in queries}, depth)
     candidates = {q: [d for d in docs if d in dataset.corpus] for q, docs in run.items()}
@@ -175,8 +139,6 @@ def score_candidates(model: BiEncoder, candidates: dict[str, list[str]], queries
     """Scores of every (query, document) in ``candidates`` (query id → document ids of ``dataset``). Each
     distinct document is encoded once — or read from the on-disk cache when the model is frozen and caches
     (``ssft.models.embedding_cache``) — and each query once."""
-    from ssft.models.embedding_cache import cached_documents
-
     doc_ids = sorted({d for docs in candidates.values() for d in docs})
     # documents sorted by length so each batch pads little
     doc_ids.sort(key=lambda d: len(dataset.corpus[d].full_text))
@@ -206,17 +168,15 @@ def score_candidates(model: BiEncoder, candidates: dict[str, list[str]], queries
     return out
 
 
-def score_pairs_once(model: BiEncoder, pairs, batch_size: int = 64) -> "np.ndarray":
+def score_pairs_once(model: BiEncoder, pairs, batch_size: int = 64) -> np.ndarray:
     """Scores of a ``PairDataset`` in ``pairs.pairs`` order, through ``score_candidates`` (each distinct
     document encoded once), as ``Trainer.predict(pairs).predictions`` would return them."""
-    import numpy
-
     candidates: dict[str, list[str]] = {}
     for qid, did in dict.fromkeys(pairs.pairs):
         candidates.setdefault(qid, []).append(did)
     scored = score_candidates(model, candidates, pairs.queries, pairs.dataset, batch_size)
-    return numpy.array([scored[q][d] for q, d in pairs.pairs], dtype=numpy.float32)
+    return np.array([scored[q][d] for q, d in pairs.pairs], dtype=np.float32)
 
 
-__all__ = ["BiEncoder", "Encoded", "group_items", "query_positives", "score_candidates", "score_pairs_once", "score_run",
-           "unique_with_index"]
+__all__ = ["BiEncoder", "Encoded", "group_items", "query_positives", "row_keys", "score_candidates", "score_pairs_once",
+           "score_run", "unique_with_index"]

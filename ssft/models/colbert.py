@@ -18,10 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssft.core.errors import SsftError
 from ssft.adapters.backbone import Backbone
+from ssft.core.errors import SsftError
 from ssft.models.bi import BiEncoder, Encoded
-from ssft.config.registry import MODELS
 
 QUERY_MARKER = "[unused0]"
 DOCUMENT_MARKER = "[unused1]"
@@ -36,7 +35,6 @@ def maxsim(q: torch.Tensor, q_mask: torch.Tensor, d: torch.Tensor, d_mask: torch
     return (best * q_mask.to(best.dtype)).sum(-1)
 
 
-@MODELS.register("colbert")
 class ColBert(BiEncoder):
     architecture = "colbert"
     model_options = ("colbert_dim",)

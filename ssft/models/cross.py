@@ -6,10 +6,8 @@ from torch import nn
 
 from ssft.adapters.backbone import Backbone
 from ssft.models.base import Ranker
-from ssft.config.registry import MODELS
 
 
-@MODELS.register("cross")
 class CrossEncoder(Ranker):
     architecture = "cross"
 
@@ -19,7 +17,8 @@ class CrossEncoder(Ranker):
         self.dropout = nn.Dropout(getattr(config, "hidden_dropout_prob", 0.1))
         self.head = nn.Linear(config.hidden_size, 1)  # the ranker, randomly initialised (001 §3.1)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.backbone(input_ids, attention_mask, token_type_ids)
         return self.head(self.dropout(hidden[:, 0])).squeeze(-1)
 

@@ -38,29 +38,22 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import AutoTokenizer
 
-from ssft.core.distributed import world_size
-from ssft.core.errors import SsftError
 from ssft.adapters.backbone import Backbone, select_layers
+from ssft.config.registry import ADAPTERS
+from ssft.core.distributed import gather_objects, gather_rows, rank, world_size
+from ssft.core.errors import SsftError
 from ssft.models.base import SPEC_FILE, load_backbone, load_transformer, save_backbone
-from ssft.models.bi import BiEncoder, Encoded, group_items, query_positives
+from ssft.models.bi import BiEncoder, Encoded, group_items, query_positives, row_keys
+from ssft.models.frozen import load_frozen_dense
 from ssft.models.twin import POOLINGS, mean_pool
-from ssft.config.registry import MODELS
 
 logger = logging.getLogger(__name__)
 
 DOCUMENT_TOWER = "document_tower"  # sub-folder of a saved ranker holding the separate document tower
-SEPARATE_TOWER_METHODS_REFUSED = ("ss_lora", "ss_hidden_prefix", "hybrid")
 
 
-def row_keys(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[bytes]:
-    """One key per row: the attended token ids (identical text and tokenizer → identical key)."""
-    ids = input_ids.detach().cpu()
-    mask = attention_mask.detach().cpu().bool()
-    return [ids[i][mask[i]].numpy().tobytes() for i in range(ids.shape[0])]
-
-
-@MODELS.register("dense")
 class DenseDualEncoder(BiEncoder):
     architecture = "dense"
     model_options = ("document_name", "pooling", "projection_dim", "score_scale", "query_layers")
@@ -68,6 +61,7 @@ class DenseDualEncoder(BiEncoder):
     cache_document_embeddings = True  # a frozen model's corpus vectors go to the on-disk cache (embedding_cache)
     full_retrieval = True  # evaluated by retrieval over the whole corpus (ssft.eval.retrieve), not reranking
     in_batch_negatives = True  # training rows from forward(..., group_size=g)
+    distillation_student = True  # the student of a recipe's distillation section (ssft.training.distillation)
 
     def __init__(self, backbone: Backbone, tokenizer, spec: dict[str, Any], document_backbone: Backbone | None = None,
                  document_tokenizer=None):
@@ -107,15 +101,15 @@ class DenseDualEncoder(BiEncoder):
 
     # ------------------------------------------------------------ building / saving
     @classmethod
-    def build(cls, model_cfg, method: str, options: dict[str, Any]) -> "DenseDualEncoder":
-        from ssft.config.registry import ADAPTERS
-
+    def build(cls, model_cfg, method: str, options: dict[str, Any], config: Any = None) -> "DenseDualEncoder":
         separate = model_cfg.document_name is not None
-        if separate and method in SEPARATE_TOWER_METHODS_REFUSED:
-            raise SsftError(f"adapter.method: '{method}' wires one backbone into query/document towers; with a separate "
-                            f"model.document_name use a single-backbone method (full, lora, lora++, prefix, prompt, hidden_prefix)")
         adapter = ADAPTERS.get(method)
-        config = adapter.config_from(options)
+        if separate and adapter.one_backbone_only:
+            single = ", ".join(ADAPTERS.matching(lambda a: not a.one_backbone_only))
+            raise SsftError(f"adapter.method: '{method}' wires one backbone into query/document towers; with a separate "
+                            f"model.document_name use a single-backbone method ({single})")
+        if config is None:
+            config = adapter.config_from(options)
 
         def tower(name: str, layers: int | None) -> tuple[Backbone, Any]:
             transformer, tokenizer = load_transformer(name, model_cfg.trust_remote_code)
@@ -142,29 +136,30 @@ class DenseDualEncoder(BiEncoder):
     @classmethod
     def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any],
                     trust_remote_code: bool = False) -> "DenseDualEncoder":
-        from transformers import AutoTokenizer
-
         if spec.get("document_encoder") is not None:  # an asymmetric student: the teacher encodes documents
-            from ssft.teachers.dense import load_teacher
-
             model = cls(backbone, tokenizer, spec)
-            model.inherit_documents(load_teacher(spec["document_encoder"], trust_remote_code=trust_remote_code))
+            model.inherit_documents(load_frozen_dense(spec["document_encoder"], trust_remote_code=trust_remote_code))
             return model
         if spec.get("document_name") is None:
             return cls(backbone, tokenizer, spec)
         sub = Path(path) / DOCUMENT_TOWER
         if not sub.is_dir():
-            raise SsftError(f"{path}/{SPEC_FILE}: names a document tower '{spec['document_name']}' but {DOCUMENT_TOWER}/ is missing")
+            raise SsftError(f"{path}/{SPEC_FILE}: names a document tower '{spec['document_name']}' but {DOCUMENT_TOWER}/ "
+                            f"is missing")
         document_backbone = load_backbone(sub, spec["method"], spec["document_name"], trust_remote_code, spec)
         return cls(backbone, tokenizer, spec, document_backbone,
                    AutoTokenizer.from_pretrained(sub, trust_remote_code=trust_remote_code))
 
     # ------------------------------------------------------------ inherited documents (asymmetric student)
     def inherit_documents(self, teacher) -> None:
-        """Documents are from now on encoded by ``teacher`` (a ``ssft.teachers.dense.DenseTeacher``: frozen, eval
-        mode, no gradient): 004's asymmetric student that inherits the teacher's document encoder / embeddings,
-        002's student query encoder served against the teacher's unchanged index. The spec records the teacher's
-        reference, so loading the student rebuilds it."""
+        """Documents are from now on encoded by ``teacher`` (a ``ssft.models.frozen.FrozenDense``, e.g. the
+        distillation teacher ``ssft.teachers.dense.DenseTeacher``: frozen, eval mode, no gradient): 004's asymmetric
+        student that inherits the teacher's document encoder / embeddings, 002's student query encoder served
+        against the teacher's unchanged index. The spec records the teacher's reference, so loading the student
+        rebuilds it (``load_frozen_dense``)."""
+        if not getattr(teacher, "frozen_document_encoder", False):
+            raise SsftError(f"distillation.inherit_documents: a {type(teacher).__name__} teacher has no document index to "
+                            f"inherit; the teacher must be a frozen dense model")
         if self.document_backbone is not None:
             raise SsftError("distillation.inherit_documents: the student has its own document tower (model.document_name); "
                             "an asymmetric student has a query tower only (set model.document_name: null)")
@@ -312,7 +307,8 @@ def in_batch_rows(q: torch.Tensor, d: torch.Tensor, q_index: torch.Tensor, d_ind
 
 
 def gathered_in_batch_rows(q: torch.Tensor, d: torch.Tensor, q_index: torch.Tensor, d_index: torch.Tensor, group: int,
-                           scale: float, q_keys: list[bytes], d_keys: list[bytes]) -> tuple[torch.Tensor, list[set[bytes]], float]:
+                           scale: float, q_keys: list[bytes],
+                           d_keys: list[bytes]) -> tuple[torch.Tensor, list[set[bytes]], float]:
     """``in_batch_rows`` over the global batch of several processes: this process's items scored against the
     documents of every process (gathered with gradient). Returns (rows, the positive keys of each local item's
     query across all processes, loss weight).
@@ -324,8 +320,6 @@ def gathered_in_batch_rows(q: torch.Tensor, d: torch.Tensor, q_index: torch.Tens
     process's batch, in the gathered columns like every other document). Loss weight: local items × processes /
     global items, so that DDP's average over processes of the weighted per-process mean is the mean over the
     global batch even when processes hold different item counts."""
-    from ssft.core.distributed import gather_objects, gather_rows, rank
-
     item_q, item_pos = group_items(q_index, d_index, group)
     d_all, offsets = gather_rows(d)
     local_items = [(q_keys[qi], d_keys[pi]) for qi, pi in zip(item_q.tolist(), item_pos.tolist())]

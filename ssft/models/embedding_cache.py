@@ -27,6 +27,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 
+from ssft.data.beir import cache_home
+from ssft.models.encoded import Encoded
+
 logger = logging.getLogger(__name__)
 
 FORMAT = "ssft-document-embeddings/1"
@@ -34,8 +37,6 @@ FORMAT = "ssft-document-embeddings/1"
 
 def cache_dir() -> Path:
     """``$SSFT_CACHE/embeddings``."""
-    from ssft.data.beir import cache_home
-
     return cache_home() / "embeddings"
 
 
@@ -84,8 +85,6 @@ def cache_path(model_fp: str, corpus_fp: str) -> Path:
 
 def _read(path: Path, doc_ids: list[str], model_fp: str, corpus_fp: str):
     """The cached representations, or None when the file is absent, unreadable or describes something else."""
-    from ssft.models.bi import Encoded
-
     if not path.is_file():
         return None
     try:
@@ -96,7 +95,8 @@ def _read(path: Path, doc_ids: list[str], model_fp: str, corpus_fp: str):
             return None
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as err:
-        logger.warning("%s: unreadable embedding cache, recomputing (%s)", path, str(err).splitlines()[0] if str(err) else type(err).__name__)
+        logger.warning("%s: unreadable embedding cache, recomputing (%s)", path,
+                       str(err).splitlines()[0] if str(err) else type(err).__name__)
         return None
     vectors = tensors["vectors"]
     if "mask" not in tensors:

@@ -10,13 +10,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssft.core.errors import SsftError
 from ssft.adapters.backbone import Backbone
+from ssft.config.choices import POOLINGS, SCORERS
+from ssft.core.errors import SsftError
 from ssft.models.bi import BiEncoder, Encoded
-from ssft.config.registry import MODELS
 
-POOLINGS = ("mean", "cls")
-SCORERS = ("combiner", "cosine", "dot")
+__all__ = ["POOLINGS", "SCORERS", "ResidualCombiner", "TwinBert", "mean_pool"]
 
 
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -38,7 +37,6 @@ class ResidualCombiner(nn.Module):
         return self.out(self.residual(v) + v).squeeze(-1)
 
 
-@MODELS.register("twin")
 class TwinBert(BiEncoder):
     architecture = "twin"
     model_options = ("pooling", "scorer")

@@ -1,430 +1,182 @@
-"""What ``ssft-train RECIPE`` does: build, train, keep the best validation epoch, evaluate, write the run folder."""
+"""What ``ssft-train RECIPE`` does, as stages joined by small frozen records:
+
+1. ``prepare``  (pipeline/folder.py)   may the run write into its output folder; TrainingArguments
+2. ``load_inputs`` (pipeline/inputs.py) dataset, splits, first stages, teachers
+3. ``build``    (pipeline/build.py)    ranker, training source, objective
+   — everything that can fail on bad input has failed by now; from here on the output folder is written —
+4. ``train``    (pipeline/schedule.py) one Trainer run, or one per hybrid phase; the best validation epoch kept
+5. ``evaluate`` (pipeline/report.py)   the test split reranked or retrieved
+6. ``write``    (pipeline/report.py)   run_info.json, the model card, metrics.json last
+"""
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+import yaml
+from transformers import TrainingArguments
+
+from ssft.config.recipe import Recipe
+from ssft.config.registry import LOSSES
 from ssft.core.errors import SsftError
-from ssft.firststage.runs import first_stage_run, report_name
-from ssft.core.run_folder import TRAIN_MARKERS, TRAIN_OUTPUTS, OutputFolder
+from ssft.core.io import atomic_write_text
+from ssft.core.run_folder import OutputFolder
+from ssft.data.examples import PairDataset
+from ssft.pipeline.build import BuiltRun, GroupSource, build
+from ssft.pipeline.folder import RESUMABLE_CHANGES, USER_TENSORBOARD_DIR, run_folder_state, train_output_folder
+from ssft.pipeline.inputs import RunInputs, load_inputs
+from ssft.pipeline.report import evaluate, freeze, print_summary, run_info, write_finished_run
+from ssft.pipeline.schedule import TrainingSetup, schedule_for
+from ssft.training.callbacks import build_callbacks, callback_name
 
 logger = logging.getLogger("ssft")
-_USER_TENSORBOARD_DIR = os.environ.get("TENSORBOARD_LOGGING_DIR")  # the user's own choice, if any, before ssft sets it
+
+__all__ = ["RESUMABLE_CHANGES", "run_recipe"]
 
 
-# recipe keys a resume may change with --resume-with-changes: optimiser settings (after a NaN stop, a lower learning
-# rate or a gradient clip continues from the last good checkpoint); anything else changes what the checkpoints mean
-RESUMABLE_CHANGES = ("training.learning_rate", "model.head_learning_rate", "training.max_grad_norm")
+@dataclass(frozen=True)
+class Plan:
+    """Stage 1's answer: what the output folder allows, and the run's TrainingArguments."""
+
+    folder: OutputFolder
+    state: str  # new | resume | overwrite
+    resume_changes: list[str]  # the recipe keys --resume-with-changes changes
+    training_kwargs: dict[str, Any]
+    args: TrainingArguments
+    default_checkpoints: bool  # ssft's own checkpoints (no training.save_strategy): removed once the run finishes
+    started: float
 
 
-def _differences(old: Any, new: Any, where: str = "") -> list[str]:
-    """The dotted keys where two recipe dicts differ, in order."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        found = []
-        for key in list(old) + [k for k in new if k not in old]:
-            found += _differences(old.get(key), new.get(key), f"{where}.{key}" if where else str(key))
-        return found
-    return [] if old == new else [where or "<recipe>"]
-
-
-def train_output_folder(out: Path) -> OutputFolder:
-    """ssft-train's output folder; logs/ is ssft's only when ssft chose it as the TensorBoard folder."""
-    outputs = tuple(o for o in TRAIN_OUTPUTS if o != "logs" or not _USER_TENSORBOARD_DIR)
-    return OutputFolder(out, "ssft-train", outputs, TRAIN_MARKERS, where="training.output_dir")
-
-
-def run_folder_state(recipe, folder: OutputFolder, overwrite: bool, resume_with_changes: bool = False) -> tuple[str, list[str]]:
-    """('new' | 'resume' | 'overwrite', the recipe keys a resume changes). Refused: a folder ssft-train must not
-    write into (``OutputFolder.check``), a finished run (metrics.json) and checkpoints of another recipe, unless
-    ``overwrite``; a resume that changes anything but ``RESUMABLE_CHANGES`` (those only with
-    ``resume_with_changes``)."""
-    import yaml
-
-    from ssft.training.trainer import complete_checkpoints
-
-    out = folder.path
-    # under accelerate launch only process 0 writes (and locks); the others must not mistake its lock for another run's
-    folder.check(check_lock=os.environ.get("RANK", "0") == "0")
-    if overwrite:
-        return "overwrite", []
-    if (out / "metrics.json").is_file():
-        raise SsftError(f"{out} holds a finished run (metrics.json); pass --overwrite to train it again, "
-                        f"or set training.output_dir to another folder")
-    folders = [out] + sorted(out.glob("phase-*"))
-    if not any(complete_checkpoints(f) for f in folders) and not list(out.glob("phase-*/phase.json")):
-        return "new", []
-    saved_file = out / "recipe.yaml"
-    try:
-        saved = yaml.safe_load(saved_file.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
-        saved = None
-    if not isinstance(saved, dict):
-        raise SsftError(f"{out} holds checkpoints but no readable recipe.yaml to check them against; "
-                        f"pass --overwrite to discard them")
-    current = yaml.safe_load(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-    for d in (saved, current):
-        d.get("training", {}).pop("output_dir", None)
-    differs = _differences(saved, current)
-    fixed = [key for key in differs if key not in RESUMABLE_CHANGES]
-    if fixed:
-        raise SsftError(f"{out} holds checkpoints of a different recipe ({fixed[0]} differs); pass --overwrite to "
-                        f"discard them, or set training.output_dir to another folder")
-    if differs and not resume_with_changes:
-        raise SsftError(f"{out} holds checkpoints trained with another {differs[0]}; pass --resume-with-changes to "
-                        f"continue from them with the new value, or --overwrite to start over")
-    return "resume", differs
-
-
-def run_recipe(recipe, overwrite: bool = False, resume_with_changes: bool = False) -> dict[str, Any]:
+def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: bool = False) -> dict[str, Any]:
     """Everything a recipe describes. Returns metrics.json's content.
 
     The output folder decides what happens: empty or absent, train; checkpoints of this same recipe but no
     metrics.json (a run that was killed), resume from the latest complete checkpoint (``resume_with_changes``: also
     when only ``RESUMABLE_CHANGES`` differ); a finished run, refused (``overwrite`` trains again from scratch,
     removing only what ssft-train wrote); a folder with anything else in it, refused. The folder is locked while
-    the run writes into it."""
+    the run writes into it. Under ``accelerate launch`` every process runs this; only the main one writes."""
     folder = train_output_folder(Path(recipe.training["output_dir"]))
     try:
-        return _run_recipe(recipe, folder, overwrite, resume_with_changes)
+        plan = prepare(recipe, folder, overwrite, resume_with_changes)
+        inputs = load_inputs(recipe)
+        built = build(recipe, inputs)
+        schedule = schedule_for(recipe)
+        notes = describe(recipe, inputs, built, schedule.describe(plan.args))
+        open_output_folder(recipe, plan)
+        trained = schedule.train(training_setup(recipe, plan, inputs, built), plan.args)
+        main = plan.args.should_save
+        built.ranker.eval()
+        if main:
+            built.ranker.save(plan.folder.path / "model")  # PEFT format, before any merge
+        freeze(built.ranker)
+        results, evaluation = evaluate(recipe, inputs, built, trained, plan.folder.path, write=main)
+        if main:
+            extra = {"resumed_with_changes": plan.resume_changes,
+                     "processes": plan.args.world_size if plan.args.world_size > 1 else None}
+            info = run_info(recipe, inputs, built, trained, evaluation, notes, plan.started, extra)
+            write_finished_run(plan.folder.path, recipe, results, info, plan.default_checkpoints)
+            print_summary(recipe, results, info, plan.folder.path, plan.started)
+        return results
     finally:
         folder.release()
 
 
-def _run_recipe(recipe, folder: OutputFolder, overwrite: bool, resume_with_changes: bool) -> dict[str, Any]:
-    import torch
-    from transformers import TrainingArguments, set_seed
-
-    from ssft.adapters import count_parameters
-    from ssft.training.callbacks.best_epoch import BestEpochCallback
-    from ssft.data.beir import load_dataset
-    from ssft.data.examples import RankerCollator, PairDataset, TrainingGroups, build_examples, subsample_queries
-    from ssft.eval.rerank import format_table, rerank_and_report, tune_alpha
-    from ssft.eval.retrieve import retrieve_and_report
-    from ssft.core.io import atomic_write_json, atomic_write_text
-    from ssft.config.registry import LOSSES, MODELS
-    from ssft.training.trainer import RankingTrainer, discard_incomplete_checkpoints, latest_checkpoint
-
+def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_changes: bool) -> Plan:
+    """Stage 1: the folder's state and the run's TrainingArguments; nothing is written."""
     started = time.time()
-    d, e = recipe.data, recipe.eval
-    out = folder.path
-    folder_state, resume_changes = run_folder_state(recipe, folder, overwrite, resume_with_changes)
-    # ---- everything that can fail on bad input happens before anything is written
-    recipe.check_model()  # a missing model, or lengths beyond its position embeddings, fail now, not after the data work
-    dataset = load_dataset(d.dataset)
-    train_qrels = subsample_queries(dataset.qrels(d.train_split), d.max_train_queries, d.sample_seed)
-    val_qrels = subsample_queries(dataset.qrels(d.validation_split), d.max_validation_queries, d.sample_seed) if d.validation_split else None
-    test_qrels = subsample_queries(dataset.qrels(d.test_split), d.max_test_queries, d.sample_seed)
-    loss = LOSSES.get(recipe.loss.name).from_options(recipe.loss.options)
-    teacher_name = getattr(loss, "teacher", None) if getattr(loss, "needs_teacher", False) else None
-    if teacher_name:
-        from ssft.teachers.in_loop import check_teacher
-
-        check_teacher(teacher_name, f"{recipe.source}: loss.teacher")  # a missing teacher fails now, before any output
+    state, changes = run_folder_state(recipe, folder, overwrite, resume_with_changes)
+    recipe.check_model()  # a missing model, or lengths beyond its position embeddings, fail now, not after the data
     # a checkpoint every epoch (only the latest kept) lets a killed run resume; removed once the run finishes
     # unless the recipe asks for checkpoints itself (training.save_strategy)
-    default_checkpoints = "save_strategy" not in recipe.training
-    training_kwargs = {"remove_unused_columns": False, "report_to": ["tensorboard"], "save_strategy": "epoch",
-                       "save_total_limit": 1,
-                       "eval_strategy": "epoch" if val_qrels else "no", "logging_strategy": "steps", "logging_steps": 10,
-                       "disable_tqdm": not sys.stderr.isatty(), "seed": recipe.seed,
-                       "dataloader_pin_memory": torch.cuda.is_available()}
-    training_kwargs.update(recipe.training)
+    kwargs = {"remove_unused_columns": False, "report_to": ["tensorboard"], "save_strategy": "epoch",
+              "save_total_limit": 1, "eval_strategy": "epoch" if recipe.data.validation_split else "no",
+              "logging_strategy": "steps", "logging_steps": 10, "disable_tqdm": not sys.stderr.isatty(),
+              "seed": recipe.seed, "dataloader_pin_memory": torch.cuda.is_available(), **recipe.training}
     # TensorBoard goes to this run's logs/ (HF reads the variable when a Trainer is built), unless the user set it
-    os.environ["TENSORBOARD_LOGGING_DIR"] = _USER_TENSORBOARD_DIR or str(out / "logs")
+    os.environ["TENSORBOARD_LOGGING_DIR"] = USER_TENSORBOARD_DIR or str(folder.path / "logs")
     try:
-        args = TrainingArguments(**training_kwargs)
+        args = TrainingArguments(**kwargs)
     except (ValueError, TypeError) as err:
         raise SsftError(f"{recipe.source}: training: {str(err).splitlines()[0]}") from None
-    if args.world_size > 1 and (teacher_name or recipe.distillation is not None):
+    in_loop = LOSSES.get(recipe.loss.name).needs_teacher
+    if args.world_size > 1 and (in_loop or recipe.distillation is not None):
         # the teacher scores and embedding targets are per process: nothing gathers them across processes yet
-        raise SsftError(f"{recipe.source}: {'loss.teacher' if teacher_name else 'distillation'}: distillation trains "
+        raise SsftError(f"{recipe.source}: {'loss.teacher' if in_loop else 'distillation'}: distillation trains "
                         f"in one process (no accelerate launch --num_processes {args.world_size})")
     if args.fp16 and args.device.type == "cpu":
         logger.warning("training.fp16 on a CPU: accelerate autocasts fp16 on GPUs only, this run trains in float32 "
                        "(for mixed precision on a CPU use training.bf16 with training.use_cpu)")
-    bm25_cache: dict = {}
-    test_name, test_first = first_stage_run(e.first_stage, dataset, bm25_cache, {q: dataset.queries[q] for q in test_qrels}, e.depth)
-    test_name = report_name(test_name, d.test_split)
-    val_depth = e.validation_depth or e.depth
-    val_first = None
-    if val_qrels:
-        val_spec = e.validation_first_stage or ("bm25" if e.first_stage not in ("bm25", "bm25-stem") else e.first_stage)
-        _, val_first = first_stage_run(val_spec, dataset, bm25_cache, {q: dataset.queries[q] for q in val_qrels}, val_depth)
-    distill = recipe.distillation
-    teacher = None
-    if distill is not None:  # the teacher loads (or fails) before anything is written
-        if distill.teacher_kind == "cross_dual_pooled":
-            from ssft.teachers.cross import load_cross_teacher
+    return Plan(folder, state, changes, kwargs, args, "save_strategy" not in recipe.training, started)
 
-            teacher = load_cross_teacher(distill.teacher, distill.teacher_pooling, recipe.model.max_length)
-        else:
-            from ssft.teachers.dense import load_teacher, teacher_reference
 
-            teacher = load_teacher(teacher_reference(distill.teacher, distill.teacher_pooling, recipe.model.max_length,
-                                                     recipe.model.query_max_length),
-                                   trust_remote_code=recipe.model.trust_remote_code)
-    query_only = distill is not None and distill.query_only
-    negatives_run = None
-    if d.negatives == "bm25" and not query_only:
-        _, negatives_run = first_stage_run("bm25", dataset, bm25_cache, {q: dataset.queries[q] for q in train_qrels}, d.negatives_depth)
-    if query_only:  # 002: the student learns from query texts alone
-        from ssft.training.distillation import QueryTexts
-
-        query_ids: list[str] = []
-        for split in distill.query_splits:
-            split_qrels = train_qrels if split == d.train_split else dataset.qrels(split)
-            query_ids += [q for q in sorted(split_qrels) if q in dataset.queries and q not in test_qrels]
-        examples = []
-        train_set = QueryTexts([dataset.queries[q] for q in query_ids])
-    else:
-        examples = build_examples(train_qrels, list(dataset.corpus), negatives_run, d.min_relevance, d.max_positives_per_query, d.sample_seed)
-        train_set = TrainingGroups(examples, dataset, d.num_negatives, seed=recipe.seed)
-    set_seed(recipe.seed)
-    ranker = MODELS.get(recipe.model.architecture).build(recipe.model, recipe.adapter.method, recipe.adapter.options)
-    score_teacher = None  # the loss's in-loop teacher (tct)
-    if teacher_name:  # built after the student, so the student starts from the same weights with or without it
-        from ssft.teachers.in_loop import FrozenTeacher
-
-        score_teacher = FrozenTeacher.load(teacher_name, recipe.model)
-    objective = None
-    if distill is not None:
-        from ssft.training.distillation import DistillationObjective
-
-        if distill.inherit_documents:
-            ranker.inherit_documents(teacher)  # asymmetric student: only its query tower trains
-        teacher_dim = getattr(teacher, "embedding_dim", None) or teacher.model.embedding_dim
-        if ranker.embedding_dim != teacher_dim and (distill.query_embedding_weight or distill.document_embedding_weight):
-            raise SsftError(f"{recipe.source}: distillation: the student's vectors have {ranker.embedding_dim} dimensions, the "
-                            f"teacher's {teacher_dim}; set model.projection_dim: {teacher_dim} (004 Eq. 7's projection)")
-        objective = DistillationObjective(teacher, distill, loss)
-    trainable, total = count_parameters(ranker)
-    head = sum(p.numel() for p in ranker.head_parameters())
-    logger.info("model %s (%s, method %s): %s trainable of %s parameters (%.3f%%; ranker head %s)",
-                recipe.model.name, recipe.model.architecture, recipe.adapter.method, f"{trainable:,}", f"{total:,}",
-                100 * trainable / total, f"{head:,}")
-    per_tower = None
-    if recipe.model.architecture != "cross":
-        from ssft.adapters.semi_siamese import tower_parameter_counts
-
-        per_tower = tower_parameter_counts(ranker)
-        if getattr(ranker, "document_teacher", None) is not None:  # inherited documents: the frozen teacher's
-            per_tower.update(shared=0, query=per_tower["query_tower"], document=0, document_tower=0)
-        logger.info("trainable parameters per tower: query encoder %s (shared %s + query-specific %s), document encoder %s "
-                    "(shared %s + document-specific %s), head %s", *(f"{per_tower[k]:,}" for k in (
-                        "query_tower", "shared", "query", "document_tower", "shared", "document", "head")))
-
-    val_pairs = PairDataset(val_first, val_depth, dataset) if val_qrels else None
-    hybrid = None
-    if recipe.adapter.method == "hybrid":
-        from ssft.config.registry import ADAPTERS
-
-        hybrid = ADAPTERS.get("hybrid").config_from(recipe.adapter.options)
-        first, second = hybrid.methods
-        schedule = (f"{hybrid.mode} hybrid: {first} for {hybrid.first_epochs} epoch(s), then {second} for {hybrid.second_epochs}"
-                    if hybrid.mode == "sequential" else
-                    f"concurrent hybrid: {first} and {second} together for {hybrid.first_epochs + hybrid.second_epochs} epoch(s)")
-        schedule += f", batches of {args.per_device_train_batch_size} queries"
-    elif args.max_steps > 0:
-        schedule = f"{args.max_steps} steps of {args.per_device_train_batch_size} queries"
-    else:
-        schedule = f"{args.num_train_epochs:g} epoch(s) of batches of {args.per_device_train_batch_size} queries"
-    if query_only:
-        notes = [f"training: query-only distillation from {distill.teacher} on {len(train_set)} queries of "
+def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str) -> list[str]:
+    """What the run trains on, validates and tests with: logged now, printed again at the end, kept in run_info."""
+    d, e, distill = recipe.data, recipe.eval, recipe.distillation
+    if not isinstance(built.source, GroupSource):
+        notes = [f"training: query-only distillation from {distill.teacher} on {len(built.source.texts)} queries of "
                  f"{d.dataset}/{'+'.join(distill.query_splits)} (test queries excluded), " + schedule]
     else:
-        notes = [
-            f"training: {len(train_qrels)} queries of {d.dataset}/{d.train_split} "
-            f"({'all' if d.max_train_queries is None else 'subsampled'}), {len(examples)} (query, positive) examples, "
-            f"{d.num_negatives} {d.negatives} negative(s) each, " + schedule,
-        ]
+        notes = [f"training: {len(inputs.train_qrels)} queries of {d.dataset}/{d.train_split} "
+                 f"({'all' if d.max_train_queries is None else 'subsampled'}), {len(built.source.examples)} (query, "
+                 f"positive) examples, {d.num_negatives} {d.negatives} negative(s) each, " + schedule]
         if distill is not None:
             notes.append(f"distillation from {distill.teacher}: weights one-hot {distill.one_hot_weight:g}, score "
-                         f"({distill.score_loss}) {distill.score_weight:g}, query embedding {distill.query_embedding_weight:g}, "
-                         f"document embedding {distill.document_embedding_weight:g}"
+                         f"({distill.score_loss}) {distill.score_weight:g}, query embedding "
+                         f"{distill.query_embedding_weight:g}, document embedding {distill.document_embedding_weight:g}"
                          + ("; documents inherited from the teacher" if distill.inherit_documents else ""))
-        if score_teacher is not None:
-            notes.append(f"distillation (003 Eq. 6): frozen {score_teacher.ranker.architecture} teacher {teacher_name} scores "
-                         f"every query x document of each batch; gamma {loss.gamma:g}, teacher temperature {loss.temperature:g}")
-    if val_qrels:
-        notes.append(f"validation: {len(val_qrels)} queries of {d.validation_split}, top-{val_depth} of the first stage, "
-                     f"best epoch by {e.selection_metric}")
-    notes.append(f"test: {len(test_qrels)} queries of {d.test_split}"
-                 f"{' (subsampled)' if d.max_test_queries and d.max_test_queries < len(dataset.qrels(d.test_split)) else ''}, "
-                 + (f"full retrieval of the top-{e.depth} of the corpus ({test_name} reported beside it)"
-                    if getattr(MODELS.get(recipe.model.architecture), "full_retrieval", False) else f"top-{e.depth} of {test_name}"))
+        if built.in_loop_teacher is not None:
+            notes.append(f"distillation (003 Eq. 6): frozen {built.in_loop_teacher.ranker.architecture} teacher "
+                         f"{inputs.in_loop_teacher} scores every query x document of each batch; gamma "
+                         f"{inputs.loss.gamma:g}, teacher temperature {inputs.loss.temperature:g}")
+    if inputs.validation_qrels:
+        notes.append(f"validation: {len(inputs.validation_qrels)} queries of {d.validation_split}, "
+                     f"top-{inputs.validation_depth} of the first stage, best epoch by {e.selection_metric}")
+    subsampled = d.max_test_queries and d.max_test_queries < len(inputs.dataset.qrels(d.test_split))
+    notes.append(f"test: {len(inputs.test_qrels)} queries of {d.test_split}{' (subsampled)' if subsampled else ''}, "
+                 + (f"full retrieval of the top-{e.depth} of the corpus ({inputs.test_name} reported beside it)"
+                    if built.ranker.full_retrieval else f"top-{e.depth} of {inputs.test_name}"))
     for note in notes:
         logger.info(note)
-
-    # ---- from here on, outputs: written by the main process only (accelerate launch --num_processes N runs this
-    # function in every process; they all train and take part in scoring, only process 0 writes)
-    main = args.should_save
-    resume = folder_state == "resume"
-    with args.main_process_first(local=False, desc="preparing the output folder"):  # the others wait until it is ready
-        if main:
-            folder.claim()
-            if folder_state == "overwrite":
-                removed = folder.clear()
-                if removed:
-                    logger.info("--overwrite: removed the earlier run's outputs from %s: %s", out, ", ".join(removed))
-            # metrics.json marks a finished run and is written last, so a crash midway never leaves a folder that looks complete
-            folder.mark_unfinished()
-            if resume_changes:
-                logger.warning("--resume-with-changes: continuing from the checkpoints with a new %s",
-                               ", ".join(f"{k}" for k in resume_changes))
-            import yaml
-
-            atomic_write_text(out / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
-    from ssft.training.callbacks import build_callbacks, callback_name
-
-    if distill is not None and distill.keep_teacher_corpus and not query_only and distill.teacher_kind == "dense" and (
-            distill.inherit_documents or distill.score_weight or distill.document_embedding_weight):
-        # the teacher's document embeddings come from its corpus index (on-disk cache), encoded once
-        logger.info("teacher: kept the document embeddings of %d documents", teacher.keep_corpus(dataset, e.batch_size))
-
-    extra_callbacks = build_callbacks([c for c in recipe.callbacks if callback_name(c) != "best_epoch"],
-                                      dataset=dataset, validation_qrels=val_qrels, train_qrels=train_qrels)
-
-    from ssft.training.distillation import DistillationCollator
-
-    def new_trainer(train_args, callbacks, groups=train_set) -> RankingTrainer:
-        return RankingTrainer(
-            model=ranker,
-            args=train_args,
-            train_dataset=groups,
-            eval_dataset=val_pairs,
-            data_collator=(DistillationCollator(ranker, teacher) if teacher is not None
-                           else RankerCollator(ranker, score_teacher)),
-            loss=loss,
-            teacher=score_teacher,
-            distillation=objective,
-            head_learning_rate=recipe.model.head_learning_rate,
-            learning_rates_from_args=bool(resume_changes),
-            eval_qrels=val_qrels,
-            eval_metrics=sorted({e.selection_metric, *e.metrics}),
-            callbacks=callbacks + extra_callbacks,
-        )
-
-    train_started = time.time()
-    phases_info = None
-    resumed_from = None
-    if hybrid is not None:  # one Trainer run per phase (001 Algorithm 1), each keeping its best validation epoch
-        from ssft.adapters.hybrid import train_hybrid
-
-        def make_trainer(phase: str, epochs: int, callbacks: list) -> RankingTrainer:
-            logger.info("hybrid phase '%s': %d epoch(s)", phase, epochs)
-            # each phase checkpoints into its own folder and draws its own negatives
-            phase_args = TrainingArguments(**{**training_kwargs, "num_train_epochs": epochs,
-                                              "output_dir": str(out / f"phase-{phase}")})
-            groups = TrainingGroups(examples, dataset, d.num_negatives, seed=f"{recipe.seed}:{phase}")
-            return new_trainer(phase_args, callbacks, groups)
-
-        if resume:
-            resumed_from = [str(p.relative_to(out)) for p in sorted(out.glob("phase-*/phase.json"))]
-            resumed_from += [str(c.relative_to(out)) for f in sorted(out.glob("phase-*")) if (c := latest_checkpoint(f))]
-            logger.info("resuming the hybrid run in %s (%s)", out, ", ".join(resumed_from))
-        phases = train_hybrid(ranker, hybrid, make_trainer, e.selection_metric, resume=True)
-        trainer, best, train_output = phases[-1].trainer, phases[-1].best, phases[-1].train_output
-        phases_info = [{"phase": p.name, "modules": list(p.modules), "epochs": p.epochs, "train_loss": p.train_output.training_loss,
-                        "best_validation": {"metric": e.selection_metric, "value": p.best.best_value, "epoch": p.best.best_epoch},
-                        "validation_history": p.best.history} for p in phases]
-    else:
-        best = BestEpochCallback(e.selection_metric)
-        trainer = new_trainer(args, [best])
-        checkpoint = None
-        with args.main_process_first(local=False, desc="discarding incomplete checkpoints"):
-            for removed in (discard_incomplete_checkpoints(out) if main else []):  # never trained into, never resumed from
-                logger.warning("removed %s: a checkpoint cut short by an interruption", removed)
-        if resume:
-            checkpoint = latest_checkpoint(out)
-            if checkpoint is not None:
-                resumed_from = str(checkpoint.relative_to(out))
-                logger.info("resuming from %s", checkpoint)
-        train_output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    train_seconds = time.time() - train_started
-    ranker.eval()
-    if main:
-        ranker.save(out / "model")  # PEFT format, before any merge
-    ranker.requires_grad_(False)  # frozen from here on (lets ColBERT reuse cached document embeddings)
-    if ranker.can_merge:  # lora / lora++ only; ss_lora's two towers cannot share merged weights
-        ranker.merge_adapter()  # same scores, no LoRA overhead while reranking
-
-    alpha = e.interpolation
-    if alpha == "auto":
-        val_run = val_pairs.to_run(trainer.score(val_pairs))
-        alpha = tune_alpha(val_run, val_first, val_qrels, e.selection_metric)
-        logger.info("interpolation weight tuned on %s: alpha = %.2f", d.validation_split, alpha)
-    full_retrieval = getattr(ranker, "full_retrieval", False)
-    report_options = {}
-    if full_retrieval and e.fusion is not None:  # 003 Eq. 7: dense top-k ∪ first-stage top-k
-        fusion_alpha = e.fusion
-        if fusion_alpha == "auto":
-            from ssft.data.trec import top_k
-            from ssft.eval.fusion import tune_fusion_alpha
-            from ssft.eval.retrieve import retrieve
-
-            val_dense = retrieve(ranker, dataset, {q: dataset.queries[q] for q in val_qrels}, val_depth, e.batch_size)
-            fusion_alpha = tune_fusion_alpha(val_dense, top_k(val_first, val_depth), val_qrels, e.selection_metric)
-            logger.info("dense-sparse fusion weight tuned on %s: alpha = %g", d.validation_split, fusion_alpha)
-        report_options["fusion_alpha"] = float(fusion_alpha)
-    report = retrieve_and_report if full_retrieval else rerank_and_report  # dense: full retrieval
-    results, info = report(
-        ranker=ranker, dataset=dataset, split=d.test_split, qrels=test_qrels, first_stage=test_first,
-        first_stage_name=test_name, depth=e.depth, metrics=e.metrics, output_dir=out, batch_size=e.batch_size,
-        trainer=trainer, alpha=alpha, write=main, **report_options,
-    )
-    info.update({
-        "trainable_parameters": trainable, "total_parameters": total, "trainable_parameters_per_tower": per_tower,
-        "train_seconds": round(train_seconds, 1), "wall_seconds": round(time.time() - started, 1),
-        "train_loss": train_output.training_loss, "best_validation": {"metric": e.selection_metric, "value": best.best_value, "epoch": best.best_epoch},
-        "validation_history": best.history, "notes": notes, "data_warnings": dataset.warnings,
-    })
-    if phases_info is not None:
-        info["hybrid_phases"] = phases_info
-    if resumed_from:
-        info["resumed_from"] = resumed_from
-    if resume_changes:
-        info["resumed_with_changes"] = resume_changes
-    if args.world_size > 1:
-        info["processes"] = args.world_size
-    if not main:
-        return results
-    atomic_write_json(out / "run_info.json", info)
-    _write_model_card(out, recipe, results, info)
-    atomic_write_json(out / "metrics.json", results)  # last: its presence marks a finished run
-    if default_checkpoints:  # they served only to resume: the run is finished
-        import shutil
-
-        for folder in [*out.glob("checkpoint-*"), *out.glob("phase-*")]:
-            shutil.rmtree(folder, ignore_errors=True)
-    print()
-    for note in notes:
-        print(note)
-    if best.best_value is not None:
-        print(f"best validation {e.selection_metric} = {best.best_value:.4f} at epoch {best.best_epoch:g}")
-    print(format_table(results, e.metrics))
-    print(f"trainable parameters {trainable:,} / {total:,}; train {train_seconds:.0f} s, total {time.time() - started:.0f} s; outputs in {out}")
-    return results
+    return notes
 
 
-def _write_model_card(out: Path, recipe, results, info) -> None:
-    from ssft.core.io import atomic_write_text
+def open_output_folder(recipe: Recipe, plan: Plan) -> None:
+    """Where writing starts: the main process claims the folder (lock, manifest), removes an earlier run's outputs
+    (--overwrite), removes metrics.json (written last) and writes the resolved recipe; the others wait."""
+    folder, args = plan.folder, plan.args
+    with args.main_process_first(local=False, desc="preparing the output folder"):
+        if not args.should_save:
+            return
+        folder.claim()
+        if plan.state == "overwrite":
+            removed = folder.clear()
+            if removed:
+                logger.info("--overwrite: removed the earlier run's outputs from %s: %s", folder.path, ", ".join(removed))
+        folder.mark_unfinished()  # a crash midway never leaves a folder that looks complete
+        if plan.resume_changes:
+            logger.warning("--resume-with-changes: continuing from the checkpoints with a new %s",
+                           ", ".join(plan.resume_changes))
+        atomic_write_text(folder.path / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
 
-    lines = [
-        f"# ssft {recipe.model.architecture} ranker: {recipe.model.name} + {recipe.adapter.method}",
-        "",
-        f"Trained with `ssft-train` on {recipe.data.dataset} ({recipe.data.train_split}), loss `{recipe.loss.name}`, seed {recipe.seed}.",
-        f"Trainable parameters: {info['trainable_parameters']:,} of {info['total_parameters']:,}.",
-        "",
-        "| run | " + " | ".join(recipe.eval.metrics) + " |",
-        "|---|" + "---|" * len(recipe.eval.metrics),
-    ]
-    for name, vals in results.items():
-        lines.append(f"| {name} | " + " | ".join(f"{vals[m]:.4f}" for m in recipe.eval.metrics) + " |")
-    lines += ["", "Load: `ssft.models.load_ranker('model')`; rerank: `ssft-rerank RUN_DIR --data ... --first-stage ... --split ...`.", ""]
-    lines += [f"- {n}" for n in info["notes"]]
-    atomic_write_text(out / "README.md", "\n".join(lines) + "\n")
+
+def training_setup(recipe: Recipe, plan: Plan, inputs: RunInputs, built: BuiltRun) -> TrainingSetup:
+    """What the Trainers are built from. A dense teacher's document embeddings are filled from its (cached) corpus
+    index first; the recipe's callbacks get what a Trainer event does not carry (dataset, qrels)."""
+    distill, e = recipe.distillation, recipe.eval
+    if (distill is not None and distill.keep_teacher_corpus and not distill.query_only and distill.teacher_kind == "dense"
+            and (distill.inherit_documents or distill.score_weight or distill.document_embedding_weight)):
+        kept = inputs.distillation_teacher.keep_corpus(inputs.dataset, e.batch_size)
+        logger.info("teacher: kept the document embeddings of %d documents", kept)
+    callbacks = build_callbacks([c for c in recipe.callbacks if callback_name(c) != "best_epoch"],
+                                dataset=inputs.dataset, validation_qrels=inputs.validation_qrels,
+                                train_qrels=inputs.train_qrels)
+    pairs = (PairDataset(inputs.validation_first, inputs.validation_depth, inputs.dataset)
+             if inputs.validation_qrels else None)
+    return TrainingSetup(recipe, inputs, built, plan.training_kwargs, pairs, callbacks, plan.state == "resume",
+                         bool(plan.resume_changes))

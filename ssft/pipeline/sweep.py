@@ -19,7 +19,8 @@ Grid file::
 Each run is ``python -m ssft.cli.train RECIPE override... training.output_dir=RUN_DIR`` in a subprocess. A run folder
 that already holds ``metrics.json`` (written last by ssft-train) is finished and skipped; an unfinished one with
 checkpoints is resumed by ssft-train itself, so an interrupted sweep resumes where it stopped, mid-run included.
-Every run's recipe is validated before the first one trains. ``results`` gets one JSON line per run when it ends (status ok / failed); a finished run
+Every run's recipe is validated before the first one trains. ``results`` gets one JSON line per run when it ends
+(status ok / failed); a finished run
 already listed as ok is not listed again; a failed run is retried on the next invocation (and listed again).
 
 With ``folds``, fold i is a derived BEIR folder ``<output_root>/folds/fold<i>`` (corpus and queries linked to the
@@ -28,7 +29,6 @@ tests on part i, validates on part i+1 (mod k) and trains on the other k-2, so e
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import itertools
 import json
@@ -44,7 +44,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ssft.core.errors import SsftError, cli_entry
+import yaml
+
+from ssft.config.parse import parse_dataclass
+from ssft.config.recipe import load_recipe
+from ssft.config.strict_yaml import safe_load_strict
+from ssft.core.errors import SsftError
+from ssft.core.io import atomic_write_text
+from ssft.data.beir import load_dataset
 
 logger = logging.getLogger("ssft")
 
@@ -58,6 +65,10 @@ class Folds:
     splits: list[str] | None = None
     seed: int = 0
     dataset: str | None = None  # default: the base recipe's data.dataset
+
+    def check(self, where: str) -> None:
+        if self.k < 3:
+            raise SsftError(f"{where}.k: must be an integer >= 3 (one test, one validation, >= 1 train fold)")
 
 
 @dataclass
@@ -83,13 +94,10 @@ class Run:
 
 def load_grid(path: str | Path) -> Grid:
     """Read and check a grid file; every problem is one SsftError naming the key."""
-    import yaml
 
     path = Path(path)
     if not path.is_file():
         raise SsftError(f"grid file not found: {path}")
-    from ssft.config.recipe import safe_load_strict
-
     try:
         raw = safe_load_strict(path.read_text(encoding="utf-8"), str(path)) or {}  # no duplicate keys, no alias bombs
     except yaml.YAMLError as err:
@@ -136,15 +144,10 @@ def load_grid(path: str | Path) -> Grid:
         f = raw["folds"]
         if not isinstance(f, dict):
             raise SsftError(f"{path}: folds: expected a mapping (k, splits, seed, dataset)")
-        for key in f:
-            if key not in FOLD_KEYS:
-                raise SsftError(f"{path}: folds: unknown key '{key}'; known: {', '.join(FOLD_KEYS)}")
-        folds = Folds(**f)
-        if not isinstance(folds.k, int) or folds.k < 3:
-            raise SsftError(f"{path}: folds.k: must be an integer >= 3 (one test, one validation, >= 1 train fold)")
-        if isinstance(folds.splits, str):
-            folds.splits = [folds.splits]
-        if any(key.startswith("data.") and key.endswith(("_split", "dataset")) for key in [*grid, *(k for v in variants for k in v)]):
+        folds = parse_dataclass(Folds, f, f"{path}: folds",  # typed: k and seed integers, splits a list of names
+                                unknown=lambda key, names: f"{path}: folds: unknown key '{key}'; known: {', '.join(names)}")
+        keys = [*grid, *(k for v in variants for k in v)]
+        if any(key.startswith("data.") and key.endswith(("_split", "dataset")) for key in keys):
             raise SsftError(f"{path}: grid: data.dataset and data.*_split are set per fold when folds is given")
     if not recipe.is_file():
         raise SsftError(f"{path}: recipe: base recipe not found: {recipe}")
@@ -174,8 +177,6 @@ def kfold_splits(query_ids: Sequence[str], k: int = 5, seed: int = 0) -> list[di
 
 def write_fold_datasets(source: str, folds: Folds, root: Path) -> list[Path]:
     """The k derived BEIR folders under ``root`` (corpus/queries linked, qrels written); returns their paths."""
-    from ssft.data.beir import load_dataset
-    from ssft.core.io import atomic_write_text
 
     dataset = load_dataset(source)
     splits = folds.splits or dataset.splits()
@@ -263,7 +264,6 @@ def _listed_ok(results: Path) -> set[str]:
 def check_runs(grid: Grid, runs: Sequence[Run]) -> None:
     """Validate every run's recipe (base recipe + its overrides) before anything trains: a bad grid value fails
     the sweep at once, naming the run, instead of failing run after run."""
-    from ssft.config.recipe import load_recipe
 
     for run in runs:
         overrides = [f"{k}={json.dumps(v)}" for k, v in run.overrides.items()]
@@ -277,7 +277,6 @@ def run_sweep(grid: Grid, runner: Callable[[list[str], Path], int] = subprocess_
     """Run every unfinished run of the grid in order; returns the rows appended to ``grid.results``."""
     fold_dirs = None
     if grid.folds is not None:
-        from ssft.config.recipe import load_recipe
 
         source = grid.folds.dataset or load_recipe(grid.recipe).data.dataset
         fold_dirs = write_fold_datasets(source, grid.folds, grid.output_root / "folds")

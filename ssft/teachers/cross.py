@@ -21,9 +21,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ssft.config.choices import DUAL_POOLINGS
 from ssft.core.errors import SsftError
-
-DUAL_POOLINGS = ("cls_sep", "segment_mean")
+from ssft.models.base import load_ranker, load_transformer, saved_model_folder
 
 
 def dual_pool(hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
@@ -36,7 +36,8 @@ def dual_pool(hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: tor
         first_sep = is_sep.float().argmax(dim=1)
         return hidden[:, 0], hidden[torch.arange(hidden.shape[0], device=hidden.device), first_sep]
     if pooling != "segment_mean":
-        raise SsftError(f"distillation.teacher_pooling: a cross-encoder teacher pools {' or '.join(DUAL_POOLINGS)}, got '{pooling}'")
+        raise SsftError(f"distillation.teacher_pooling: a cross-encoder teacher pools {' or '.join(DUAL_POOLINGS)}, "
+                        f"got '{pooling}'")
     ordinary = attention_mask.bool() & ~torch.isin(input_ids, torch.tensor(sorted(special_ids), device=input_ids.device))
 
     def weighted_mean(segment: torch.Tensor) -> torch.Tensor:
@@ -53,7 +54,8 @@ class DualPooledCrossEncoderTeacher:
     def __init__(self, transformer, tokenizer, pooling: str, reference: dict[str, Any], max_length: int = 256,
                  score_scale: float = 20.0):
         if pooling not in DUAL_POOLINGS:
-            raise SsftError(f"distillation.teacher_pooling: a cross-encoder teacher pools {' or '.join(DUAL_POOLINGS)}, got '{pooling}'")
+            raise SsftError(f"distillation.teacher_pooling: a cross-encoder teacher pools {' or '.join(DUAL_POOLINGS)}, "
+                            f"got '{pooling}'")
         transformer.requires_grad_(False)
         transformer.eval()
         self.model = transformer
@@ -86,7 +88,8 @@ class DualPooledCrossEncoderTeacher:
         return {"t_p_input_ids": out["input_ids"], "t_p_attention_mask": out["attention_mask"],
                 "t_p_token_type_ids": out["token_type_ids"]}
 
-    def pairs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def pairs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+              token_type_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """L2-normalised proxy query and document embeddings of the pairs (eval mode, no gradient)."""
         self.model.eval()
         device = input_ids.device
@@ -97,12 +100,10 @@ class DualPooledCrossEncoderTeacher:
         return F.normalize(q, dim=-1).to(device), F.normalize(d, dim=-1).to(device)
 
 
-def load_cross_teacher(name: str, pooling: str, max_length: int, trust_remote_code: bool = False) -> DualPooledCrossEncoderTeacher:
+def load_cross_teacher(name: str, pooling: str, max_length: int,
+                       trust_remote_code: bool = False) -> DualPooledCrossEncoderTeacher:
     """A transformers encoder by hub id / folder, or the backbone of a saved ssft cross-encoder folder.
     ``trust_remote_code``: the user's choice (the recipe's model.trust_remote_code), never a saved folder's."""
-    from ssft.models.base import saved_model_folder
-    from ssft.models.base import load_ranker, load_transformer
-
     folder = saved_model_folder(name)
     reference = {"name": str(folder.resolve()) if folder else name, "pooling": pooling, "kind": "cross_dual_pooled"}
     if folder is not None:

@@ -19,9 +19,13 @@ from typing import Any
 
 import torch
 
+from ssft.config.recipe import ModelConfig
+from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
-from ssft.models.base import SPEC_FILE, Ranker, saved_model_folder
+from ssft.models.base import SPEC_FILE, Ranker, load_ranker, saved_model_folder
 from ssft.models.bi import BiEncoder, group_items, query_positives, unique_with_index
+from ssft.models.colbert import ColBert
+from ssft.models.hub import resolve_model
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +43,6 @@ def check_teacher(name: str, where: str = "loss.teacher") -> None:
     if Path(name).is_dir() and not (Path(name) / "config.json").is_file():
         raise SsftError(f"{where}: {name} is neither a saved ssft model ({SPEC_FILE}, or model/{SPEC_FILE}) "
                         f"nor a transformers model folder (config.json)")
-    from ssft.models.hub import resolve_model
-
     try:
         resolve_model(name)
     except SsftError as err:
@@ -48,8 +50,6 @@ def check_teacher(name: str, where: str = "loss.teacher") -> None:
 
 
 def _check_architecture(architecture: str, where: str) -> None:
-    from ssft.config.registry import MODELS
-
     cls = MODELS.get(architecture, where)
     if not issubclass(cls, BiEncoder):
         raise SsftError(f"{where}: a '{architecture}' ranker cannot teach in the loop; the teacher must be a "
@@ -75,15 +75,10 @@ class FrozenTeacher:
         check_teacher(name)
         folder = saved_model_folder(name)
         if folder is not None:
-            from ssft.models.base import load_ranker
-
             # the student's recipe (model.trust_remote_code) is the user's choice; the teacher folder's is not
             ranker = load_ranker(folder, trust_remote_code=bool(getattr(model_cfg, "trust_remote_code", False)))
             logger.info("teacher: saved %s ranker %s (%s)", ranker.architecture, folder, ranker.spec.get("base_model"))
         else:
-            from ssft.models.colbert import ColBert
-            from ssft.config.recipe import ModelConfig
-
             lengths = {} if model_cfg is None else {"max_length": model_cfg.max_length,
                                                     "query_max_length": model_cfg.query_max_length,
                                                     "trust_remote_code": model_cfg.trust_remote_code}

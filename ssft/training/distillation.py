@@ -27,9 +27,11 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
+from ssft.data.examples import RankerCollator
 from ssft.losses.embedding_match import EmbeddingMatchLoss
 from ssft.losses.score_distillation import ScoreDistillationLoss
 from ssft.models.dense import in_batch_rows
+from ssft.training.objectives import Objective
 
 
 class QueryTexts(Dataset):
@@ -50,8 +52,6 @@ class DistillationCollator:
     Query-only items become the student's and the teacher's query tokens; evaluation pairs are the student's only."""
 
     def __init__(self, ranker, teacher):
-        from ssft.data.examples import RankerCollator
-
         self.ranker = ranker
         self.teacher = teacher
         self.student_collator = RankerCollator(ranker)
@@ -60,7 +60,8 @@ class DistillationCollator:
         if "documents" not in items[0] and "document" not in items[0]:  # query-only
             texts = list(dict.fromkeys(it["query"] for it in items))
             q = self.ranker.tokenize_queries(texts)
-            return {"q_input_ids": q["input_ids"], "q_attention_mask": q["attention_mask"], **self.teacher.tokenize(texts)}
+            return {"q_input_ids": q["input_ids"], "q_attention_mask": q["attention_mask"],
+                    **self.teacher.tokenize(texts)}
         batch = self.student_collator(items)
         if "documents" in items[0]:
             group = len(items[0]["documents"])
@@ -69,9 +70,10 @@ class DistillationCollator:
         return batch
 
 
-class DistillationObjective:
+class DistillationObjective(Objective):
     """See the module docstring. ``config``: the recipe's ``DistillationConfig``; ``one_hot_loss``: the recipe's
-    ranking loss (on the student's score rows)."""
+    ranking loss (on the student's score rows). An ``ssft.training.objectives.Objective``: its batches come from
+    ``DistillationCollator``; it runs the unwrapped ranker (distillation trains in one process) and gives no scores."""
 
     def __init__(self, teacher, config, one_hot_loss=None):
         self.teacher = teacher
@@ -80,6 +82,12 @@ class DistillationObjective:
         self.score_loss = ScoreDistillationLoss(config.score_loss, config.temperature)
         self.embedding_loss = EmbeddingMatchLoss(config.embedding_distance)
         self.last_parts: dict[str, float] = {}
+
+    def collator(self, ranker) -> DistillationCollator:
+        return DistillationCollator(ranker, self.teacher)
+
+    def compute(self, model, ranker, inputs: dict[str, Any]) -> tuple[torch.Tensor, None]:
+        return self(ranker, inputs), None
 
     def __call__(self, model, inputs: dict[str, Any]) -> torch.Tensor:
         device = inputs["q_input_ids"].device
@@ -96,7 +104,8 @@ class DistillationObjective:
     def _query_only(self, model, inputs) -> torch.Tensor:
         student = model.encode(inputs["q_input_ids"], inputs["q_attention_mask"], "query").vectors
         teacher = self.teacher.queries(inputs["t_q_input_ids"], inputs["t_q_attention_mask"])
-        return self._finish({"query_embedding": self.config.query_embedding_weight * self.embedding_loss(student, teacher)})
+        return self._finish({"query_embedding": self.config.query_embedding_weight
+                             * self.embedding_loss(student, teacher)})
 
     def _groups(self, model, inputs) -> torch.Tensor:
         cfg = self.config
@@ -113,7 +122,8 @@ class DistillationObjective:
         needs_teacher_documents = cfg.score_weight or cfg.document_embedding_weight
         t_q = self.teacher.queries(inputs["t_q_input_ids"], inputs["t_q_attention_mask"]) if (
             cfg.score_weight or cfg.query_embedding_weight) else None
-        t_d = self.teacher.documents(inputs["t_d_input_ids"], inputs["t_d_attention_mask"]) if needs_teacher_documents else None
+        t_d = (self.teacher.documents(inputs["t_d_input_ids"], inputs["t_d_attention_mask"]) if needs_teacher_documents
+               else None)
         if cfg.score_weight:
             teacher_rows = in_batch_rows(t_q, t_d, q_index, d_index, group, self.teacher.score_scale)
             parts["score"] = cfg.score_weight * self.score_loss(student_rows, teacher_rows)

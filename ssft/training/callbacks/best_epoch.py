@@ -3,25 +3,33 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
-from transformers import TrainerCallback
 
 from ssft.core.errors import SsftError
-
-from ssft.config.registry import CALLBACKS
+from ssft.core.io import give_umask_modes
+from ssft.training.callbacks.base import RecipeCallback
 
 logger = logging.getLogger(__name__)
 
 
-@CALLBACKS.register("best_epoch")
-class BestEpochCallback(TrainerCallback):
+@dataclass
+class BestEpochOptions:
+    metric: str = "nDCG@10"  # eval_<metric> decides the best evaluation
+    greater_is_better: bool = True
+
+
+class BestEpochCallback(RecipeCallback):
     """Snapshots the trainable parameters (and ranker head) in memory at each improvement of
     ``eval_<metric>``; on train end loads the best snapshot back. Cheap for adapters, exact for all methods.
     Its state (history, best value, snapshot) goes into every checkpoint, so a resumed run selects the same epoch."""
 
+    name = "best_epoch"
+    Config = BestEpochOptions
     STATE_FILE = "best_epoch.json"
     SNAPSHOT_FILE = "best_epoch.safetensors"
 
@@ -52,7 +60,8 @@ class BestEpochCallback(TrainerCallback):
         with torch.no_grad():
             for name, value in self._snapshot.items():
                 params[name].copy_(value)
-        logger.info("restored the best validation weights: %s = %.4f at epoch %.2f", self.key, self.best_value, self.best_epoch or 0)
+        logger.info("restored the best validation weights: %s = %.4f at epoch %.2f", self.key, self.best_value,
+                    self.best_epoch or 0)
 
     # ------------------------------------------------------------ checkpoint state (RankingTrainer calls these)
     def state_dict(self) -> dict:
@@ -66,8 +75,6 @@ class BestEpochCallback(TrainerCallback):
         self.history = list(state["history"])
 
     def save_checkpoint_state(self, folder: Path) -> None:
-        from ssft.core.io import give_umask_modes
-
         folder = Path(folder)
         if self._snapshot is not None:
             save_file({k: v.contiguous() for k, v in self._snapshot.items()}, folder / self.SNAPSHOT_FILE)
@@ -77,8 +84,6 @@ class BestEpochCallback(TrainerCallback):
     def check_checkpoint_state(self, folder: Path) -> tuple[str, str] | None:
         """(file, 'missing' / 'damaged (why)') when the state this callback saved into the checkpoint ``folder``
         cannot be loaded back, else None (``ssft.training.trainer.check_checkpoint`` calls it before a resume)."""
-        from safetensors import SafetensorError, safe_open
-
         folder = Path(folder)
         path = folder / self.STATE_FILE
         if not path.is_file():

@@ -17,12 +17,14 @@ from __future__ import annotations
 import logging
 import math
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback
 
-from ssft.config.registry import CALLBACKS
+from ssft.config.parse import Checked
+from ssft.core.io import atomic_write_json
+from ssft.training.callbacks.base import RecipeCallback
 
 logger = logging.getLogger(__name__)
 
@@ -52,12 +54,26 @@ def is_collapsed(stats: dict[str, float], min_variance: float, min_effective_ran
     return stats["total_variance"] < min_variance or (rank_applies and stats["effective_rank"] < min_effective_rank)
 
 
-@CALLBACKS.register("collapse_monitor")
-class CollapseMonitorCallback(TrainerCallback):
+@dataclass
+class CollapseMonitorOptions(Checked):
+    every_steps: int = 50  # measure every this many steps (and at the start and end of training)
+    sample_size: int = 256  # queries and documents encoded per measurement
+    min_variance: float = 1e-3  # a side collapses below this total variance ...
+    min_effective_rank: float = 2.0  # ... or this effective rank
+    loss_tolerance: float = 0.05  # the loss "sits at the collapse value" within this fraction of it
+    seed: int = 0  # which queries and documents are sampled
+
+    def problem(self) -> str | None:
+        return "every_steps must be >= 1 and sample_size >= 2" if self.every_steps < 1 or self.sample_size < 2 else None
+
+
+class CollapseMonitorCallback(RecipeCallback):
+    name = "collapse_monitor"
+    Config = CollapseMonitorOptions
+
     def __init__(self, every_steps: int = 50, sample_size: int = 256, min_variance: float = 1e-3,
                  min_effective_rank: float = 2.0, loss_tolerance: float = 0.05, seed: int = 0):
-        if every_steps < 1 or sample_size < 2:
-            raise ValueError("every_steps must be >= 1 and sample_size >= 2")
+        CollapseMonitorOptions(every_steps, sample_size, min_variance, min_effective_rank, loss_tolerance, seed).raise_problem()
         self.every_steps = every_steps
         self.sample_size = sample_size
         self.min_variance = min_variance
@@ -77,7 +93,8 @@ class CollapseMonitorCallback(TrainerCallback):
         rng = random.Random(self.seed)
         qids = sorted(validation_qrels or train_qrels or dataset.queries)
         qids = [q for q in qids if q in dataset.queries]
-        self.queries = [dataset.queries[q] for q in (rng.sample(qids, self.sample_size) if len(qids) > self.sample_size else qids)]
+        qids = rng.sample(qids, self.sample_size) if len(qids) > self.sample_size else qids
+        self.queries = [dataset.queries[q] for q in qids]
         dids = sorted(dataset.corpus)
         dids = rng.sample(dids, self.sample_size) if len(dids) > self.sample_size else dids
         self.documents = [dataset.corpus[d].full_text for d in dids]
@@ -89,8 +106,10 @@ class CollapseMonitorCallback(TrainerCallback):
         model.eval()
         try:
             with torch.no_grad():
-                q = torch.cat([model.encode_queries(self.queries[i : i + 64]).vectors.float().cpu() for i in range(0, len(self.queries), 64)])
-                d = torch.cat([model.encode_documents(self.documents[i : i + 64]).vectors.float().cpu() for i in range(0, len(self.documents), 64)])
+                q = torch.cat([model.encode_queries(self.queries[i : i + 64]).vectors.float().cpu()
+                               for i in range(0, len(self.queries), 64)])
+                d = torch.cat([model.encode_documents(self.documents[i : i + 64]).vectors.float().cpu()
+                               for i in range(0, len(self.documents), 64)])
         finally:
             model.train(was_training)
         entry = {"step": step, "query": collapse_statistics(q), "document": collapse_statistics(d),
@@ -148,8 +167,6 @@ class CollapseMonitorCallback(TrainerCallback):
     def _write(self) -> None:
         if self._output_dir is None:
             return
-        from ssft.core.io import atomic_write_json
-
         atomic_write_json(Path(self._output_dir) / "collapse.json", {
             "thresholds": {"min_variance": self.min_variance, "min_effective_rank": self.min_effective_rank,
                            "loss_tolerance": self.loss_tolerance},

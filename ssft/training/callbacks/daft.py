@@ -21,13 +21,16 @@ from __future__ import annotations
 import json
 import logging
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback
 
+from ssft.config.parse import Checked
 from ssft.core.errors import SsftError
-from ssft.config.registry import CALLBACKS
+from ssft.core.io import atomic_write_json
+from ssft.eval.divergence import knn_kl_divergence
+from ssft.training.callbacks.base import RecipeCallback
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +54,11 @@ def training_queries(train_dataloader) -> list[str]:
     return [train.dataset.queries[q] for q in dict.fromkeys(ex.qid for ex in train.examples)]
 
 
+def _trainable_ids(model, tower: str) -> set[int]:
+    """Ids of the parameters of ``tower`` that would train now."""
+    return {id(p) for p in model.tower_parameters(tower) if p.requires_grad}
+
+
 def _sample(texts: list[str], limit: int, seed: int) -> list[str]:
     return random.Random(seed).sample(texts, limit) if len(texts) > limit else texts
 
@@ -58,8 +66,6 @@ def _sample(texts: list[str], limit: int, seed: int) -> list[str]:
 def alignment_kl(model, texts: list[str], batch_size: int = 64) -> float:
     """000 Eq. 9 with k = 1: X = document-encoder representations, X' = query-encoder representations of
     the same query texts (each tower tokenising with its own tokenizer, the query length limit for both)."""
-    from ssft.eval.divergence import knn_kl_divergence
-
     was_training = model.training
     model.eval()
     try:
@@ -77,17 +83,36 @@ def alignment_kl(model, texts: list[str], batch_size: int = 64) -> float:
     return knn_kl_divergence(torch.cat(d_parts).numpy(), torch.cat(q_parts).numpy(), k=1)
 
 
-@CALLBACKS.register("daft")
-class DaftCallback(TrainerCallback):
+@dataclass
+class DaftOptions(Checked):
+    delta: float = 250.0  # stage 1 ends when the KL estimate falls below it ...
+    patience: int = 3  # ... or has not improved for this many checks
+    finetune_epochs: int = 10  # N_e: stage 2's epochs
+    check_every_steps: int | None = None  # null: check after every epoch
+    max_queries: int = 1000  # validation queries the KL is estimated on
+    seed: int = 0
+    max_alignment_checks: int | None = None  # a bound on stage 1 (null: delta and patience only)
+
+    def problem(self) -> str | None:
+        if self.patience < 1 or self.finetune_epochs < 1 or self.max_queries < 3:
+            return "patience and finetune_epochs must be >= 1, max_queries >= 3"
+        if self.check_every_steps is not None and self.check_every_steps < 1:
+            return "check_every_steps must be >= 1 or null (check after every epoch)"
+        if self.max_alignment_checks is not None and self.max_alignment_checks < 1:
+            return "max_alignment_checks must be >= 1 or null"
+        return None
+
+
+class DaftCallback(RecipeCallback):
+    name = "daft"
+    Config = DaftOptions
+    needs_document_tower = True  # aligns a separate query tower to a frozen document tower
+    combines_with_distillation = False
+
     def __init__(self, delta: float = 250.0, patience: int = 3, finetune_epochs: int = 10,
                  check_every_steps: int | None = None, max_queries: int = 1000, seed: int = 0,
                  max_alignment_checks: int | None = None):
-        if patience < 1 or finetune_epochs < 1 or max_queries < 3:
-            raise ValueError("patience and finetune_epochs must be >= 1, max_queries >= 3")
-        if check_every_steps is not None and check_every_steps < 1:
-            raise ValueError("check_every_steps must be >= 1 or null (check after every epoch)")
-        if max_alignment_checks is not None and max_alignment_checks < 1:
-            raise ValueError("max_alignment_checks must be >= 1 or null")
+        DaftOptions(delta, patience, finetune_epochs, check_every_steps, max_queries, seed, max_alignment_checks).raise_problem()
         self.max_alignment_checks = max_alignment_checks  # a bound on stage 1 (null: delta and patience only)
         self.delta = float(delta)
         self.patience = patience
@@ -141,7 +166,7 @@ class DaftCallback(TrainerCallback):
             self.best_kl, self.checks_without_improvement = resumed["best_kl"], resumed["checks_without_improvement"]
             self.finetune_start_epoch = resumed["finetune_start_epoch"]
             if self.stage == ALIGNMENT:
-                switched = set_tower_trainable(model, "document", False, only={id(p) for p in model.tower_parameters("document") if p.requires_grad})
+                switched = set_tower_trainable(model, "document", False, only=_trainable_ids(model, "document"))
                 self._frozen = {id(p) for p in switched}
             if not self._texts:
                 self._texts = _sample(training_queries(kwargs.get("train_dataloader")), self.max_queries, self.seed)
@@ -149,10 +174,11 @@ class DaftCallback(TrainerCallback):
             return
         self.stage = ALIGNMENT
         # freeze only what would train, so stage 2 restores exactly that
-        switched = set_tower_trainable(model, "document", False, only={id(p) for p in model.tower_parameters("document") if p.requires_grad})
+        switched = set_tower_trainable(model, "document", False, only=_trainable_ids(model, "document"))
         self._frozen = {id(p) for p in switched}
         self._change(state, ALIGNMENT, f"document tower frozen ({sum(p.numel() for p in switched):,} parameters); "
-                                      f"training the query tower until KL < {self.delta:g} or {self.patience} checks without improvement")
+                                      f"training the query tower until KL < {self.delta:g} or {self.patience} checks "
+                                      f"without improvement")
         if args.max_steps <= 0 and args.num_train_epochs <= self.finetune_epochs:
             logger.warning("DAFT: training.num_train_epochs (%g) leaves no room for alignment before %d fine-tuning epochs",
                            args.num_train_epochs, self.finetune_epochs)
@@ -175,7 +201,8 @@ class DaftCallback(TrainerCallback):
             if not self.check_every_steps:
                 self._check(state, model)
             return
-        if self.finetune_start_epoch is not None and (state.epoch or 0) - self.finetune_start_epoch >= self.finetune_epochs - 1e-6:
+        started = self.finetune_start_epoch
+        if started is not None and (state.epoch or 0) - started >= self.finetune_epochs - 1e-6:
             logger.info("DAFT: %d fine-tuning epoch(s) done, stopping", self.finetune_epochs)
             control.should_training_stop = True
 
@@ -191,7 +218,8 @@ class DaftCallback(TrainerCallback):
         kl = alignment_kl(model, self._texts)
         entry = {"step": state.global_step, "epoch": state.epoch or 0.0, "kl": kl}
         self.history.append(entry)
-        logger.info("DAFT alignment: KL(doc ‖ query) = %.2f on %d validation queries (step %d)", kl, len(self._texts), state.global_step)
+        logger.info("DAFT alignment: KL(doc ‖ query) = %.2f on %d validation queries (step %d)", kl, len(self._texts),
+                    state.global_step)
         if initial:
             self.best_kl = kl
             return
@@ -204,13 +232,15 @@ class DaftCallback(TrainerCallback):
         elif self.checks_without_improvement >= self.patience:
             self._start_fine_tuning(state, model, f"KL has not improved for {self.patience} checks (best {self.best_kl:.2f})")
         elif self.max_alignment_checks is not None and len(self.history) - 1 >= self.max_alignment_checks:
-            self._start_fine_tuning(state, model, f"{self.max_alignment_checks} alignment checks reached (KL {kl:.2f}, delta {self.delta:g})")
+            self._start_fine_tuning(state, model, f"{self.max_alignment_checks} alignment checks reached (KL {kl:.2f}, "
+                                                  f"delta {self.delta:g})")
 
     def _start_fine_tuning(self, state, model, reason: str) -> None:
         set_tower_trainable(model, "document", True, only=self._frozen)
         self.stage = FINE_TUNING
         self.finetune_start_epoch = state.epoch or 0.0
-        self._change(state, FINE_TUNING, f"{reason}; document tower unfrozen, both towers train for {self.finetune_epochs} epoch(s)")
+        self._change(state, FINE_TUNING, f"{reason}; document tower unfrozen, both towers train for "
+                                         f"{self.finetune_epochs} epoch(s)")
 
     def _change(self, state, stage: str, why: str) -> None:
         self.stage_changes.append({"stage": stage, "step": state.global_step, "epoch": state.epoch or 0.0, "reason": why})
@@ -220,8 +250,6 @@ class DaftCallback(TrainerCallback):
     def _write(self) -> None:
         if self._output_dir is None:
             return
-        from ssft.core.io import atomic_write_json
-
         Path(self._output_dir).mkdir(parents=True, exist_ok=True)
         atomic_write_json(Path(self._output_dir) / "daft.json", {
             "delta": self.delta, "patience": self.patience, "finetune_epochs": self.finetune_epochs,

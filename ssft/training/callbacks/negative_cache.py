@@ -3,23 +3,42 @@ the start, a refresh fraction ρ re-encoded after every step, detached at the en
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
-from transformers import TrainerCallback
-
+from ssft.config.parse import Checked
 from ssft.core.errors import SsftError
-from ssft.config.registry import CALLBACKS
+from ssft.models.base import Ranker
+from ssft.models.negative_cache import NegativeCache
+from ssft.training.callbacks.base import RecipeCallback
 
 logger = logging.getLogger(__name__)
 
 
-@CALLBACKS.register("negative_cache")
-class NegativeCacheCallback(TrainerCallback):
+@dataclass
+class NegativeCacheOptions(Checked):
+    size: int = 4096  # cached documents
+    num_negatives: int = 16  # drawn from the cache per item
+    refresh_fraction: float = 0.1  # rho: the share of the cache re-encoded after every step
+    sample_temperature: float = 1.0
+    seed: int = 0
+
+    def problem(self) -> str | None:
+        if self.size < 1 or self.num_negatives < 1:
+            return "size and num_negatives must be >= 1"
+        if not 0.0 < self.refresh_fraction <= 1.0:
+            return "refresh_fraction must be in (0, 1]"
+        return None
+
+
+class NegativeCacheCallback(RecipeCallback):
+    name = "negative_cache"
+    Config = NegativeCacheOptions
+    adds_negatives = True  # scores cached documents no in-loop teacher grades
+    combines_with_distillation = False  # the distillation teacher scores only the batch's documents
+
     def __init__(self, size: int = 4096, num_negatives: int = 16, refresh_fraction: float = 0.1,
                  sample_temperature: float = 1.0, seed: int = 0):
-        if size < 1 or num_negatives < 1:
-            raise ValueError("size and num_negatives must be >= 1")
-        if not 0.0 < refresh_fraction <= 1.0:
-            raise ValueError("refresh_fraction must be in (0, 1]")
+        NegativeCacheOptions(size, num_negatives, refresh_fraction, sample_temperature, seed).raise_problem()
         self.size = size
         self.num_negatives = num_negatives
         self.refresh_fraction = refresh_fraction
@@ -33,9 +52,7 @@ class NegativeCacheCallback(TrainerCallback):
             self.corpus_texts = [dataset.corpus[d].full_text for d in sorted(dataset.corpus)]
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        from ssft.models.negative_cache import NegativeCache
-
-        if model is None or not getattr(model, "in_batch_negatives", False):
+        if not isinstance(model, Ranker) or not model.in_batch_negatives:
             raise SsftError("callbacks.negative_cache: needs model.architecture 'dense'")
         if not self.corpus_texts:
             train = getattr(kwargs.get("train_dataloader"), "dataset", None)

@@ -1,0 +1,18 @@
+"""The values a recipe key may take where the code that reads them lives above ``ssft.config`` (the recipe checks
+them without importing that code): each owner imports its constant from here."""
+from __future__ import annotations
+
+# model.pooling (twin, dense; a dense teacher by name) and model.scorer (twin): ssft.models.twin, ssft.models.dense
+POOLINGS = ("mean", "cls")
+SCORERS = ("combiner", "cosine", "dot")
+
+# distillation (ssft.training.distillation, ssft.teachers)
+TEACHER_KINDS = ("dense", "cross_dual_pooled")  # distillation.teacher_kind
+DUAL_POOLINGS = ("cls_sep", "segment_mean")  # distillation.teacher_pooling of a cross_dual_pooled teacher (ssft.teachers.cross)
+SCORE_LOSSES = ("softmax_ce", "bce", "mse")  # distillation.score_loss (ssft.losses.score_distillation)
+EMBEDDING_DISTANCES = ("l2", "mse")  # distillation.embedding_distance (ssft.losses.embedding_match)
+
+# data.negatives
+NEGATIVES = ("bm25", "random")
+
+__all__ = ["DUAL_POOLINGS", "EMBEDDING_DISTANCES", "NEGATIVES", "POOLINGS", "SCORERS", "SCORE_LOSSES", "TEACHER_KINDS"]

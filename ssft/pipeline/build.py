@@ -1,0 +1,121 @@
+"""Stage 3 of ssft-train: the ranker, what it trains on and the objective it trains with. Still nothing written.
+
+Variants are objects, not branches of the pipeline: the training source (``GroupSource``: (query, positive,
+negatives) groups; ``QuerySource``: 002's query texts alone) gives each phase its training set; the objective
+(``ssft.training.objectives``) gives its collator and loss."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from transformers import set_seed
+
+from ssft.adapters.base import count_parameters
+from ssft.adapters.semi_siamese import tower_parameter_counts
+from ssft.config.recipe import Recipe
+from ssft.config.registry import MODELS
+from ssft.core.errors import SsftError
+from ssft.data.examples import TrainingGroups, build_examples
+from ssft.pipeline.inputs import RunInputs
+from ssft.teachers.in_loop import FrozenTeacher
+from ssft.training.distillation import DistillationObjective, QueryTexts
+from ssft.training.objectives import Objective, objective_for
+
+logger = logging.getLogger("ssft")
+
+
+@dataclass(frozen=True)
+class GroupSource:
+    """(query, positive, negatives) groups of the training split: what every objective but query-only distillation
+    trains on. Each phase draws its negatives with its own seed."""
+
+    examples: list
+    inputs: RunInputs
+    num_negatives: int
+
+    def training_set(self, seed: Any) -> TrainingGroups:
+        return TrainingGroups(self.examples, self.inputs.dataset, self.num_negatives, seed=seed)
+
+
+@dataclass(frozen=True)
+class QuerySource:
+    """002: the student learns from query texts alone (the test split's queries excluded)."""
+
+    texts: list[str]
+
+    def training_set(self, seed: Any) -> QueryTexts:
+        return QueryTexts(self.texts)
+
+
+def training_source(recipe: Recipe, inputs: RunInputs) -> GroupSource | QuerySource:
+    d, distill = recipe.data, recipe.distillation
+    if distill is not None and distill.query_only:
+        query_ids: list[str] = []
+        for split in distill.query_splits:
+            qrels = inputs.train_qrels if split == d.train_split else inputs.dataset.qrels(split)
+            query_ids += [q for q in sorted(qrels) if q in inputs.dataset.queries and q not in inputs.test_qrels]
+        return QuerySource([inputs.dataset.queries[q] for q in query_ids])
+    examples = build_examples(inputs.train_qrels, list(inputs.dataset.corpus), inputs.negatives_run, d.min_relevance,
+                              d.max_positives_per_query, d.sample_seed)
+    return GroupSource(examples, inputs, d.num_negatives)
+
+
+@dataclass(frozen=True)
+class Parameters:
+    trainable: int
+    total: int
+    head: int
+    per_tower: dict[str, int] | None  # bi-encoders: shared / query / document / head (001 reports them per tower)
+
+
+@dataclass(frozen=True)
+class BuiltRun:
+    ranker: Any
+    objective: Objective
+    source: GroupSource | QuerySource
+    in_loop_teacher: FrozenTeacher | None
+    parameters: Parameters
+
+
+def build(recipe: Recipe, inputs: RunInputs) -> BuiltRun:
+    source = training_source(recipe, inputs)
+    set_seed(recipe.seed)
+    ranker = MODELS.get(recipe.model.architecture).build(recipe.model, recipe.adapter.method, recipe.adapter.options,
+                                                         config=recipe.adapter.config)
+    in_loop = None
+    if inputs.in_loop_teacher:  # loaded after the student, so the student starts from the same weights either way
+        in_loop = FrozenTeacher.load(inputs.in_loop_teacher, recipe.model)
+    objective = distillation_objective(recipe, ranker, inputs) or objective_for(inputs.loss, in_loop)
+    return BuiltRun(ranker, objective, source, in_loop, count(recipe, ranker))
+
+
+def distillation_objective(recipe: Recipe, ranker, inputs: RunInputs) -> DistillationObjective | None:
+    """The ``distillation`` section's objective (004; 002 with ``query_only``), the student wired to its teacher."""
+    distill, teacher = recipe.distillation, inputs.distillation_teacher
+    if distill is None:
+        return None
+    if distill.inherit_documents:
+        ranker.inherit_documents(teacher)  # asymmetric student: only its query tower trains
+    teacher_dim = getattr(teacher, "embedding_dim", None) or teacher.model.embedding_dim
+    if ranker.embedding_dim != teacher_dim and (distill.query_embedding_weight or distill.document_embedding_weight):
+        raise SsftError(f"{recipe.source}: distillation: the student's vectors have {ranker.embedding_dim} dimensions, "
+                        f"the teacher's {teacher_dim}; set model.projection_dim: {teacher_dim} (004 Eq. 7's projection)")
+    return DistillationObjective(teacher, distill, inputs.loss)
+
+
+def count(recipe: Recipe, ranker) -> Parameters:
+    trainable, total = count_parameters(ranker)
+    head = sum(p.numel() for p in ranker.head_parameters())
+    logger.info("model %s (%s, method %s): %s trainable of %s parameters (%.3f%%; ranker head %s)",
+                recipe.model.name, recipe.model.architecture, recipe.adapter.method, f"{trainable:,}", f"{total:,}",
+                100 * trainable / total, f"{head:,}")
+    per_tower = None
+    if ranker.bi_encoder:
+        per_tower = tower_parameter_counts(ranker)
+        if getattr(ranker, "document_teacher", None) is not None:  # inherited documents: the frozen teacher's
+            per_tower.update(shared=0, query=per_tower["query_tower"], document=0, document_tower=0)
+        logger.info("trainable parameters per tower: query encoder %s (shared %s + query-specific %s), document "
+                    "encoder %s (shared %s + document-specific %s), head %s", *(f"{per_tower[k]:,}" for k in (
+                        "query_tower", "shared", "query", "document_tower", "shared", "document", "head")))
+    return Parameters(trainable, total, head, per_tower)

@@ -1,0 +1,77 @@
+"""Stage 1 of ssft-train: may this run write into its output folder, and as what (new, resume, overwrite)?
+Nothing is written here; ``ssft.core.run_folder`` holds the rule every CLI follows."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ssft.config.recipe import Recipe
+from ssft.core.errors import SsftError
+from ssft.core.run_folder import TRAIN_MARKERS, TRAIN_OUTPUTS, OutputFolder
+from ssft.training.checkpoints import complete_checkpoints
+
+# the user's own TensorBoard folder, if any, read before ssft sets the variable for its run
+USER_TENSORBOARD_DIR = os.environ.get("TENSORBOARD_LOGGING_DIR")
+
+
+# recipe keys a resume may change with --resume-with-changes: optimiser settings (after a NaN stop, a lower learning
+# rate or a gradient clip continues from the last good checkpoint); anything else changes what the checkpoints mean
+RESUMABLE_CHANGES = ("training.learning_rate", "model.head_learning_rate", "training.max_grad_norm")
+
+
+def _differences(old: Any, new: Any, where: str = "") -> list[str]:
+    """The dotted keys where two recipe dicts differ, in order."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in list(old) + [k for k in new if k not in old]:
+            found += _differences(old.get(key), new.get(key), f"{where}.{key}" if where else str(key))
+        return found
+    return [] if old == new else [where or "<recipe>"]
+
+
+def train_output_folder(out: Path) -> OutputFolder:
+    """ssft-train's output folder; logs/ is ssft's only when ssft chose it as the TensorBoard folder."""
+    outputs = tuple(o for o in TRAIN_OUTPUTS if o != "logs" or not USER_TENSORBOARD_DIR)
+    return OutputFolder(out, "ssft-train", outputs, TRAIN_MARKERS, where="training.output_dir")
+
+
+def run_folder_state(recipe: Recipe, folder: OutputFolder, overwrite: bool,
+                     resume_with_changes: bool = False) -> tuple[str, list[str]]:
+    """('new' | 'resume' | 'overwrite', the recipe keys a resume changes). Refused: a folder ssft-train must not
+    write into (``OutputFolder.check``), a finished run (metrics.json) and checkpoints of another recipe, unless
+    ``overwrite``; a resume that changes anything but ``RESUMABLE_CHANGES`` (those only with
+    ``resume_with_changes``)."""
+    out = folder.path
+    # under accelerate launch only process 0 writes (and locks); the others must not mistake its lock for another run's
+    folder.check(check_lock=os.environ.get("RANK", "0") == "0")
+    if overwrite:
+        return "overwrite", []
+    if (out / "metrics.json").is_file():
+        raise SsftError(f"{out} holds a finished run (metrics.json); pass --overwrite to train it again, "
+                        f"or set training.output_dir to another folder")
+    folders = [out] + sorted(out.glob("phase-*"))
+    if not any(complete_checkpoints(f) for f in folders) and not list(out.glob("phase-*/phase.json")):
+        return "new", []
+    saved_file = out / "recipe.yaml"
+    try:
+        saved = yaml.safe_load(saved_file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        saved = None
+    if not isinstance(saved, dict):
+        raise SsftError(f"{out} holds checkpoints but no readable recipe.yaml to check them against; "
+                        f"pass --overwrite to discard them")
+    current = yaml.safe_load(yaml.safe_dump(recipe.to_dict(), sort_keys=False))
+    for d in (saved, current):
+        d.get("training", {}).pop("output_dir", None)
+    differs = _differences(saved, current)
+    fixed = [key for key in differs if key not in RESUMABLE_CHANGES]
+    if fixed:
+        raise SsftError(f"{out} holds checkpoints of a different recipe ({fixed[0]} differs); pass --overwrite to "
+                        f"discard them, or set training.output_dir to another folder")
+    if differs and not resume_with_changes:
+        raise SsftError(f"{out} holds checkpoints trained with another {differs[0]}; pass --resume-with-changes to "
+                        f"continue from them with the new value, or --overwrite to start over")
+    return "resume", differs

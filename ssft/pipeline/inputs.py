@@ -1,0 +1,84 @@
+"""Stage 2 of ssft-train: everything the run reads — the dataset and its splits, the first stages, the teachers —
+loaded (or refused) before anything is written."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ssft.config.recipe import Recipe
+from ssft.config.registry import LOSSES
+from ssft.data.beir import IRDataset, Qrels, load_dataset
+from ssft.data.examples import subsample_queries
+from ssft.data.trec import Run
+from ssft.firststage.runs import first_stage_run, report_name
+from ssft.losses.base import RankingLoss
+from ssft.teachers.cross import load_cross_teacher
+from ssft.teachers.dense import load_teacher, teacher_reference
+from ssft.teachers.in_loop import check_teacher
+
+logger = logging.getLogger("ssft")
+
+FIRST_STAGES_RETRIEVED_NOW = ("bm25", "bm25-stem")
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """The run's data and teachers. ``test_name`` is the first stage's key in metrics.json."""
+
+    dataset: IRDataset
+    train_qrels: Qrels
+    validation_qrels: Qrels | None
+    test_qrels: Qrels
+    test_name: str
+    test_first: Run
+    validation_first: Run | None
+    validation_depth: int
+    negatives_run: Run | None  # BM25 candidates of the training queries (data.negatives: bm25)
+    loss: RankingLoss
+    in_loop_teacher: str | None  # a loss with needs_teacher (tct): the teacher it scores batches with
+    distillation_teacher: Any | None  # the distillation section's frozen teacher
+
+
+def load_inputs(recipe: Recipe) -> RunInputs:
+    d, e = recipe.data, recipe.eval
+    dataset = load_dataset(d.dataset)
+    train_qrels = subsample_queries(dataset.qrels(d.train_split), d.max_train_queries, d.sample_seed)
+    validation_qrels = (subsample_queries(dataset.qrels(d.validation_split), d.max_validation_queries, d.sample_seed)
+                        if d.validation_split else None)
+    test_qrels = subsample_queries(dataset.qrels(d.test_split), d.max_test_queries, d.sample_seed)
+    loss = LOSSES.get(recipe.loss.name).from_config(recipe.loss.config)  # the typed config the recipe parsed
+    in_loop_teacher = recipe.loss.config.teacher if loss.needs_teacher else None
+    if in_loop_teacher:
+        check_teacher(in_loop_teacher, f"{recipe.source}: loss.teacher")  # a missing teacher fails now
+    bm25_cache: dict = {}
+    test_name, test_first = first_stage_run(e.first_stage, dataset, bm25_cache, _texts(dataset, test_qrels), e.depth)
+    validation_depth = e.validation_depth or e.depth
+    validation_first = None
+    if validation_qrels:
+        spec = e.validation_first_stage or (e.first_stage if e.first_stage in FIRST_STAGES_RETRIEVED_NOW else "bm25")
+        _, validation_first = first_stage_run(spec, dataset, bm25_cache, _texts(dataset, validation_qrels),
+                                              validation_depth)
+    teacher = load_distillation_teacher(recipe)
+    query_only = recipe.distillation is not None and recipe.distillation.query_only
+    negatives_run = None
+    if d.negatives == "bm25" and not query_only:
+        _, negatives_run = first_stage_run("bm25", dataset, bm25_cache, _texts(dataset, train_qrels), d.negatives_depth)
+    return RunInputs(dataset, train_qrels, validation_qrels, test_qrels, report_name(test_name, d.test_split), test_first,
+                     validation_first, validation_depth, negatives_run, loss, in_loop_teacher, teacher)
+
+
+def load_distillation_teacher(recipe: Recipe):
+    """The ``distillation`` section's frozen teacher (004 §4.2's dual-pooled cross-encoder, or a dense model)."""
+    distill, model = recipe.distillation, recipe.model
+    if distill is None:
+        return None
+    if distill.teacher_kind == "cross_dual_pooled":
+        return load_cross_teacher(distill.teacher, distill.teacher_pooling, model.max_length,
+                                  trust_remote_code=model.trust_remote_code)
+    reference = teacher_reference(distill.teacher, distill.teacher_pooling, model.max_length, model.query_max_length)
+    return load_teacher(reference, trust_remote_code=model.trust_remote_code)
+
+
+def _texts(dataset: IRDataset, qrels: Qrels) -> dict[str, str]:
+    return {q: dataset.queries[q] for q in qrels}

@@ -1,0 +1,127 @@
+"""Stages 5 and 6 of ssft-train: evaluate the trained model on the test split (reranking the first stage, or full
+retrieval for a model with ``Ranker.full_retrieval``), then write what a finished run holds, metrics.json last."""
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from ssft.config.recipe import Recipe
+from ssft.core.io import atomic_write_json, atomic_write_text
+from ssft.eval.rerank import format_table, rerank_and_report, tune_alpha
+from ssft.eval.retrieve import retrieve_and_report, tune_fusion
+from ssft.pipeline.build import BuiltRun
+from ssft.pipeline.inputs import RunInputs
+from ssft.pipeline.schedule import TrainedRun
+
+logger = logging.getLogger("ssft")
+
+
+def freeze(ranker) -> None:
+    """After training: evaluation mode, no gradients (lets ColBERT reuse cached document embeddings), and a single
+    LoRA adapter merged into the backbone (same scores, no LoRA overhead while reranking)."""
+    ranker.eval()
+    ranker.requires_grad_(False)
+    if ranker.can_merge:
+        ranker.merge_adapter()
+
+
+def evaluate(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: TrainedRun, out: Path,
+             write: bool) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+    """metrics.json's content and run_info's evaluation part; run files and per-query metrics under ``out``
+    (``write``: only the main process writes)."""
+    e, ranker = recipe.eval, built.ranker
+    options: dict[str, Any] = {"alpha": interpolation_weight(recipe, inputs, trained)}
+    if ranker.full_retrieval:
+        options.update(report=retrieve_and_report, ranker=ranker, batch_size=e.batch_size)
+        if e.fusion is not None:  # 003 Eq. 7: dense top-k ∪ first-stage top-k
+            options["fusion_alpha"] = fusion_weight(recipe, inputs, ranker)
+    else:
+        options.update(report=rerank_and_report, score=trained.trainer.score)
+    report = options.pop("report")
+    return report(dataset=inputs.dataset, split=recipe.data.test_split, qrels=inputs.test_qrels,
+                  first_stage=inputs.test_first, first_stage_name=inputs.test_name, depth=e.depth, metrics=e.metrics,
+                  output_dir=out, write=write, **options)
+
+
+def interpolation_weight(recipe: Recipe, inputs: RunInputs, trained: TrainedRun) -> float | None:
+    """``eval.interpolation``: the weight given, or (``auto``) the one tuned on the validation split."""
+    alpha = recipe.eval.interpolation
+    if alpha != "auto":
+        return alpha
+    pairs = trained.trainer.eval_dataset
+    validation_run = pairs.to_run(trained.trainer.score(pairs))
+    alpha = tune_alpha(validation_run, inputs.validation_first, inputs.validation_qrels, recipe.eval.selection_metric)
+    logger.info("interpolation weight tuned on %s: alpha = %.2f", recipe.data.validation_split, alpha)
+    return alpha
+
+
+def fusion_weight(recipe: Recipe, inputs: RunInputs, ranker) -> float:
+    """``eval.fusion``: 003 Eq. 7's α as given, or (``auto``) tuned on the validation split."""
+    alpha = recipe.eval.fusion
+    if alpha == "auto":
+        alpha = tune_fusion(ranker, inputs.dataset, inputs.validation_qrels, inputs.validation_first,
+                            inputs.validation_depth, recipe.eval.selection_metric, recipe.eval.batch_size)
+        logger.info("dense-sparse fusion weight tuned on %s: alpha = %g", recipe.data.validation_split, alpha)
+    return float(alpha)
+
+
+def run_info(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: TrainedRun, evaluation: dict[str, Any],
+             notes: list[str], started: float, extra: dict[str, Any]) -> dict[str, Any]:
+    e, p, best = recipe.eval, built.parameters, trained.best
+    info = {**evaluation, "trainable_parameters": p.trainable, "total_parameters": p.total,
+            "trainable_parameters_per_tower": p.per_tower, "train_seconds": round(trained.train_seconds, 1),
+            "wall_seconds": round(time.time() - started, 1), "train_loss": trained.train_loss,
+            "best_validation": {"metric": e.selection_metric, "value": best.best_value, "epoch": best.best_epoch},
+            "validation_history": best.history, "notes": notes, "data_warnings": inputs.dataset.warnings}
+    if trained.phases is not None:
+        info["hybrid_phases"] = trained.phases
+    if trained.resumed_from:
+        info["resumed_from"] = trained.resumed_from
+    info.update({k: v for k, v in extra.items() if v})
+    return info
+
+
+def write_finished_run(out: Path, recipe: Recipe, results: dict, info: dict, default_checkpoints: bool) -> None:
+    """run_info.json, the model card, then metrics.json (its presence marks a finished run); the checkpoints that
+    only served to resume go once the run is finished."""
+    atomic_write_json(out / "run_info.json", info)
+    write_model_card(out, recipe, results, info)
+    atomic_write_json(out / "metrics.json", results)
+    if default_checkpoints:
+        for folder in [*out.glob("checkpoint-*"), *out.glob("phase-*")]:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def print_summary(recipe: Recipe, results: dict, info: dict, out: Path, started: float) -> None:
+    e, best = recipe.eval, info["best_validation"]
+    print()
+    for note in info["notes"]:
+        print(note)
+    if best["value"] is not None:
+        print(f"best validation {e.selection_metric} = {best['value']:.4f} at epoch {best['epoch']:g}")
+    print(format_table(results, e.metrics))
+    print(f"trainable parameters {info['trainable_parameters']:,} / {info['total_parameters']:,}; train "
+          f"{info['train_seconds']:.0f} s, total {time.time() - started:.0f} s; outputs in {out}")
+
+
+def write_model_card(out: Path, recipe: Recipe, results, info) -> None:
+    metrics = recipe.eval.metrics
+    lines = [
+        f"# ssft {recipe.model.architecture} ranker: {recipe.model.name} + {recipe.adapter.method}",
+        "",
+        f"Trained with `ssft-train` on {recipe.data.dataset} ({recipe.data.train_split}), loss `{recipe.loss.name}`, "
+        f"seed {recipe.seed}.",
+        f"Trainable parameters: {info['trainable_parameters']:,} of {info['total_parameters']:,}.",
+        "",
+        "| run | " + " | ".join(metrics) + " |",
+        "|---|" + "---|" * len(metrics),
+    ]
+    for name, vals in results.items():
+        lines.append(f"| {name} | " + " | ".join(f"{vals[m]:.4f}" for m in metrics) + " |")
+    lines += ["", "Load: `ssft.models.load_ranker('model')`; rerank: `ssft-rerank RUN_DIR --data ... --first-stage ... "
+                  "--split ...`.", ""]
+    lines += [f"- {n}" for n in info["notes"]]
+    atomic_write_text(out / "README.md", "\n".join(lines) + "\n")

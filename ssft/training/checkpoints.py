@@ -1,0 +1,349 @@
+"""Checkpoints that a killed run resumes from exactly, and the Trainer that writes and reads them.
+
+- A checkpoint folder is complete once ``CHECKPOINT_MARKER`` is written into it (last): a checkpoint without it was
+  cut short and is never resumed from (``discard_incomplete_checkpoints`` removes it, ``latest_checkpoint`` skips it).
+- ``check_checkpoint``: before a resume, every file it reads is checked; a missing, truncated or garbage file is one
+  ``SsftError`` naming it.
+- ``CheckpointedTrainer``: a transformers Trainer whose checkpoints hold the model in ssft's folder format
+  (``ranker/``), the state of callbacks that keep any (``save_checkpoint_state`` / ``load_checkpoint_state`` /
+  ``check_checkpoint_state``, e.g. the best-epoch snapshot) and the marker with the loss so far (the training loss
+  of a resumed run is averaged over the whole run). A step checkpoint due at the end of an epoch is written after
+  that epoch's evaluation (``SaveAfterEpochEvaluation``). ``learning_rates_from_args`` (``--resume-with-changes``):
+  a resume keeps the optimizer moments and the place in the schedule, but the base learning rates become this
+  run's (``base_learning_rate``). A non-finite loss or gradient norm stops training before the
+  optimizer step (``_stop_non_finite``), so no checkpoint ever holds weights a NaN touched.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import zipfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+from transformers import Trainer, TrainerCallback
+from transformers.trainer_callback import TrainerState
+from transformers.trainer_pt_utils import safe_globals
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+
+from ssft.core.errors import SsftError
+from ssft.core.io import atomic_write_json
+from ssft.models.base import PICKLE_WEIGHTS, SPEC_FILE, Ranker, _first_line
+
+logger = logging.getLogger(__name__)
+
+# written last into a checkpoint folder: a checkpoint without it was cut short and is never resumed from
+CHECKPOINT_MARKER = "ssft_checkpoint.json"
+
+
+def checkpoint_step(folder: Path) -> int | None:
+    name = folder.name
+    if not name.startswith(PREFIX_CHECKPOINT_DIR + "-"):
+        return None
+    tail = name[len(PREFIX_CHECKPOINT_DIR) + 1:]
+    return int(tail) if tail.isdigit() else None
+
+
+def complete_checkpoints(folder: Path) -> list[Path]:
+    """The complete checkpoint folders (marker written) under ``folder``, oldest step first."""
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if p.is_dir() and checkpoint_step(p) is not None and (p / CHECKPOINT_MARKER).is_file()]
+    return sorted(found, key=checkpoint_step)
+
+
+def latest_checkpoint(folder: Path) -> Path | None:
+    found = complete_checkpoints(folder)
+    return found[-1] if found else None
+
+
+def discard_incomplete_checkpoints(folder: Path) -> list[Path]:
+    """Remove checkpoint folders a kill cut short (no marker); returns what was removed."""
+    removed = []
+    if folder.is_dir():
+        for p in folder.iterdir():
+            if p.is_dir() and checkpoint_step(p) is not None and not (p / CHECKPOINT_MARKER).is_file():
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+    return removed
+
+
+def checkpoint_problem(checkpoint: Path, name: str, what: str) -> SsftError:
+    """The one-line error for a file of a checkpoint that cannot be resumed from: ``what`` is 'missing' or
+    'damaged (<short reason>)'."""
+    return SsftError(f"{Path(checkpoint) / name}: {what}; delete {checkpoint} to resume from an earlier checkpoint, "
+                     f"or pass --overwrite to start over")
+
+
+def _torch_file_problem(path: Path, numpy_state: bool = False) -> str | None:
+    """Why the torch file ``path`` (optimizer / scheduler / RNG state) cannot be loaded, or None. Loaded as the
+    Trainer loads it (``weights_only=True``; the RNG state with numpy's arrays allowed)."""
+    if not path.is_file():
+        return "missing"
+    if path.stat().st_size == 0:
+        return "damaged (empty file)"
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; cut short, its directory at the end is gone
+        return "damaged (truncated, or not a file torch.save wrote)"
+    try:  # mmap: the tensors of a large optimizer state are mapped, not read into memory
+        if numpy_state:
+            with safe_globals():
+                state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        else:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # noqa: BLE001 -- unpickling a damaged file raises anything
+        if type(err).__name__ == "UnpicklingError":
+            return "damaged (holds pickled objects other than plain state, which are never loaded)"
+        return f"damaged ({_first_line(err).split('. ')[0][:120]})"
+    if not isinstance(state, dict):
+        return f"damaged (a {type(state).__name__}, not a state dict)"
+    return None
+
+
+def _json_file(path: Path) -> tuple[object, str | None]:
+    """(the JSON in ``path``, None) or (None, why it cannot be read)."""
+    if not path.is_file():
+        return None, "missing"
+    try:
+        return json.loads(path.read_bytes().decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, "damaged (not a UTF-8 text file)"
+    except json.JSONDecodeError as err:
+        return None, f"damaged (invalid JSON: {err.msg}, line {err.lineno})"
+
+
+def _ranker_folder_problem(folder: Path) -> str | None:
+    """Why the ranker folder of a checkpoint cannot be loaded (cheap checks: spec, safetensors headers and sizes,
+    no pickle weights), or None. The full load (``Ranker.load_weights``) follows when the resume starts."""
+    if not folder.is_dir():
+        return "missing"
+    try:
+        Ranker.read_spec(folder)
+    except SsftError:
+        _, why = _json_file(folder / SPEC_FILE)
+        return f"{SPEC_FILE}: {why or 'not a model spec'}"
+    for path in sorted(folder.rglob("*.bin")):
+        if PICKLE_WEIGHTS.fullmatch(path.name) and not any(path.parent.glob("*.safetensors")):
+            return f"{path.relative_to(folder)}: pickle weights are not loaded"
+    for path in sorted(folder.rglob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="pt"):
+                pass
+        except (SafetensorError, OSError) as err:
+            reason = str(err).removeprefix("Error while deserializing header: ")
+            return f"{path.relative_to(folder)}: damaged ({reason.splitlines()[0] if reason else type(err).__name__})"
+    return None
+
+
+def check_checkpoint(folder: Path, callbacks=(), needs_optimizer: bool = True) -> None:
+    """Before a resume from the checkpoint ``folder``: every file it is resumed from can be read -- ssft's marker
+    and ranker folder, the Trainer's ``trainer_state.json``, ``optimizer.pt``, ``scheduler.pt`` and RNG state, and
+    the state of each callback with a ``check_checkpoint_state`` (e.g. the best-epoch snapshot). A file that is
+    missing, cut short or garbage is one SsftError naming it, instead of a traceback half-way into the resume
+    (or, for a missing optimizer or scheduler state, a resume that silently starts them over)."""
+    folder = Path(folder)
+    marker, why = _json_file(folder / CHECKPOINT_MARKER)
+    if why == "missing":
+        raise SsftError(f"{folder}: incomplete checkpoint (no {CHECKPOINT_MARKER}); it cannot be resumed from")
+    number = (int, float)
+    if why is None and not (isinstance(marker, dict) and type(marker.get("global_step")) is int
+                            and isinstance(marker.get("loss_sum"), number) and not isinstance(marker.get("loss_sum"), bool)):
+        why = "damaged (expected {\"global_step\": <int>, \"loss_sum\": <number>})"
+    if why is not None:
+        raise checkpoint_problem(folder, CHECKPOINT_MARKER, why)
+    why = _ranker_folder_problem(folder / "ranker")
+    if why is not None:
+        if why == "missing":
+            raise checkpoint_problem(folder, "ranker", "missing")
+        raise checkpoint_problem(folder, "ranker", f"the saved model cannot be loaded ({why})")
+    state, why = _json_file(folder / "trainer_state.json")
+    if why is None:
+        try:
+            if not isinstance(state, dict) or type(state.get("global_step")) is not int:
+                raise TypeError("no global_step")
+            TrainerState(**state)
+        except TypeError:
+            why = "damaged (not a Trainer state)"
+    if why is not None:
+        raise checkpoint_problem(folder, "trainer_state.json", why)
+    if needs_optimizer:
+        for name in ("optimizer.pt", "scheduler.pt"):
+            why = _torch_file_problem(folder / name)
+            if why is not None:
+                raise checkpoint_problem(folder, name, why)
+    rng_files = sorted(folder.glob("rng_state*.pth"))
+    if not rng_files:
+        raise checkpoint_problem(folder, "rng_state.pth", "missing")
+    for path in rng_files:
+        why = _torch_file_problem(path, numpy_state=True)
+        if why is not None:
+            raise checkpoint_problem(folder, path.name, why)
+    for callback in callbacks:
+        if hasattr(callback, "check_checkpoint_state"):
+            problem = callback.check_checkpoint_state(folder)
+            if problem is not None:
+                raise checkpoint_problem(folder, *problem)
+
+
+def non_finite_error(what: str, value: float, step: int, epoch: float | None, last: Path | None) -> SsftError:
+    """The error that stops a run at a non-finite loss or gradient norm, with what to do next."""
+    # the same command would resume into the same NaN, and a changed learning rate is a different recipe:
+    # hence --resume-with-changes (or --overwrite)
+    if last is not None:
+        advice = (f"the last good checkpoint is {last}; re-run with a lower training.learning_rate (or a "
+                  f"training.max_grad_norm) and --resume-with-changes to continue from it, or with --overwrite to "
+                  f"start over")
+    else:
+        advice = ("no checkpoint was written before it; re-run with a lower training.learning_rate (or a "
+                  "training.max_grad_norm) and --overwrite")
+    return SsftError(f"training stopped at step {step} (epoch {epoch or 0:.2f}): the {what} is {value}; {advice}")
+
+
+def rebase_learning_rates(optimizer, scheduler, base_rate_of) -> None:
+    """Each parameter group's base rate becomes ``base_rate_of(group)``; the schedule's factor at the resumed step
+    stays."""
+    for i, group in enumerate(optimizer.param_groups):
+        new_base = base_rate_of(group)
+        old_base = scheduler.base_lrs[i] if hasattr(scheduler, "base_lrs") else group.get("initial_lr", group["lr"])
+        factor = group["lr"] / old_base if old_base else 1.0
+        if hasattr(scheduler, "base_lrs"):
+            scheduler.base_lrs[i] = new_base
+        group["initial_lr"] = new_base
+        group["lr"] = new_base * factor
+    if hasattr(scheduler, "_last_lr"):
+        scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+    logger.info("resumed with new learning rates: %s", ", ".join(f"{g['lr']:.3g}" for g in optimizer.param_groups))
+
+
+class SaveAfterEpochEvaluation(TrainerCallback):
+    """A step checkpoint due on the last step of an epoch (or of training) is written after that epoch's
+    evaluation instead of before it: resumed from a checkpoint written before the evaluation, a run would skip
+    the evaluation (and the best-epoch choice would differ from an uninterrupted run)."""
+
+    def __init__(self):
+        self.deferred = False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if args.eval_strategy != "epoch" or not control.should_save:
+            return
+        epoch_end = state.epoch is not None and float(state.epoch).is_integer()
+        if epoch_end or control.should_training_stop:
+            control.should_save = False
+            self.deferred = True
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if self.deferred:
+            control.should_save = True
+            self.deferred = False
+
+
+class CheckpointedTrainer(Trainer):
+    """The Trainer's checkpoints, made complete-or-absent and resumable exactly (see the module docstring). The
+    model is an ssft ``Ranker`` (``save`` / ``load_weights``)."""
+
+    def __init__(self, *args, learning_rates_from_args: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.learning_rates_from_args = learning_rates_from_args
+        self.add_callback(SaveAfterEpochEvaluation())
+
+    def _ranker(self):
+        return self.accelerator.unwrap_model(self.model) if hasattr(self, "accelerator") else self.model
+
+    def base_learning_rate(self, group: dict) -> float:
+        """This run's base learning rate of an optimizer parameter group (what a resume with changes rebases to)."""
+        return self.args.learning_rate
+
+    # ------------------------------------------------------------ non-finite values
+    def _get_grad_norm(self, model, grad_norm=None):
+        # the Trainer logs this as grad_norm; a non-finite one would turn the weights into NaN at the next step
+        grad_norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+        if grad_norm is not None and not math.isfinite(float(grad_norm)):
+            self._stop_non_finite("gradient norm", float(grad_norm))
+        return grad_norm
+
+    def _stop_non_finite(self, what: str, value: float) -> None:
+        last = latest_checkpoint(Path(self._get_output_dir(None))) if self.args.should_save else None
+        raise non_finite_error(what, value, self.state.global_step + 1, self.state.epoch, last)
+
+    # ------------------------------------------------------------ resume
+    def _run_epoch(self, *args, **kwargs):
+        # the training groups draw their negatives by epoch; accelerate forwards set_epoch to the dataset only
+        # when the sampler has none, and not at all for the loader that skips the batches a resumed run has seen
+        epoch = kwargs["epoch"] if "epoch" in kwargs else args[1]
+        if hasattr(self.train_dataset, "set_epoch"):
+            self.train_dataset.set_epoch(epoch)
+        return super()._run_epoch(*args, **kwargs)
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        self._resumed_loss = (0.0, 0)  # (sum of the per-step losses before the resume, steps), set on resume
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = latest_checkpoint(Path(self.args.output_dir)) or True  # True: the Trainer's error
+        if resume_from_checkpoint not in (None, False, True):
+            resume_from_checkpoint = str(resume_from_checkpoint)
+            # every file the resume reads, before anything is read (the Trainer's own loads give tracebacks)
+            no_optimizer = self.args.save_only_model or self.is_deepspeed_enabled or self.is_fsdp_enabled
+            check_checkpoint(Path(resume_from_checkpoint), self.callback_handler.callbacks, needs_optimizer=not no_optimizer)
+        output = super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        loss_sum, steps = self._resumed_loss
+        if steps:  # the Trainer averages over this call's steps only: average over the whole run instead
+            now = self.state.global_step - steps
+            output = output._replace(training_loss=(loss_sum + output.training_loss * now) / max(self.state.global_step, 1))
+        return output
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None and self.learning_rates_from_args and self.lr_scheduler is not None:
+            rebase_learning_rates(self.optimizer, self.lr_scheduler, self.base_learning_rate)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        folder = Path(resume_from_checkpoint)
+        marker = folder / CHECKPOINT_MARKER
+        if not marker.is_file():
+            raise SsftError(f"{folder}: incomplete checkpoint (no {CHECKPOINT_MARKER}); it cannot be resumed from")
+        model = self.model if model is None else model
+        try:
+            model.load_weights(folder / "ranker")
+        except SsftError as err:
+            raise SsftError(f"{err}; delete {folder} to resume from an earlier checkpoint, or pass --overwrite to "
+                            f"start over") from None
+        for callback in self.callback_handler.callbacks:
+            if hasattr(callback, "load_checkpoint_state"):
+                callback.load_checkpoint_state(folder)
+        state = json.loads(marker.read_text())
+        self._resumed_loss = (float(state["loss_sum"]), int(state["global_step"]))
+        logger.info("resuming from %s (step %d)", folder, state["global_step"])
+
+    # ------------------------------------------------------------ saving
+    def _save_checkpoint(self, model, trial):
+        limit = self.args.save_total_limit
+        self.args.save_total_limit = None  # older checkpoints go only once this one is complete (below)
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
+        if not self.args.should_save:
+            return
+        run_dir = Path(self._get_output_dir(trial))
+        folder = run_dir / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        for callback in self.callback_handler.callbacks:
+            if hasattr(callback, "save_checkpoint_state"):
+                callback.save_checkpoint_state(folder)
+        prior_sum, prior_steps = getattr(self, "_resumed_loss", (0.0, 0))
+        loss_sum = prior_sum + self._total_loss_scalar + float(self._tr_loss.item())
+        atomic_write_json(folder / CHECKPOINT_MARKER, {"global_step": self.state.global_step, "loss_sum": loss_sum})
+        rotate_checkpoints(output_dir=str(run_dir), save_total_limit=limit,
+                           best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=False)
+
+    def _save(self, output_dir: str | None = None, state_dict=None):
+        # checkpoints hold the ranker in ssft's own folder format (PEFT adapter + ranker head) under ranker/;
+        # the Trainer writes its optimizer / scheduler state beside it
+        output_dir = output_dir if output_dir is not None else self.args.output_dir
+        if self.args.should_save:
+            self.model.save(Path(output_dir) / "ranker")
+
+
+__all__ = ["CHECKPOINT_MARKER", "CheckpointedTrainer", "SaveAfterEpochEvaluation", "check_checkpoint", "checkpoint_problem",
+           "checkpoint_step", "complete_checkpoints", "discard_incomplete_checkpoints", "latest_checkpoint", "non_finite_error",
+           "rebase_learning_rates"]

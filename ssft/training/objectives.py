@@ -1,0 +1,103 @@
+"""What ``RankingTrainer`` optimises: one interface, three objectives.
+
+An ``Objective`` computes a training batch's loss (and the student's scores, when it has rows to show) from
+``(model, ranker, inputs)`` -- ``model`` is what runs the forward (the ranker itself, or its DDP wrapper), ``ranker``
+the unwrapped ranker -- and names the collator that builds its batches (``collator(ranker)``):
+
+- ``RankingObjective``: the recipe's ranking loss on the (queries, group) scores of the batch (``ranking_loss``);
+  batches from ``RankerCollator(ranker)``.
+- ``InLoopDistillationObjective``: 003's tightly coupled teacher (the ``tct`` loss): a frozen bi-encoder teacher
+  scores every query of the batch against every document of it, in the loop; batches from
+  ``RankerCollator(ranker, teacher)``, which adds the teacher's own tokens.
+- ``ssft.training.distillation.DistillationObjective``: embedding / score distillation from a frozen dense or
+  cross-encoder teacher (004, 002); batches from ``DistillationCollator(ranker, teacher)``.
+
+``objective_for(loss, teacher)`` is the objective a ranking loss (and an in-loop teacher) make.
+"""
+from __future__ import annotations
+
+import torch
+
+from ssft.data.examples import RankerCollator
+from ssft.losses.base import RankingLoss
+from ssft.teachers.in_loop import TEACHER_KEYS, batch_items
+
+
+class Objective:
+    """The interface (see the module docstring)."""
+
+    def collator(self, ranker):
+        """The data collator that builds this objective's batches for ``ranker``."""
+        raise NotImplementedError
+
+    def compute(self, model, ranker, inputs: dict) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(loss, the student's scores or None) of a training batch."""
+        raise NotImplementedError
+
+
+def ranking_loss(model, ranker, loss_fn: RankingLoss, inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, scores) of a training batch: ``model`` is what runs the forward (the ranker itself, or its DDP
+    wrapper), ``ranker`` the unwrapped ranker. Each process of a multi-process run computes the loss of its own
+    items; DDP averages the gradients. In-batch negatives (dense) are gathered across processes by the model,
+    whose ``loss_weight`` makes that average the global batch's mean when processes hold different item counts."""
+    inputs = dict(inputs)
+    group = int(inputs.pop("group_size"))
+    if getattr(ranker, "in_batch_negatives", False):  # dense: in-batch + cached negatives per item
+        scores = model(**inputs, group_size=group)
+        return loss_fn(scores) * getattr(ranker, "loss_weight", 1.0), scores
+    scores = model(**inputs).view(-1, group)
+    return loss_fn(scores), scores
+
+
+class RankingObjective(Objective):
+    """The ranking loss on the batch's groups (query + [positive, negatives...])."""
+
+    def __init__(self, loss: RankingLoss):
+        if getattr(loss, "needs_teacher", False):
+            raise ValueError(f"the loss {type(loss).__name__} distils a teacher: pass teacher=FrozenTeacher(...)")
+        self.loss = loss
+
+    def collator(self, ranker):
+        return RankerCollator(ranker)
+
+    def compute(self, model, ranker, inputs):
+        return ranking_loss(model, ranker, self.loss, inputs)
+
+
+class InLoopDistillationObjective(Objective):
+    """In-loop distillation (003 Eq. 6): the student's and the frozen teacher's (``FrozenTeacher``) scores of every
+    distinct query of the batch against every distinct document of it (positives and hard negatives of all queries),
+    one row per (query, positive) item, compared by ``loss`` (e.g. ``TightlyCoupledDistillationLoss``). The teacher
+    is no part of the model: neither optimised nor saved in checkpoints."""
+
+    def __init__(self, loss: RankingLoss, teacher):
+        self.loss = loss
+        self.teacher = teacher
+
+    def collator(self, ranker):
+        return RankerCollator(ranker, self.teacher)
+
+    def compute(self, model, ranker, inputs):
+        inputs = dict(inputs)
+        group = int(inputs.pop("group_size"))
+        missing = [k for k in TEACHER_KEYS if k not in inputs]
+        if missing:
+            raise ValueError(f"a distillation batch lacks {missing}: build the collator with RankerCollator(ranker, teacher)")
+        teacher_inputs = {k: inputs.pop(k) for k in TEACHER_KEYS}
+        student = model(**inputs, all_pairs=True)  # (distinct queries, distinct documents)
+        teacher = self.teacher.score_matrix(teacher_inputs)
+        if teacher.shape != student.shape:
+            raise ValueError(f"teacher scores {tuple(teacher.shape)} do not line up with the student's {tuple(student.shape)}")
+        item_q, item_pos, excluded = batch_items(inputs["q_index"], inputs["d_index"], group)
+        rows = student[item_q]
+        return self.loss(rows, teacher[item_q], item_pos, excluded), rows
+
+
+def objective_for(loss: RankingLoss, teacher=None) -> Objective:
+    """The objective of a ranking loss: in-loop distillation with a ``teacher``, the plain ranking loss without."""
+    if teacher is not None:
+        return InLoopDistillationObjective(loss, teacher)
+    return RankingObjective(loss)
+
+
+__all__ = ["InLoopDistillationObjective", "Objective", "RankingObjective", "objective_for", "ranking_loss"]
