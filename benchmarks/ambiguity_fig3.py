@@ -93,8 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-report", action="store_true", help="do not write the BENCHMARKS.md section")
     ns = parser.parse_args(argv)
 
-    from ssft.analysis.ambiguity import (EXCLUDED, AmbiguityRule, classify_queries, first_stage_contexts, format_counts,
-                                        labels_of, write_labels)
+    from ssft.analysis.ambiguity import (
+        AmbiguityRule,
+        classify_queries,
+        first_stage_contexts,
+        format_counts,
+        labels_of,
+        write_labels,
+    )
     from ssft.data.beir import load_dataset
 
     bi_done, bi_pending = finished(expand(ns.bi_runs), "bi")
@@ -116,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = None
     if ns.extra_bi_metric and bi_done:  # 001's P@20, meaningful where the runs ranked >= 20 candidates
         extra = (ns.extra_bi_metric, *ratio_figure(bi_done, labels, ns.extra_bi_metric, ns,
-                                                  ns.figure.with_name(f"{ns.figure.stem}.bi_{ns.extra_bi_metric.replace('@', '')}.png")))
+                                                  ns.figure.with_name(f"{ns.figure.stem}.bi_"
+                                                                      f"{ns.extra_bi_metric.replace('@', '')}.png")))
     if not ns.no_report:
         write_report(ns, counts, markdown, bi_done, bi_pending, cross_done, cross_pending, figure, extra)
     return 0
@@ -150,10 +157,12 @@ def ratio_figure(runs: list[Path], labels: dict[str, str], metric: str, ns, path
                  for panel, methods in table.items()}
     excluding_one = sum(1 for spans in intervals.values() for low, high in spans.values() if not low <= 1.0 <= high)
     total = sum(len(spans) for spans in intervals.values())
-    markdown = format_ratio_table(table, intervals, n_runs) + f"{excluding_one} of {total} rows have a 95% interval that excludes 1.\n"
+    markdown = (format_ratio_table(table, intervals, n_runs)
+                + f"{excluding_one} of {total} rows have a 95% interval that excludes 1.\n")
     print(markdown)
     figure = plot_ambiguity_ratios(table, path, metric, intervals=intervals, references=[NAMES["bm25"]],
-                                   title=f"NFCorpus {SPLIT}, one-word queries ({ns.rule} rule): {metric} ambiguous / non-ambiguous")
+                                   title=f"NFCorpus {SPLIT}, one-word queries ({ns.rule} rule): "
+                                         f"{metric} ambiguous / non-ambiguous")
     print("figure:", figure)
     return markdown, figure
 
@@ -195,7 +204,8 @@ def write_report(ns, counts, markdown, bi_done, bi_pending, cross_done, cross_pe
              f"({ns.resamples} resamples).", "", markdown.rstrip()]
     if extra is not None:
         metric, extra_markdown, extra_figure = extra
-        lines += ["", f"Bi-encoders alone on {metric} (001's metric; these runs rank {_depths(bi_done)}) → `{_shown(extra_figure)}`:",
+        lines += ["", f"Bi-encoders alone on {metric} (001's metric; these runs rank {_depths(bi_done)}) "
+                      f"→ `{_shown(extra_figure)}`:",
                   "", extra_markdown.rstrip()]
     if ns.notes is not None and ns.notes.is_file():
         lines += ["", ns.notes.read_text().strip()]

@@ -189,7 +189,8 @@ def main() -> None:
         lines += [
             f"### {label}",
             "",
-            "| model | method | trainable params | query / document encoder (+ head) | " + " | ".join(METRICS) + " | + BM25 interp. nDCG@10 |",
+            "| model | method | trainable params | query / document encoder (+ head) | " + " | ".join(METRICS)
+            + " | + BM25 interp. nDCG@10 |",
             "|---|---|---:|---:|" + "---:|" * len(METRICS) + "---:|",
             "| BM25 (bm25s) | – | – | – | " + " | ".join(f"{bm25[k]:.4f}" for k in METRICS) + " | – |",
         ]
@@ -212,7 +213,8 @@ def main() -> None:
 
     if not ns.skip_speed:
         lines += ["### Encoder calls per distinct document (test rerank, BM25 top-100)", "",
-                  "| model (trained run) | (query, doc) pairs | distinct docs | doc encodes, 1st eval | per distinct doc | seconds | doc encodes, 2nd eval (cache) | seconds |",
+                  "| model (trained run) | (query, doc) pairs | distinct docs | doc encodes, 1st eval | per distinct doc "
+                  "| seconds | doc encodes, 2nd eval (cache) | seconds |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for a in archs:
             method = "ss_lora_hetero_value" if "ss_lora_hetero_value" in methods else methods[0]

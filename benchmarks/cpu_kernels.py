@@ -61,9 +61,9 @@ def encode_part(docs: int, repeats: int) -> list[str]:
     import numpy as np
     import torch
 
+    from ssft.adapters import cpu_kernels
     from ssft.data.beir import load_dataset
     from ssft.eval.retrieve import encode_corpus
-    from ssft.adapters import cpu_kernels
     from ssft.recipe import ModelConfig
     from ssft.registry import MODELS
 

@@ -101,25 +101,30 @@ def main() -> None:
         "Per-method backbone/adapter learning rates: "
         + ", ".join(f"{m} {METHOD_OVERRIDES[m][0].split('=')[1]}" for m in methods) + "; ranker head as in the recipe.",
         "",
-        "| method | trainable params | " + " | ".join(METRICS) + " | + BM25 interp. nDCG@10 (α) | train pairs/s | infer pairs/s | peak RSS MB |",
+        "| method | trainable params | " + " | ".join(METRICS)
+        + " | + BM25 interp. nDCG@10 (α) | train pairs/s | infer pairs/s | peak RSS MB |",
         "|---|---:|" + "---:|" * len(METRICS) + "---:|---:|---:|---:|",
-        f"| BM25 (bm25s) | – | " + " | ".join(f"{bm25[k]:.4f}" for k in METRICS) + " | – | – | – | – |",
+        "| BM25 (bm25s) | – | " + " | ".join(f"{bm25[k]:.4f}" for k in METRICS) + " | – | – | – | – |",
     ]
     for m, rs in runs.items():
         vals = {k: statistics.mean(r["metrics"]["test"][k] for r in rs) for k in METRICS}
         fused = [r["metrics"].get("test+bm25", {}).get("nDCG@10") for r in rs]
         alphas = [r["info"].get("interpolation_alpha") for r in rs]
-        fused_cell = f"{statistics.mean(fused):.4f} ({', '.join(f'{a:.2f}' for a in alphas)})" if all(f is not None for f in fused) else "–"
+        fused_cell = (f"{statistics.mean(fused):.4f} ({', '.join(f'{a:.2f}' for a in alphas)})"
+                      if all(f is not None for f in fused) else "–")
         sp = speed.get(m, {})
         lines.append(
             f"| {m} | {rs[0]['info']['trainable_parameters']:,} | " + " | ".join(f"{vals[k]:.4f}" for k in METRICS)
-            + f" | {fused_cell} | {sp.get('train_pairs_per_s', float('nan')):.1f} | {sp.get('infer_pairs_per_s', float('nan')):.1f}"
+            + f" | {fused_cell} | {sp.get('train_pairs_per_s', float('nan')):.1f} "
+              f"| {sp.get('infer_pairs_per_s', float('nan')):.1f}"
             + f" | {sp.get('peak_rss_mb', float('nan')):.0f} |"
         )
     lines += [
         "",
-        "Model scores alone are the metric columns; the interpolation column (α·model + (1−α)·BM25, min-max per query, α tuned on dev) is reported separately.",
-        "Throughput: median of 5 training steps of 32 pairs × 128 tokens, measured in one process per method, one after another in the same run.",
+        "Model scores alone are the metric columns; the interpolation column (α·model + (1−α)·BM25, min-max per query, "
+        "α tuned on dev) is reported separately.",
+        "Throughput: median of 5 training steps of 32 pairs × 128 tokens, measured in one process per method, "
+        "one after another in the same run.",
         f"Benchmark wall time: {time.time() - started:.0f} s (runs reused from earlier invocations count 0).",
     ]
     write_section("cross_methods", "\n".join(lines))

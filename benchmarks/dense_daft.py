@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET = "sentence-transformers/all-mpnet-base-v2"
 METRICS = ["nDCG@10", "R@100"]
-PARTS = ("a0", "a1", "b0", "b1", "b1eval", "b2", "b3", "b4", "b5", "lat", "pca")  # every part; each is skipped once its result exists
+# every part; each is skipped once its result exists
+PARTS = ("a0", "a1", "b0", "b1", "b1eval", "b2", "b3", "b4", "b5", "lat", "pca")
 logger = logging.getLogger("dense_daft")
 
 
@@ -89,8 +90,8 @@ def train(model, train_set, out: Path, epochs: int, batch: int, lr: float, callb
     from ssft.trainer import RankingTrainer
 
     args = TrainingArguments(output_dir=str(out), num_train_epochs=epochs, per_device_train_batch_size=batch, learning_rate=lr,
-                             lr_scheduler_type="constant_with_warmup", warmup_steps=warmup_steps, logging_steps=logging_steps, report_to=[],
-                             save_strategy="no", eval_strategy="no", remove_unused_columns=False, disable_tqdm=True,
+                             lr_scheduler_type="constant_with_warmup", warmup_steps=warmup_steps, logging_steps=logging_steps,
+                             report_to=[], save_strategy="no", eval_strategy="no", remove_unused_columns=False, disable_tqdm=True,
                              use_cpu=True, seed=seed, dataloader_pin_memory=False)
     trainer = RankingTrainer(model=model, args=args, train_dataset=train_set, data_collator=RankerCollator(model),
                              loss=ContrastiveLoss(), head_learning_rate=None, callbacks=callbacks)
@@ -145,11 +146,11 @@ def main() -> None:
 
 def run_parts(ns, parts: set[str]) -> None:
     import torch
-
     from dense_doc_cache import load_into
+
+    from ssft.data.beir import load_dataset
     from ssft.training.callbacks.collapse_monitor import CollapseMonitorCallback
     from ssft.training.callbacks.daft import DaftCallback
-    from ssft.data.beir import load_dataset
 
     dataset = load_dataset(ns.data)
     test = dataset.qrels("test")
@@ -357,7 +358,8 @@ def write_report(ns) -> None:
              + (f" --notes {ns.notes}" if ns.notes else "") + "` (all parts; CPU, 2 cores shared with "
              "other jobs; full retrieval of all 5,183 abstracts with faiss exact inner product; all 300 test queries; "
              f"training on {ns.train_queries} SciFact train queries (seed 0), 1 BM25 hard negative each + in-batch negatives, "
-             f"Eq. 5 with τ = 1 on 20 × cosine, lr 2e-5 (b3, b4, b5: {ns.align_lr:g}) constant after 5 warm-up steps, seed 42). The train queries not trained on "
+             f"Eq. 5 with τ = 1 on 20 × cosine, lr 2e-5 (b3, b4, b5: {ns.align_lr:g}) constant after 5 warm-up steps, seed 42). "
+             "The train queries not trained on "
              "stand in for SciFact's missing dev split (DAFT's KL, the collapse monitor's query sample).", ""]
     lines += ["| model | documents ≤ tokens | train | nDCG@10 | R@100 |", "|---|---|---|---|---|"]
 
@@ -383,14 +385,16 @@ def write_report(ns) -> None:
             continue
         if key == "b4":
             for e in res["stage1_evals"]:
-                row(f"hetero + DAFT at lr {res['lr']:g} after alignment epoch {e['epoch']:.0f} (b4)", e, ns.doc_length_b, "query tower only")
+                row(f"hetero + DAFT at lr {res['lr']:g} after alignment epoch {e['epoch']:.0f} (b4)", e, ns.doc_length_b,
+                    "query tower only")
             row(f"hetero + DAFT at lr {res['lr']:g}, after stage 2 (b4)", res, ns.doc_length_b, "alignment + 1 epoch both towers")
         else:
             row(f"hetero without DAFT at lr {res['lr']:g} (b5)", res, ns.doc_length_b, "1 epoch both towers")
     b3 = saved(ns.out, "b3")
     if b3:
         for e in b3["stage1_evals"]:
-            row(f"hetero, DAFT stage 1 only at lr {b3['lr']:g}, epoch {e['epoch']:.0f} (b3)", e, ns.doc_length_b, "query tower only")
+            row(f"hetero, DAFT stage 1 only at lr {b3['lr']:g}, epoch {e['epoch']:.0f} (b3)", e, ns.doc_length_b,
+                "query tower only")
     lines.append("")
     if b3:
         lines.append(f"b3 (stage 1 alone, lr {b3['lr']:g}): KL per check " + ", ".join(f"{h['kl']:.0f}" for h in b3["kl_history"])
@@ -398,11 +402,12 @@ def write_report(ns) -> None:
     if r["b1"]:
         lines.append("DAFT alignment, 1-NN KL(doc ‖ query) (Eq. 9, a = 768, on the held-out train queries) per check: "
                      + ", ".join(f"{h['kl']:.0f}" for h in r["b1"]["kl_history"]) + ".")
-        lines.append("Stage changes: " + "; ".join(f"step {c['step']}: {c['stage']} — {c['reason']}" for c in r["b1"]["stage_changes"]) + ".")
+        lines.append("Stage changes: "
+                     + "; ".join(f"step {c['step']}: {c['stage']} — {c['reason']}" for c in r["b1"]["stage_changes"]) + ".")
         lines.append("")
     r["b4"], r["b5"] = saved(ns.out, "b4"), saved(ns.out, "b5")
-    for key, label in (("a1", "a1 homogeneous"), ("b1", "b1 DAFT"), ("b2", "b2 no DAFT"), ("b4", f"b4 DAFT at lr {ns.align_lr:g}"),
-                       ("b5", f"b5 no DAFT at lr {ns.align_lr:g}")):
+    for key, label in (("a1", "a1 homogeneous"), ("b1", "b1 DAFT"), ("b2", "b2 no DAFT"),
+                       ("b4", f"b4 DAFT at lr {ns.align_lr:g}"), ("b5", f"b5 no DAFT at lr {ns.align_lr:g}")):
         res = r[key]
         if not res:
             continue
@@ -410,12 +415,17 @@ def write_report(ns) -> None:
         lines.append(f"- {label}: loss every 5 steps {curve} ({res['steps']} steps, {res['train_seconds']:.0f} s)")
         coll = res["collapse"]
         lines.append("  collapse monitor (step: query eff. rank / total var | doc eff. rank / total var | cos of mean vectors): "
-                     + "; ".join(f"{c['step']}: {c['query_rank']:.1f}/{c['query_var']:.3f} | {c['doc_rank']:.1f}/{c['doc_var']:.3f} | {c['mean_cos']:.2f}" for c in coll))
+                     + "; ".join(f"{c['step']}: {c['query_rank']:.1f}/{c['query_var']:.3f} "
+                                 f"| {c['doc_rank']:.1f}/{c['doc_var']:.3f} | {c['mean_cos']:.2f}" for c in coll))
         if res.get("collapse_warnings"):
             lines.append(f"  collapse warnings: {len(res['collapse_warnings'])} (first: {res['collapse_warnings'][0]})")
     if r["lat"]:
-        lines += ["", "Query encoding latency, 1 CPU thread, median of 5 passes over 256 test queries (ms per query; tokenizer apart):", "",
-                  "| encoder | batch 1 encode | batch 1 tokenize | batch 32 encode | batch 32 tokenize |", "|---|---|---|---|---|"]
+        lines += ["",
+                  "Query encoding latency, 1 CPU thread, median of 5 passes over 256 test queries "
+                  "(ms per query; tokenizer apart):",
+                  "",
+                  "| encoder | batch 1 encode | batch 1 tokenize | batch 32 encode | batch 32 tokenize |",
+                  "|---|---|---|---|---|"]
         for name, v in r["lat"].items():
             b = v["batch_sizes"]
             lines.append(f"| {name} | {b['1']['encode_ms_per_query']:.2f} | {b['1']['tokenize_ms_per_query']:.2f} | "

@@ -65,11 +65,11 @@ def run_student(out: Path, name: str, recipe_file: str, overrides: list[str]) ->
 
 
 def teacher_metrics(out: Path, dataset_name: str, max_length: int, query_max_length: int) -> dict:
+    from ssft.core.io import atomic_write_json
     from ssft.data.beir import load_dataset
-    from ssft.teachers.dense import load_teacher, teacher_reference
     from ssft.eval.metrics import evaluate_run
     from ssft.eval.retrieve import retrieve
-    from ssft.core.io import atomic_write_json
+    from ssft.teachers.dense import load_teacher, teacher_reference
 
     path = out / f"teacher_{dataset_name}.json"
     if path.is_file():
@@ -88,11 +88,11 @@ def measure_latencies(out: Path, names: dict[str, Path], rounds: int, repeats: i
     """{name: {batch: ms}} medians over rounds, and {name: {batch: speed-up}} medians of per-round ratios."""
     import torch
 
-    from ssft.data.beir import load_dataset
-    from ssft.teachers.dense import load_teacher, teacher_reference
-    from ssft.eval.latency import measure_latency
     from ssft.core.io import atomic_write_json
+    from ssft.data.beir import load_dataset
+    from ssft.eval.latency import measure_latency
     from ssft.models import load_ranker
+    from ssft.teachers.dense import load_teacher, teacher_reference
 
     path = out / "latency.json"
     if path.is_file():
@@ -106,7 +106,8 @@ def measure_latencies(out: Path, names: dict[str, Path], rounds: int, repeats: i
     for _ in range(rounds):
         for name, model in models.items():
             res = measure_latency(model, queries, (1, 32), repeats=repeats, threads=1, tower="query", max_queries=256)
-            per_round[name].append({b: v["encode_ms_per_query"] + v["tokenize_ms_per_query"] for b, v in res["batch_sizes"].items()})
+            per_round[name].append({b: v["encode_ms_per_query"] + v["tokenize_ms_per_query"]
+                                    for b, v in res["batch_sizes"].items()})
     result = {"rounds": rounds, "repeats": repeats, "threads": torch.get_num_threads(), "ms_per_query": {}, "speedup": {}}
     teacher = per_round["teacher (6 layers)"]
     for name, values in per_round.items():
@@ -149,7 +150,8 @@ def jobs(ns, parts: set[str], datasets: list[str], epochs: dict[str, str]):
                                                                  "distillation.query_embedding_weight=0"]))]
         if ds == "scifact" and "latency" in parts:
             def latency():
-                names = {f"student {n} layer{'s' if n > 1 else ''} {STUDENTS[n]}": ns.out / f"query_scifact_{n}" for n in STUDENTS}
+                names = {f"student {n} layer{'s' if n > 1 else ''} {STUDENTS[n]}": ns.out / f"query_scifact_{n}"
+                         for n in STUDENTS}
                 return measure_latencies(ns.out, {k: v for k, v in names.items() if (v / "model").is_dir()},
                                          ns.latency_rounds, ns.latency_repeats, ns.doc_length)
             out.append(("latency", "latency", latency))
@@ -185,8 +187,9 @@ def main() -> None:
     parts = set(ns.parts.split(","))
     datasets = ns.datasets.split(",")
     epochs = dict(item.split("=") for item in ns.query_epochs.split(","))
-    results: dict = {"teacher": {}, "query": {}, "ablation": {}, "latency": None, "query_epochs": epochs, "long_epochs": ns.long_epochs,
-                     "ablation_epochs": ns.ablation_epochs, "query_lr": ns.query_lr, "doc_length": ns.doc_length}
+    results: dict = {"teacher": {}, "query": {}, "ablation": {}, "latency": None, "query_epochs": epochs,
+                     "long_epochs": ns.long_epochs, "ablation_epochs": ns.ablation_epochs, "query_lr": ns.query_lr,
+                     "doc_length": ns.doc_length}
     if not ns.report_only:
         from ssft.core.io import atomic_write_json
 
@@ -211,14 +214,18 @@ def write_report(ns) -> None:
         return
     lines = ["## Distillation into small query encoders (002, 004) on SciFact and NFCorpus", "",
              f"`python benchmarks/distillation.py --out {ns.out}` (CPU, 1 thread, a machine shared with other jobs; full "
-             f"retrieval of the whole corpus, faiss exact inner product, all test queries; documents ≤ {r['doc_length']} tokens, queries ≤ 64). "
+             f"retrieval of the whole corpus, faiss exact inner product, all test queries; documents ≤ {r['doc_length']} tokens, "
+             "queries ≤ 64). "
              "Teacher: all-MiniLM-L6-v2 zero-shot (mean pooling, 20 × cosine). Students are cut from the teacher's layers "
-             "(002 §2.1: embeddings and pooling kept) and serve against the teacher's unchanged document index unless said otherwise. "
+             "(002 §2.1: embeddings and pooling kept) and serve against the teacher's unchanged document index "
+             "unless said otherwise. "
              f"Query-only students: AdamW lr {r['query_lr']:g} (linear decay), batch 32, 10 warm-up steps, "
              + ", ".join(f"{e} epoch(s) on {d}" for d, e in r["query_epochs"].items())
              + " over the training queries (SciFact train 807 = 104 steps; "
-             "NFCorpus train + dev 2,897 = 91 steps; test queries excluded), loss = mean Euclidean distance to the teacher's query embedding. "
-             "Every student keeps the teacher's token embedding matrix fixed (`adapter: {method: full, freeze_word_embeddings: true}`: "
+             "NFCorpus train + dev 2,897 = 91 steps; test queries excluded), "
+             "loss = mean Euclidean distance to the teacher's query embedding. "
+             "Every student keeps the teacher's token embedding matrix fixed "
+             "(`adapter: {method: full, freeze_word_embeddings: true}`: "
              "its AdamW update dominated a CPU step; all other weights train). Seed 42, one run each.", ""]
     lines += ["| dataset | query encoder | layers | nDCG@10 | retention | R@100 | train s |", "|---|---|---|---|---|---|---|"]
     for ds, t in r["teacher"].items():
@@ -231,7 +238,8 @@ def write_report(ns) -> None:
             label = {"2-first": "2 (first two)", "2-long": "2"}.get(n, n)
             how = f", {dict(x.split('=') for x in r['long_epochs'].split(','))[ds]} epochs" if n == "2-long" else ""
             lines.append(f"| {ds} | {label}-layer student, query-only distillation{how} | {layers} | "
-                         f"{res['nDCG@10']:.3f} | {100 * res['nDCG@10'] / t['nDCG@10']:.1f}% | {res['R@100']:.3f} | {res['train_seconds']:.0f} |")
+                         f"{res['nDCG@10']:.3f} | {100 * res['nDCG@10'] / t['nDCG@10']:.1f}% | {res['R@100']:.3f} "
+                         f"| {res['train_seconds']:.0f} |")
         bm = next((res["bm25"] for key, res in r["query"].items() if key.startswith(ds + "/")), None)
         if bm:
             lines.append(f"| {ds} | BM25 (for reference) | — | {bm['nDCG@10']:.3f} | — | {bm['R@100']:.3f} | — |")
@@ -241,24 +249,30 @@ def write_report(ns) -> None:
                   "distill": "+ Distill from teacher (Eq. 11, symmetric)",
                   "inherit": "+ Inherit doc embeddings (asymmetric)",
                   "query_matching": "+ Query embedding matching (Eq. 7)"}
-        lines += ["", f"EmbedDistill ablation (004 Tables 1/3) on SciFact test, 2-layer student [0, 5], training groups of SciFact train "
-                  f"(positive + 1 BM25 negative, in-batch negatives), batch 16, {r['ablation_epochs']} epoch(s) = 58 steps, AdamW lr 1e-4, "
+        lines += ["", f"EmbedDistill ablation (004 Tables 1/3) on SciFact test, 2-layer student [0, 5], "
+                  "training groups of SciFact train "
+                  f"(positive + 1 BM25 negative, in-batch negatives), batch 16, {r['ablation_epochs']} epoch(s) = 58 steps, "
+                  "AdamW lr 1e-4, "
                   "loss weights 1:", "",
                   "| method | nDCG@10 | retention | R@100 | train s |", "|---|---|---|---|---|"]
         for key, label in labels.items():
             res = r["ablation"].get(key)
             if res:
-                lines.append(f"| {label} | {res['nDCG@10']:.3f} | {100 * res['nDCG@10'] / t['nDCG@10']:.1f}% | {res['R@100']:.3f} | {res['train_seconds']:.0f} |")
+                lines.append(f"| {label} | {res['nDCG@10']:.3f} | {100 * res['nDCG@10'] / t['nDCG@10']:.1f}% "
+                             f"| {res['R@100']:.3f} | {res['train_seconds']:.0f} |")
         q2 = r["query"].get("scifact/2")
         if q2:
-            lines.append(f"| Embedding matching only + inherited doc embeddings (= the query-only row: queries only, 104 steps of 32) | {q2['nDCG@10']:.3f} | "
+            lines.append("| Embedding matching only + inherited doc embeddings "
+                         "(= the query-only row: queries only, 104 steps of 32) "
+                         f"| {q2['nDCG@10']:.3f} | "
                          f"{100 * q2['nDCG@10'] / t['nDCG@10']:.1f}% | {q2['R@100']:.3f} | {q2['train_seconds']:.0f} |")
     lat = r.get("latency")
     if lat:
         lines += ["", f"Query encoding (tokenizer + encoder) on the 256 first SciFact test queries, 1 CPU thread, "
                   f"{lat['rounds']} interleaved rounds × median of {lat['repeats']} passes; speed-up = median over rounds of "
                   "teacher ms / student ms:", "",
-                  "| query encoder | ms/query batch 1 | ms/query batch 32 | speed-up batch 1 | speed-up batch 32 |", "|---|---|---|---|---|"]
+                  "| query encoder | ms/query batch 1 | ms/query batch 32 | speed-up batch 1 | speed-up batch 32 |",
+                  "|---|---|---|---|---|"]
         for name, ms in lat["ms_per_query"].items():
             sp = lat["speedup"][name]
             lines.append(f"| {name} | {ms['1']:.2f} | {ms['32']:.2f} | {sp['1']:.2f}× | {sp['32']:.2f}× |")

@@ -82,7 +82,8 @@ def paired_rows(runs: list[Path], metric: str = "nDCG@10") -> list[tuple[str, fl
             continue
         mine = averaged(tables)
         test = paired_ttest(mine, base)
-        rows.append((LABELS.get(method, method), statistics.mean(mine.values()), statistics.mean(base.values()), test.pvalue, len(tables)))
+        rows.append((LABELS.get(method, method), statistics.mean(mine.values()), statistics.mean(base.values()), test.pvalue,
+                     len(tables)))
     return rows
 
 
@@ -104,7 +105,8 @@ def main() -> None:
         "## Reduced 001 Table 3-5 grid: hybrids, seeds and significance on NFCorpus short queries",
         "",
         "Commands: `ssft-sweep recipes/sweeps/hybrids_cross.yaml`, `ssft-sweep recipes/sweeps/hybrids_colbert.yaml`, then "
-        "`SSFT_DATA_HOME=../shared/data python benchmarks/hybrid_grid.py --notes benchmarks/notes/hybrid_grid.md` (tables, figures, this section).",
+        "`SSFT_DATA_HOME=../shared/data python benchmarks/hybrid_grid.py --notes benchmarks/notes/hybrid_grid.md` "
+        "(tables, figures, this section).",
         "Budget per run (`recipes/sweeps/hybrids_base.yaml`): all-MiniLM-L6-v2; 80 train queries × (1 positive + 3 random "
         "negatives), 4 epochs of 10 steps (hybrids: 2 + 2), listwise CE; best epoch on 30 dev queries (BM25 top-10); test = "
         "the 192 short test queries, BM25 top-10 reranked; seeds 1, 2, 3; 2 CPU cores.",
@@ -136,7 +138,8 @@ def main() -> None:
                   "BM25 alone on the same queries: " + ", ".join(f"{m} {bm25[m]:.4f}" for m in METRICS) + ".", ""]
         infos = [json.loads((run / "run_info.json").read_text()) for run in runs]
         walls = [i["wall_seconds"] for i in infos]
-        lines += [f"Cost: {len(runs)} runs, {sum(walls) / 60:.0f} min of run wall time in all (median {statistics.median(walls):.0f} s "
+        lines += [f"Cost: {len(runs)} runs, {sum(walls) / 60:.0f} min of run wall time in all "
+                  f"(median {statistics.median(walls):.0f} s "
                   f"a run, of which training {sum(i['train_seconds'] for i in infos) / 60:.0f} min in all).", ""]
         paired = paired_rows(runs)
         if paired:

@@ -42,8 +42,8 @@ def runs(ns) -> dict[str, tuple[str, list[str]]]:
 
 
 def run_all(ns) -> None:
-    from ssft.recipe import load_recipe
     from ssft.cli._common import setup_logging
+    from ssft.recipe import load_recipe
     from ssft.train import run_recipe
 
     setup_logging("INFO")
@@ -60,13 +60,13 @@ def zero_shot(ns) -> None:
     """The students' starting point, untrained: the same dense model, retrieval and tuned fusion as ssft-train's."""
     import time
 
+    from ssft.core.io import atomic_write_json
     from ssft.data.beir import load_dataset
     from ssft.data.trec import top_k
     from ssft.eval.fusion import fuse_dense_sparse, tune_fusion_alpha
     from ssft.eval.metrics import evaluate_run
     from ssft.eval.retrieve import corpus_vectors, retrieve
     from ssft.firststage.bm25 import BM25
-    from ssft.core.io import atomic_write_json
     from ssft.recipe import load_recipe
     from ssft.registry import MODELS
 

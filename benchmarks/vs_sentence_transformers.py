@@ -133,10 +133,11 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
         items = groups[: a.batch_size * a.train_steps]
         clock = StepClock()
         if side == "ssft":
+            from transformers import TrainingArguments
+
             from ssft.data.examples import RankerCollator
             from ssft.losses import ContrastiveLoss
             from ssft.trainer import RankingTrainer
-            from transformers import TrainingArguments
 
             model = ssft_model("dense", a.max_length, a.max_length)  # one length limit for both towers, as ST
             train = [{"query": g["query"], "documents": [g["positive"], g["negatives"][0]]} for g in items]
@@ -149,6 +150,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
             from sentence_transformers.losses import MultipleNegativesRankingLoss
             from sentence_transformers.training_args import SentenceTransformerTrainingArguments
+
             from ssft.models.hub import resolve_model
 
             model = SentenceTransformer(str(resolve_model(MODEL)), device="cpu")
@@ -162,16 +164,18 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
         trainer.train()
         t = clock.times
         c = clock.cpu
-        result.update(throughput=a.batch_size * (len(t) - 1) / (t[-1] - t[0]), cpu_throughput=a.batch_size * (len(t) - 1) / (c[-1] - c[0]), steps=len(t))
+        result.update(throughput=a.batch_size * (len(t) - 1) / (t[-1] - t[0]),
+                      cpu_throughput=a.batch_size * (len(t) - 1) / (c[-1] - c[0]), steps=len(t))
     elif task == "cross_train":
         items = groups[: a.cross_queries * a.train_steps]
         pair_batch = a.cross_queries * 4
         clock = StepClock()
         if side == "ssft":
+            from transformers import TrainingArguments
+
             from ssft.data.examples import RankerCollator
             from ssft.losses import PointwiseBCELoss
             from ssft.trainer import RankingTrainer
-            from transformers import TrainingArguments
 
             model = ssft_model("cross", a.max_length, 32)
             train = [{"query": g["query"], "documents": [g["positive"], *g["negatives"]]} for g in items]
@@ -184,11 +188,13 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             from sentence_transformers.cross_encoder import CrossEncoder, CrossEncoderTrainer
             from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
             from sentence_transformers.cross_encoder.training_args import CrossEncoderTrainingArguments
+
             from ssft.models.hub import resolve_model
 
             model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.max_length, device="cpu")
             rows = [(g["query"], d, float(i == 0)) for g in items for i, d in enumerate([g["positive"], *g["negatives"]])]
-            train = Dataset.from_dict({"query": [r[0] for r in rows], "document": [r[1] for r in rows], "label": [r[2] for r in rows]})
+            train = Dataset.from_dict({"query": [r[0] for r in rows], "document": [r[1] for r in rows],
+                                       "label": [r[2] for r in rows]})
             trainer = CrossEncoderTrainer(model=model, args=_train_args(CrossEncoderTrainingArguments, scratch, pair_batch,
                                                                         a.train_steps),
                                           train_dataset=train, loss=BinaryCrossEntropyLoss(model), callbacks=[clock])
@@ -196,7 +202,8 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
         trainer.train()
         t = clock.times
         c = clock.cpu
-        result.update(throughput=pair_batch * (len(t) - 1) / (t[-1] - t[0]), cpu_throughput=pair_batch * (len(t) - 1) / (c[-1] - c[0]), steps=len(t))
+        result.update(throughput=pair_batch * (len(t) - 1) / (t[-1] - t[0]),
+                      cpu_throughput=pair_batch * (len(t) - 1) / (c[-1] - c[0]), steps=len(t))
     elif task == "rerank":
         if side == "ssft":  # ssft's reranking path: PairDataset (pairs sorted by length) → RankingTrainer.score → predict
             from ssft.data.beir import load_dataset
@@ -215,6 +222,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             scores = trainer.score(dataset)
         else:
             from sentence_transformers.cross_encoder import CrossEncoder
+
             from ssft.models.hub import resolve_model
 
             model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.rerank_max_length, device="cpu")
@@ -223,7 +231,8 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             start, cpu = time.perf_counter(), time.process_time()
             scores = model.predict(pairs, batch_size=a.eval_batch_size, show_progress_bar=False)
         assert len(scores) == len(pairs)
-        result.update(throughput=len(pairs) / (time.perf_counter() - start), cpu_throughput=len(pairs) / (time.process_time() - cpu))
+        result.update(throughput=len(pairs) / (time.perf_counter() - start),
+                      cpu_throughput=len(pairs) / (time.process_time() - cpu))
     elif task == "encode":
         if side == "ssft":
             from ssft.eval.retrieve import encode_corpus
@@ -236,6 +245,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             vectors = encode_corpus(model, corpus, a.eval_batch_size)
         else:
             from sentence_transformers import SentenceTransformer
+
             from ssft.models.hub import resolve_model
 
             model = SentenceTransformer(str(resolve_model(MODEL)), device="cpu")
@@ -245,7 +255,8 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             start, cpu = time.perf_counter(), time.process_time()
             vectors = model.encode(corpus, batch_size=a.eval_batch_size, normalize_embeddings=True, show_progress_bar=False)
         assert len(vectors) == len(corpus)
-        result.update(throughput=len(corpus) / (time.perf_counter() - start), cpu_throughput=len(corpus) / (time.process_time() - cpu))
+        result.update(throughput=len(corpus) / (time.perf_counter() - start),
+                      cpu_throughput=len(corpus) / (time.process_time() - cpu))
     else:
         raise ValueError(task)
     result.update(peak_rss_mb=rss_mb(), rss_before_mb=base, unit=UNITS[task])
@@ -279,8 +290,10 @@ def report(results: list[dict], a) -> str:
     lines = ["## ssft vs sentence-transformers: training, reranking and encoding throughput", "",
              f"`python benchmarks/vs_sentence_transformers.py --repeats {a.repeats} --threads {a.threads}` — "
              f"`{MODEL}` on both sides, {a.dataset} texts, {a.threads} CPU thread(s) each, on {platform.machine()} "
-             f"({os.cpu_count()} cores; load average {a.load[0]:.1f} at the start, {a.load[1]:.1f} at the end), torch fp32. Each (task, side, repeat) ran in its own process, the two sides "
-             f"interleaved repeat by repeat; figures are medians over the repeats (n per side in the last column), ratio = ssft / ST of the medians, "
+             f"({os.cpu_count()} cores; load average {a.load[0]:.1f} at the start, {a.load[1]:.1f} at the end), torch fp32. "
+             "Each (task, side, repeat) ran in its own process, the two sides "
+             "interleaved repeat by repeat; figures are medians over the repeats (n per side in the last column), "
+             "ratio = ssft / ST of the medians, "
              "peak RSS = the worker's maximum resident set (model, data and libraries included; in brackets the growth "
              "during the timed part).", "",
              f"- bi_train: batch {a.batch_size} queries × (positive + 1 BM25 hard negative), in-batch negatives, max length "
@@ -320,8 +333,10 @@ def report(results: list[dict], a) -> str:
         for task, (p, st, ssft, n) in plain.items():
             lines.append(f"| {task} | {p:.2f} | **{p / st:.2f}×** | **{ssft / p:.2f}×** | {n} |")
     lines += ["", "Every run (throughput per CPU-second; ssft / ST" + (" / ssft_plain" if plain else "") + "): " + "; ".join(
-        f"{task} " + " / ".join(", ".join(f"{r['cpu_throughput']:.2f}" for r in results if r["task"] == task and r["side"] == side)
-                                for side in ("ssft", "st", "ssft_plain") if any(r["side"] == side for r in results if r["task"] == task))
+        f"{task} " + " / ".join(", ".join(f"{r['cpu_throughput']:.2f}" for r in results
+                                          if r["task"] == task and r["side"] == side)
+                                for side in ("ssft", "st", "ssft_plain")
+                                if any(r["side"] == side for r in results if r["task"] == task))
         for task in a.tasks)]
     return "\n".join(lines)
 

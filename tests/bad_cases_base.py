@@ -4,7 +4,22 @@ from __future__ import annotations
 
 import json
 
-from tests.bad_input_world import (RUN_ROWS_OK, _bad_corpus, _corrupt_base_model, _corrupt_checkpoint, _finished_run, _model_without_config, _other_recipe_checkpoints, _qrels_bad_score, _rerank_corrupt_weights, _rerank_no_adapter, _rerank_no_model, _rerank_spec, _train, _truncated_qrels)
+from tests.bad_input_world import (
+    RUN_ROWS_OK,
+    _bad_corpus,
+    _corrupt_base_model,
+    _corrupt_checkpoint,
+    _finished_run,
+    _model_without_config,
+    _other_recipe_checkpoints,
+    _qrels_bad_score,
+    _rerank_corrupt_weights,
+    _rerank_no_adapter,
+    _rerank_no_model,
+    _rerank_spec,
+    _train,
+    _truncated_qrels,
+)
 
 # (id, CLI module, argv builder, culprit the message must name[, real interpreter])
 CASES = [
@@ -21,7 +36,8 @@ CASES = [
     ("train-override-empty-key", "ssft.train", lambda w: _train(w, "=3"), "empty key"),
     ("train-override-into-value", "ssft.train", lambda w: _train(w, "model.name.x=1"), "'model.name' is not a section"),
     ("train-unknown-training-key", "ssft.train", lambda w: _train(w, "training.learnig_rate=1"), "training.learnig_rate"),
-    ("train-training-wrong-type", "ssft.train", lambda w: _train(w, "training.learning_rate=fast"), "training.learning_rate: expected a number"),
+    ("train-training-wrong-type", "ssft.train", lambda w: _train(w, "training.learning_rate=fast"),
+     "training.learning_rate: expected a number"),
     ("train-training-bad-value", "ssft.train", lambda w: _train(w, "training.lr_scheduler_type=bogus"), "training:"),
     ("train-unknown-method", "ssft.train", lambda w: _train(w, "adapter.method=lorra"), "unknown fine-tuning method 'lorra'"),
     ("train-unknown-adapter-option", "ssft.train", lambda w: _train(w, "adapter.rank=4"), "unknown option 'rank'"),
@@ -43,14 +59,17 @@ CASES = [
     ("train-qrels-bad-score", "ssft.train", _qrels_bad_score, "train.tsv:6: score 'yes' is not a number"),
     ("train-split-missing", "ssft.train", lambda w: _train(w, "data.test_split=heldout"), "no split 'heldout'"),
     # ---- run files
-    ("train-run-file-missing", "ssft.train", lambda w: _train(w, f"eval.first_stage={w.root / 'none.trec'}"), "run file not found"),
+    ("train-run-file-missing", "ssft.train", lambda w: _train(w, f"eval.first_stage={w.root / 'none.trec'}"),
+     "run file not found"),
     ("train-run-file-bad-score", "ssft.train",
-     lambda w: _train(w, f"eval.first_stage={w.run_file(['q6 Q0 d5 1 high bm25'])}"), "first.trec:1: score 'high' is not a number"),
+     lambda w: _train(w, f"eval.first_stage={w.run_file(['q6 Q0 d5 1 high bm25'])}"),
+     "first.trec:1: score 'high' is not a number"),
     ("train-run-file-columns", "ssft.train",
      lambda w: _train(w, f"eval.first_stage={w.run_file([RUN_ROWS_OK[0], 'q5 d6 1.5'])}"), "first.trec:2: expected 6 columns"),
     # ---- output folders and checkpoints
     ("train-finished-run", "ssft.train", _finished_run, "holds a finished run (metrics.json); pass --overwrite"),
-    ("train-checkpoints-other-recipe", "ssft.train", _other_recipe_checkpoints, "checkpoints of a different recipe (seed differs)"),
+    ("train-checkpoints-other-recipe", "ssft.train", _other_recipe_checkpoints,
+     "checkpoints of a different recipe (seed differs)"),
     ("train-checkpoint-corrupt", "ssft.train", _corrupt_checkpoint, "checkpoint-4/ranker: the saved model cannot be loaded",
      "out-may-change"),
     # ---- command line
@@ -67,15 +86,18 @@ CASES = [
     ("rerank-adapter-missing", "ssft.rerank", _rerank_no_adapter, "no adapter/ or backbone/ folder"),
     ("rerank-unknown-metric", "ssft.rerank", lambda w: w.rerank("--metrics", "nDCG@10,MAP@x"), "unknown metric 'MAP@x'"),
     ("rerank-run-file-bad-score", "ssft.rerank",
-     lambda w: w.rerank(first_stage=str(w.run_file([RUN_ROWS_OK[0], "q5 Q0 d6 2 n/a bm25"]))), "first.trec:2: score 'n/a' is not a number"),
-    ("rerank-split-missing", "ssft.rerank", lambda w: [a if a != "test" else "heldout" for a in w.rerank()], "no split 'heldout'"),
+     lambda w: w.rerank(first_stage=str(w.run_file([RUN_ROWS_OK[0], "q5 Q0 d6 2 n/a bm25"]))),
+     "first.trec:2: score 'n/a' is not a number"),
+    ("rerank-split-missing", "ssft.rerank", lambda w: [a if a != "test" else "heldout" for a in w.rerank()],
+     "no split 'heldout'"),
     ("rerank-depth-zero", "ssft.rerank", lambda w: w.rerank("--depth", "0"), "--depth must be >= 1"),
     ("rerank-missing-data-flag", "ssft.rerank", lambda w: [str(w.ranker), "--split", "test", "--first-stage", "bm25",
                                                            "--output", str(w.out)], "required: --data", "real"),
     # ---- ssft-sweep
     ("sweep-grid-missing", "ssft.sweep", lambda w: [str(w.root / "grid.yaml")], "grid file not found"),
     ("sweep-grid-is-a-list", "ssft.sweep", lambda w: [str(w.grid("- recipe.yaml\n"))], "expected a mapping"),
-    ("sweep-unknown-key", "ssft.sweep", lambda w: [str(w.grid("recipe: recipe.yaml\noutput_root: OUT\ngird: {}\n"))], "unknown key 'gird'"),
+    ("sweep-unknown-key", "ssft.sweep", lambda w: [str(w.grid("recipe: recipe.yaml\noutput_root: OUT\ngird: {}\n"))],
+     "unknown key 'gird'"),
     ("sweep-value-not-a-list", "ssft.sweep",
      lambda w: (w.recipe(), [str(w.grid("recipe: recipe.yaml\noutput_root: OUT\ngrid: {seed: 1}\n"))])[1],
      "grid.seed: expected a non-empty list"),

@@ -2,7 +2,6 @@
 The cases live in tests/bad_cases_*.py (one file per area); tests/test_bad_inputs.py runs them all."""
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path

@@ -52,7 +52,8 @@ def tiny_dataset(tmp_path) -> Path:
         for i, t in queries.items():
             fh.write(json.dumps({"_id": i, "text": t}) + "\n")
     train = [("q1", "d1"), ("q2", "d2"), ("q3", "d3"), ("q4", "d4")]
-    (root / "qrels" / "train.tsv").write_bytes(("query-id\tcorpus-id\tscore\r\n" + "".join(f"{q}\t{d}\t1\r\n" for q, d in train)).encode())
+    (root / "qrels" / "train.tsv").write_bytes(("query-id\tcorpus-id\tscore\r\n"
+                                                + "".join(f"{q}\t{d}\t1\r\n" for q, d in train)).encode())
     (root / "qrels" / "dev.tsv").write_bytes(b"query-id\tcorpus-id\tscore\r\nq5\td6\t1\r\n")
     (root / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\r\nq6\td5\t2\r\nq5\td6\t1\r\n")
     return root

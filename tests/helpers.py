@@ -77,5 +77,6 @@ def write_synthetic_beir(root: Path, queries: int = 60, docs: int = 80, seed: in
     ids = list(rels)
     splits = {"train": ids[: queries * 2 // 3], "dev": ids[queries * 2 // 3: queries * 5 // 6], "test": ids[queries * 5 // 6:]}
     for split, qids in splits.items():
-        (root / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{rels[q]}\t1\n" for q in qids))
+        (root / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                                     + "".join(f"{q}\t{rels[q]}\t1\n" for q in qids))
     return root

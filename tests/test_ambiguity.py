@@ -7,11 +7,18 @@ import struct
 import pytest
 
 from ssft.analysis import ambiguity, wordnet
-from ssft.cli import ambiguity as ambiguity_cli
 from ssft.analysis.ambiguity import AMBIGUOUS, EXCLUDED, NON_AMBIGUOUS, AmbiguityRule, classify_queries
 from ssft.analysis.figures import ValidationCurve, plot_ambiguity_ratios, plot_validation_curves, validation_curve
-from ssft.analysis.split import (ClassSplit, bootstrap_ratio_interval, class_split, ratio_table, read_per_query, split_run,
-                                 split_runs)
+from ssft.analysis.split import (
+    ClassSplit,
+    bootstrap_ratio_interval,
+    class_split,
+    ratio_table,
+    read_per_query,
+    split_run,
+    split_runs,
+)
+from ssft.cli import ambiguity as ambiguity_cli
 from ssft.core.errors import SsftError
 from tests.conftest import SHARED_DATA
 
@@ -142,7 +149,9 @@ def test_class_split_by_hand():
 
 
 def test_split_runs_and_ratio_table(tmp_path):
-    values = lambda a, n: {"a1": {"P@20": a}, "a2": {"P@20": a}, "n1": {"P@20": n}, "n2": {"P@20": n}, "n3": {"P@20": n}}
+    def values(a, n):
+        return {"a1": {"P@20": a}, "a2": {"P@20": a}, "n1": {"P@20": n}, "n2": {"P@20": n}, "n3": {"P@20": n}}
+
     runs = [write_run(tmp_path / "c1", "cross", {"method": "lora"}, values(0.2, 0.4)),
             write_run(tmp_path / "c2", "cross", {"method": "lora"}, values(0.4, 0.4)),  # second seed
             write_run(tmp_path / "t1", "twin", {"method": "hidden_prefix"}, values(0.3, 0.2)),
@@ -163,8 +172,10 @@ def test_split_runs_and_ratio_table(tmp_path):
 
 
 def test_ratio_table_by_architecture_keeps_twin_and_colbert_apart_and_first_stage(tmp_path):
-    values = lambda a, n: {"a1": {"nDCG@10": a}, "a2": {"nDCG@10": a}, "n1": {"nDCG@10": n}, "n2": {"nDCG@10": n},
-                           "n3": {"nDCG@10": n}}
+    def values(a, n):
+        return {"a1": {"nDCG@10": a}, "a2": {"nDCG@10": a}, "n1": {"nDCG@10": n}, "n2": {"nDCG@10": n},
+                "n3": {"nDCG@10": n}}
+
     twin = write_run(tmp_path / "t", "twin", {"method": "lora"}, values(0.2, 0.4), split="test")
     colbert = write_run(tmp_path / "c", "colbert", {"method": "lora"}, values(0.4, 0.4), split="test")
     bm25 = values(0.3, 0.1)
@@ -224,7 +235,9 @@ def test_validation_curve_of_sequential_hybrid_and_plot(tmp_path):
     run.mkdir()
     (run / "recipe.yaml").write_text(yaml.safe_dump({"adapter": {"method": "hybrid", "first": {"method": "hidden_prefix"},
                                                                   "second": {"method": "lora"}, "mode": "sequential"}}))
-    hist = lambda vals: [{"epoch": float(i + 1), "step": i, "eval_nDCG@10": v} for i, v in enumerate(vals)]
+    def hist(vals):
+        return [{"epoch": float(i + 1), "step": i, "eval_nDCG@10": v} for i, v in enumerate(vals)]
+
     (run / "run_info.json").write_text(json.dumps({
         "best_validation": {"metric": "nDCG@10", "value": 0.5, "epoch": 1},
         "validation_history": hist([0.5]),

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import run_cli
-
 from tests import bad_cases_base, bad_cases_checkpoint, bad_cases_data, bad_cases_output, bad_cases_recipe
 from tests.bad_input_world import PROGS, World, saved_ranker  # noqa: F401  (saved_ranker: a module fixture)
+from tests.cli_runner import run_cli
 
 # flags after the culprit: "real" (a real interpreter, not a fork), "out-may-change" (the case may write into its own
 # output folder, e.g. a resume attempt's log)
@@ -38,7 +37,7 @@ def test_matrix_is_large_enough():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_input(case, tmp_path, tiny_dataset, tiny_model_dir, saved_ranker):
+def test_bad_input(case, tmp_path, tiny_dataset, tiny_model_dir, saved_ranker):  # noqa: F811  (the fixture imported above)
     name, module, build, culprit = case[:4]
     flags = set(case[4:])
     real = "real" in flags

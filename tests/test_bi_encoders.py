@@ -25,7 +25,8 @@ ARCHITECTURES = {"twin": TwinBert, "colbert": ColBert}
 BACKBONE_TRAINABLE = {
     "full": r"backbone\.model\.(embeddings|encoder)\..*",
     "lora": r"backbone\.model\.base_model\.model\.encoder\.layer\.\d\.attention\.self\.(query|value)\.lora_[AB]\.default\.weight",
-    "lora++": r"backbone\.model\.base_model\.model\.encoder\.layer\.\d\.attention\.(self\.(query|value)|output\.dense)\.lora_[AB]\.default\.weight",
+    "lora++": (r"backbone\.model\.base_model\.model\.encoder\.layer\.\d\.attention\."
+               r"(self\.(query|value)|output\.dense)\.lora_[AB]\.default\.weight"),
     "prefix": r"backbone\.model\.prompt_encoder\.default\.embedding\.weight",
     "prompt": r"backbone\.model\.prompt_encoder\.default\.embedding\.weight",
     "hidden_prefix": r"backbone\.hidden_prefix\.(source|mlps\.\d\.[02]\.(weight|bias))",
@@ -138,7 +139,8 @@ def test_forward_deduplicates_and_matches_separate_encoding(tiny_model_dir, arch
     assert inputs["q_input_ids"].shape[0] == 2 and inputs["d_input_ids"].shape[0] == 4
     with torch.no_grad():
         scores = model(**inputs)
-        one_by_one = torch.cat([model.score(model.encode_queries([q]), model.encode_documents([d])) for q, d in zip(queries, docs)])
+        one_by_one = torch.cat([model.score(model.encode_queries([q]), model.encode_documents([d]))
+                                for q, d in zip(queries, docs)])
     assert scores.shape == (6,)
     torch.testing.assert_close(scores, one_by_one, atol=1e-5, rtol=1e-4)
 
@@ -190,11 +192,13 @@ def test_score_run_encodes_each_document_once(tiny_model_dir, tiny_dataset, arch
     out = score_run(model, run, ds, depth=3, batch_size=2)
     assert sum(encoded_docs) == 5  # d1 d2 d3 d5 d6: the top-3 of all queries, each once
     assert calls["document"] == 3 and calls["query"] == 2  # ceil(5 / 2) and ceil(3 / 2) batches
-    assert {q: set(docs) for q, docs in out.items()} == {"q1": {"d1", "d2", "d3"}, "q2": {"d2", "d3", "d5"}, "q3": {"d1", "d3", "d6"}}
+    assert {q: set(docs) for q, docs in out.items()} == {"q1": {"d1", "d2", "d3"}, "q2": {"d2", "d3", "d5"},
+                                                         "q3": {"d1", "d3", "d6"}}
     model.encode = original
     with torch.no_grad():  # the same scores as pair by pair
         pairs = PairDataset(run, 3, ds)
-        direct = model(**model.tokenize([pairs[i]["query"] for i in range(len(pairs))], [pairs[i]["document"] for i in range(len(pairs))]))
+        direct = model(**model.tokenize([pairs[i]["query"] for i in range(len(pairs))],
+                                        [pairs[i]["document"] for i in range(len(pairs))]))
     for (q, d), s in zip(pairs.pairs, direct):
         assert abs(out[q][d] - float(s)) < 1e-4
 

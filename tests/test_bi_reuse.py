@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import TrainingArguments
 
+from ssft.core.errors import SsftError
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
-from ssft.core.errors import SsftError
 from ssft.eval.rerank import rerank_and_report
 from ssft.losses import PairwiseSoftmaxLoss
 from ssft.models import load_ranker
@@ -62,7 +62,8 @@ def cache_files():
 
 
 def make_trainer(model, ds, tmp_path, eval_pairs, batch_size=4, max_steps=2):
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=2, per_device_eval_batch_size=batch_size,
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=2,
+                             per_device_eval_batch_size=batch_size,
                              learning_rate=1e-3, max_steps=max_steps, report_to=[], remove_unused_columns=False, use_cpu=True,
                              save_strategy="no", dataloader_pin_memory=False, disable_tqdm=True)
     examples = build_examples(ds.qrels("train"), list(ds.corpus), None)

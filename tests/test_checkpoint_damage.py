@@ -24,13 +24,13 @@ ADVICE = "to resume from an earlier checkpoint, or pass --overwrite to start ove
 def _trainer(model_dir: Path, data: Path, out: Path, max_steps: int = 4):
     from transformers import TrainingArguments
 
-    from ssft.training.callbacks.best_epoch import BestEpochCallback
     from ssft.data.beir import load_dataset
     from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
     from ssft.losses import PairwiseSoftmaxLoss
     from ssft.models.cross import CrossEncoder
     from ssft.recipe import ModelConfig
     from ssft.trainer import RankingTrainer
+    from ssft.training.callbacks.best_epoch import BestEpochCallback
 
     torch.manual_seed(0)
     ranker = CrossEncoder.build(ModelConfig(name=str(model_dir), max_length=48), "lora", {"r": 2})
@@ -93,8 +93,8 @@ DAMAGE = [
 
 @pytest.mark.parametrize("name, how, reason", DAMAGE, ids=[f"{n}-{h}" for n, h, _ in DAMAGE])
 def test_each_damaged_checkpoint_file_is_one_line_naming_it(name, how, reason, trained, tmp_path):
-    from ssft.training.callbacks.best_epoch import BestEpochCallback
     from ssft.trainer import check_checkpoint
+    from ssft.training.callbacks.best_epoch import BestEpochCallback
 
     checkpoint = tmp_path / "checkpoint-2"
     shutil.copytree(trained[1] / "checkpoint-2", checkpoint)
@@ -257,13 +257,14 @@ def test_a_checkpoint_resume_uses_the_running_models_own_setting(remote_code_mod
 
 
 def test_teachers_take_the_users_setting(tiny_model_dir, tmp_path):
-    from ssft.teachers.dense import load_teacher, teacher_reference
     from ssft.models.dense import DenseDualEncoder
-    from ssft.teachers.in_loop import FrozenTeacher
     from ssft.recipe import ModelConfig
+    from ssft.teachers.dense import load_teacher, teacher_reference
+    from ssft.teachers.in_loop import FrozenTeacher
 
     path = tmp_path / "dense"
-    DenseDualEncoder.build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=48), "lora", {"r": 2}).save(path)
+    DenseDualEncoder.build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=48), "lora",
+                           {"r": 2}).save(path)
     spec = json.loads((path / "ssft_model.json").read_text())
     spec["trust_remote_code"] = True
     (path / "ssft_model.json").write_text(json.dumps(spec))
@@ -281,7 +282,8 @@ def test_latency_cli_takes_the_flag(tiny_model_dir, tiny_dataset, tmp_path, caps
     from ssft.recipe import ModelConfig
 
     path = tmp_path / "dense"
-    DenseDualEncoder.build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=48), "lora", {"r": 2}).save(path)
+    DenseDualEncoder.build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=48), "lora",
+                           {"r": 2}).save(path)
     spec = json.loads((path / "ssft_model.json").read_text())
     spec["trust_remote_code"] = True
     (path / "ssft_model.json").write_text(json.dumps(spec))

@@ -73,7 +73,8 @@ training: {{output_dir: {out}, num_train_epochs: 2, per_device_train_batch_size:
     # a first stage covering one of the two judged test queries: averaged over both (the other scores 0),
     # or over the run's own queries with --queries run
     one = tmp_path / "one.trec"
-    one.write_text("".join(l + "\n" for l in (out / "run.bm25.test.trec").read_text().splitlines() if l.startswith("q6 ")))
+    one.write_text("".join(line + "\n" for line in (out / "run.bm25.test.trec").read_text().splitlines()
+                           if line.startswith("q6 ")))
     results = {}
     for scope in ("judged", "run"):
         result = run_cli("ssft.rerank", str(out), "--data", str(tiny_dataset), "--first-stage", str(one), "--split", "test",

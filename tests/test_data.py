@@ -4,10 +4,10 @@ import logging
 
 import pytest
 
+from ssft.core.errors import SsftError
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, TrainingGroups, build_examples, subsample_queries
 from ssft.data.trec import read_run, top_k, write_run
-from ssft.core.errors import SsftError
 
 
 def test_load_beir_folder_with_crlf_qrels(tiny_dataset):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from ssft.core.errors import SsftError
 from ssft.data.beir import load_dataset, read_qrels
 from ssft.data.trec import read_run, restrict_to_corpus, write_run
-from ssft.core.errors import SsftError
 from tests.conftest import SHARED_DATA
 
 
@@ -55,7 +55,8 @@ def test_consistent_trec_qrels_without_header(tmp_path):
 
 def test_four_columns_without_header_that_are_not_trec_are_refused(tmp_path):
     # BEIR rows with an extra column: the second column is the document, so it changes from row to row
-    with pytest.raises(SsftError, match=r"q.tsv:3: 4 columns and no header, and not consistently TREC .*'29' here, '184' on line 2"):
+    with pytest.raises(SsftError,
+                       match=r"q.tsv:3: 4 columns and no header, and not consistently TREC .*'29' here, '184' on line 2"):
         _qrels(tmp_path, b"\n1\t184\t3\t0\n1\t29\t2\t0\n")
     with pytest.raises(SsftError, match=r"q.tsv:1: 4 columns and no header: TREC 'qid iter docid rel' or"):
         _qrels(tmp_path, b"1\t184\t3\t0\n")  # one row, second column neither 0 nor Q0: no way to tell
@@ -165,12 +166,14 @@ def test_dataset_path_that_is_a_file(tiny_dataset, tmp_path):
         load_dataset(str(tmp_path / "scifact.zip"))
 
 
-@pytest.mark.parametrize(("name", "ident", "what"), [("corpus.jsonl", "doc 7", "document"), ("queries.jsonl", "q\u00a07", "query"),
+@pytest.mark.parametrize(("name", "ident", "what"), [("corpus.jsonl", "doc 7", "document"),
+                                                     ("queries.jsonl", "q\u00a07", "query"),
                                                      ("corpus.jsonl", "", "document")])
 def test_ids_a_run_file_cannot_hold_are_refused_at_load(tiny_dataset, name, ident, what):
     with open(tiny_dataset / name, "a") as fh:
         fh.write(json.dumps({"_id": ident, "text": "x"}) + "\n")
-    with pytest.raises(SsftError, match=rf"{name}:7: {what} id .* (contains whitespace|is empty): TREC run files are whitespace-separated"):
+    with pytest.raises(SsftError,
+                       match=rf"{name}:7: {what} id .* (contains whitespace|is empty): TREC run files are whitespace-separated"):
         load_dataset(str(tiny_dataset))
 
 

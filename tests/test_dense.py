@@ -29,7 +29,8 @@ def wide_model_dir(tmp_path_factory) -> Path:
 
 
 def build_dense(query_dir, document_dir=None, method="full", options=None, **model):
-    cfg = ModelConfig(architecture="dense", name=str(query_dir), document_name=None if document_dir is None else str(document_dir),
+    cfg = ModelConfig(architecture="dense", name=str(query_dir),
+                      document_name=None if document_dir is None else str(document_dir),
                       max_length=64, query_max_length=16, **model)
     torch.manual_seed(0)
     return MODELS.get("dense").build(cfg, method, options or {}).eval()  # eval: no dropout, scores comparable
@@ -192,7 +193,8 @@ def test_negative_cache_adds_columns_to_training_rows(tiny_model_dir):
     model = build_dense(tiny_model_dir)
     model.negative_cache = NegativeCache(DOCUMENTS + ["coffee and liver disease", "sleep and memory"], num_negatives=2)
     model.negative_cache.fill(model)
-    batch = model.tokenize([QUERIES[0], QUERIES[0], QUERIES[1], QUERIES[1]], [DOCUMENTS[0], DOCUMENTS[2], DOCUMENTS[1], DOCUMENTS[2]])
+    batch = model.tokenize([QUERIES[0], QUERIES[0], QUERIES[1], QUERIES[1]],
+                           [DOCUMENTS[0], DOCUMENTS[2], DOCUMENTS[1], DOCUMENTS[2]])
     rows = model(**batch, group_size=2)
     assert rows.shape == (2, 1 + 3 + 2)
     # the first item's positive (DOCUMENTS[0]) is in the cache but is never among its cached negatives
@@ -250,7 +252,8 @@ def test_maxp_scores_a_document_by_its_best_passage(tiny_model_dir, tiny_dataset
     for did, score in run["q1"].items():
         passages = split_passages(ds.corpus[did].full_text, 2)
         with torch.no_grad():
-            best = max(model.score(model.encode_queries([ds.queries["q1"]]), model.encode_documents([p])).item() for p in passages)
+            best = max(model.score(model.encode_queries([ds.queries["q1"]]), model.encode_documents([p])).item()
+                       for p in passages)
         assert score == pytest.approx(best, abs=1e-4)
 
 
@@ -323,11 +326,11 @@ def test_daft_in_training_keeps_the_document_tower_fixed_during_alignment(tiny_m
     """A real Trainer run: stage 1 leaves every document-tower weight as it was, stage 2 changes them."""
     from transformers import TrainerCallback, TrainingArguments
 
-    from ssft.training.callbacks.daft import DaftCallback
     from ssft.data.beir import load_dataset
     from ssft.data.examples import RankerCollator, TrainingGroups, build_examples
     from ssft.losses import ContrastiveLoss
     from ssft.trainer import RankingTrainer
+    from ssft.training.callbacks.daft import DaftCallback
 
     ds = load_dataset(str(tiny_dataset))
     model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
@@ -400,7 +403,8 @@ def test_collapse_monitor_quiet_on_a_real_model(tiny_model_dir, caplog, tmp_path
     monitor = CollapseMonitorCallback(min_effective_rank=1.5)
     monitor.queries, monitor.documents = QUERIES * 2, DOCUMENTS * 2
     with caplog.at_level(logging.WARNING):
-        monitor.on_train_begin(SimpleNamespace(output_dir=str(tmp_path)), _state(), TrainerControl(), model=build_dense(tiny_model_dir))
+        monitor.on_train_begin(SimpleNamespace(output_dir=str(tmp_path)), _state(), TrainerControl(),
+                               model=build_dense(tiny_model_dir))
     assert not monitor.warnings and monitor.history[0]["query"]["effective_rank"] > 1.5
 
 
@@ -415,7 +419,8 @@ def test_latency_reports_medians_per_batch_size(tiny_model_dir, wide_model_dir):
         out = measure_latency(model, QUERIES * 4, batch_sizes=(1, 4), repeats=2, threads=1, tower=tower)
         assert set(out["batch_sizes"]) == {"1", "4"} and out["threads"] == 1
         for v in out["batch_sizes"].values():
-            assert v["encode_ms_per_query"] > 0 and v["tokenize_ms_per_query"] > 0 and len(v["encode_ms_per_query_all_repeats"]) == 2
+            assert (v["encode_ms_per_query"] > 0 and v["tokenize_ms_per_query"] > 0
+                    and len(v["encode_ms_per_query_all_repeats"]) == 2)
 
 
 def test_pca_plot_writes_a_png(tmp_path):
@@ -478,7 +483,8 @@ def test_mpnet_resolves_offline_when_installed():
 def test_train_dense_end_to_end_writes_the_output_contract(tiny_model_dir, wide_model_dir, tiny_dataset, tmp_path, monkeypatch):
     from ssft.train import run_recipe
 
-    # run_recipe sets TENSORBOARD_LOGGING_DIR with setdefault; undone after this in-process run so later runs log to their own folder
+    # run_recipe sets TENSORBOARD_LOGGING_DIR with setdefault; undone after this in-process run so later runs log to their
+    # own folder
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "run" / "logs"))
 
     out = tmp_path / "run"
@@ -512,14 +518,17 @@ def test_retrieve_and_latency_clis(tiny_model_dir, wide_model_dir, tiny_dataset,
     model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
     model.save(tmp_path / "run" / "model")
     out = tmp_path / "ret"
-    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output", str(out), "--depth", "3"]) == 0
+    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output", str(out),
+                          "--depth", "3"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics) == {"test"} and 0.0 <= metrics["test"]["nDCG@10"] <= 1.0
     assert len((out / "run.trec").read_text().splitlines()) == 2 * 3
     # a second run reads the frozen model's corpus vectors from the on-disk cache and returns the same run
-    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output", str(tmp_path / "ret2"), "--depth", "3"]) == 0
+    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output",
+                          str(tmp_path / "ret2"), "--depth", "3"]) == 0
     assert (tmp_path / "ret2" / "run.trec").read_text() == (out / "run.trec").read_text()
-    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output", str(out), "--index", "lsh"]) == 2
+    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output", str(out),
+                          "--index", "lsh"]) == 2
     assert "--index: expected one of" in capsys.readouterr().err
     assert latency_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--repeats", "1",
                          "--batch-sizes", "1,2", "--tower", "both", "--output", str(tmp_path / "lat")]) == 0
@@ -533,7 +542,8 @@ def test_retrieve_cli_refuses_a_reranking_model(tiny_model_dir, tiny_dataset, tm
 
     twin = MODELS.get("twin").build(ModelConfig(architecture="twin", name=str(tiny_model_dir)), "full", {})
     twin.save(tmp_path / "m")
-    assert retrieve_main([str(tmp_path / "m"), "--data", str(tiny_dataset), "--split", "test", "--output", str(tmp_path / "o")]) == 2
+    assert retrieve_main([str(tmp_path / "m"), "--data", str(tiny_dataset), "--split", "test",
+                          "--output", str(tmp_path / "o")]) == 2
     assert "use ssft-rerank" in capsys.readouterr().err
 
 

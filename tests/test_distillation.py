@@ -140,8 +140,8 @@ def _groups_batch(student, teacher, queries, docs_per_query):
 
 @pytest.mark.parametrize("inherit", [False, True])
 def test_teacher_gets_no_gradient_and_scores_the_current_batch(teacher_dir, inherit):
-    from ssft.training.distillation import DistillationObjective
     from ssft.losses import ContrastiveLoss
+    from ssft.training.distillation import DistillationObjective
 
     teacher = make_teacher(teacher_dir)
     student = build_student(teacher_dir, query_layers=[0, 3]).train()
@@ -152,7 +152,8 @@ def test_teacher_gets_no_gradient_and_scores_the_current_batch(teacher_dir, inhe
     objective = DistillationObjective(teacher, cfg, ContrastiveLoss())
     seen = []
     original = teacher.model.encode
-    teacher.model.encode = lambda ids, mask, tower: seen.append((tower, ids.clone(), teacher.model.training)) or original(ids, mask, tower)
+    teacher.model.encode = lambda ids, mask, tower: (seen.append((tower, ids.clone(), teacher.model.training))
+                                                     or original(ids, mask, tower))
     batch = _groups_batch(student, teacher, QUERIES[:2], [DOCUMENTS[:2], DOCUMENTS[1:]])
     loss = objective(student, batch)
     loss.backward()
@@ -190,7 +191,8 @@ def test_query_only_objective_is_the_embedding_distance(teacher_dir):
     # the full teacher as its own student: distance 0
     same = build_student(teacher_dir)
     same.inherit_documents(teacher)
-    assert DistillationObjective(teacher, cfg)(same, DistillationCollator(same, teacher)([{"query": q} for q in QUERIES])).item() < 1e-5
+    assert DistillationObjective(teacher, cfg)(same,
+                                               DistillationCollator(same, teacher)([{"query": q} for q in QUERIES])).item() < 1e-5
 
 
 # ---------------------------------------------------------------- asymmetric students and the teacher's index
@@ -272,7 +274,8 @@ def _recipe(teacher_dir, dataset, out, distillation, **model):
     ({"inherit_documents": True, "score_loss": "bce"}, {"query_layers": [3]}),
     ({"document_embedding_weight": 1.0, "score_loss": "mse"}, {"query_layers": 1}),
 ])
-def test_run_recipe_distills_and_writes_the_output_contract(teacher_dir, tiny_dataset, tmp_path, monkeypatch, distillation, model):
+def test_run_recipe_distills_and_writes_the_output_contract(teacher_dir, tiny_dataset, tmp_path, monkeypatch, distillation,
+                                                            model):
     from ssft.models import load_ranker
     from ssft.train import run_recipe
 
@@ -339,9 +342,9 @@ def test_dual_pooling_by_hand():
 
 
 def test_cross_teacher_objective_trains_the_student_only(teacher_dir):
+    from ssft.losses import ContrastiveLoss
     from ssft.teachers.cross import load_cross_teacher
     from ssft.training.distillation import DistillationCollator, DistillationObjective
-    from ssft.losses import ContrastiveLoss
 
     teacher = load_cross_teacher(str(teacher_dir), "segment_mean", 64)
     student = build_student(teacher_dir, query_layers=[0]).train()

@@ -18,7 +18,8 @@ ITEMS = [
     ("cholesterol statins", "statin drugs lower cholesterol", ["green tea and blood pressure", "salt intake and stroke"]),
     # process 1: the first query again with another positive (must not be its negative in process 0, nor the
     # reverse), a document process 0 also holds, and its own hard negatives
-    ("vitamin d bones", "calcium and vitamin d supplements for fractures", ["iron deficiency in children", "coffee and the liver"]),
+    ("vitamin d bones", "calcium and vitamin d supplements for fractures",
+     ["iron deficiency in children", "coffee and the liver"]),
     ("green tea", "green tea and blood pressure", ["protein and muscle mass", "fiber and colon cancer"]),
 ]
 # (family, loss, items per process): DDP averages per-process means, so plain per-item losses need equal shares;
@@ -177,13 +178,13 @@ def test_daft_refuses_several_processes(tiny_model_dir, tmp_path):
 
     from transformers import TrainerControl, TrainerState
 
-    from ssft.training.callbacks.daft import DaftCallback
     from ssft.core.errors import SsftError
     from ssft.recipe import ModelConfig
     from ssft.registry import MODELS
+    from ssft.training.callbacks.daft import DaftCallback
 
-    model = MODELS.get("dense").build(ModelConfig(architecture="dense", name=str(tiny_model_dir), document_name=str(tiny_model_dir),
-                                                  max_length=32), "full", {})
+    model = MODELS.get("dense").build(ModelConfig(architecture="dense", name=str(tiny_model_dir),
+                                                  document_name=str(tiny_model_dir), max_length=32), "full", {})
     args = SimpleNamespace(output_dir=str(tmp_path), world_size=2, should_save=True, max_steps=-1, num_train_epochs=2)
     with pytest.raises(SsftError, match="DDP cannot follow"):
         DaftCallback().on_train_begin(args, TrainerState(), TrainerControl(), model=model)

@@ -4,9 +4,9 @@ import torch
 from transformers import TrainerCallback, TrainingArguments
 
 from ssft.adapters.hybrid import HybridOptions
+from ssft.core.errors import SsftError
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
-from ssft.core.errors import SsftError
 from ssft.losses import PairwiseSoftmaxLoss
 from ssft.models.base import load_ranker
 from ssft.models.cross import CrossEncoder
@@ -77,7 +77,8 @@ def test_hybrid_builds_prefix_beside_lora(tiny_model_dir):
     assert not any(p.requires_grad for n, p in ranker.named_parameters() if n.startswith("backbone.")
                    and ".lora_" not in n and not n.startswith("backbone.hidden_prefix."))
     set_trainable(ranker, ["lora", "head"])
-    assert sorted(n for n, p in ranker.named_parameters() if p.requires_grad) == sorted(names(ranker, "lora") + names(ranker, "head"))
+    assert (sorted(n for n, p in ranker.named_parameters() if p.requires_grad)
+            == sorted(names(ranker, "lora") + names(ranker, "head")))
 
 
 def test_sequential_hybrid_phases_freeze_and_keep_best_epochs(tiny_model_dir, tiny_dataset, tmp_path):
@@ -114,12 +115,13 @@ def test_concurrent_hybrid_trains_both(tiny_model_dir, tiny_dataset, tmp_path):
     make_trainer, made, _ = make_factory(ranker, tiny_dataset, tmp_path, {"concurrent": [0.1] * 5})
     phases = train_hybrid(ranker, config, make_trainer)
     assert [(p.name, p.epochs) for p in phases] == [("concurrent", 5)]
-    assert made["concurrent"].trainable_at_begin == sorted(names(ranker, "prefix") + names(ranker, "lora") + names(ranker, "head"))
+    assert made["concurrent"].trainable_at_begin == sorted(names(ranker, "prefix") + names(ranker, "lora")
+                                                           + names(ranker, "head"))
 
 
 def test_hybrid_save_load_same_scores(tiny_model_dir, tiny_dataset, tmp_path):
-    ranker, config = build(tiny_model_dir, first={"method": "lora", "r": 2}, second={"method": "hidden_prefix", "length": 2, "mlp_dim": 8},
-                           first_epochs=1, second_epochs=1)
+    ranker, config = build(tiny_model_dir, first={"method": "lora", "r": 2},
+                           second={"method": "hidden_prefix", "length": 2, "mlp_dim": 8}, first_epochs=1, second_epochs=1)
     make_trainer, _, pairs = make_factory(ranker, tiny_dataset, tmp_path, {"first": [0.1], "second": [0.2]})
     train_hybrid(ranker, config, make_trainer)  # LoRA -> prefix
     ranker.eval()
@@ -254,7 +256,8 @@ def test_ss_lora_hybrid_on_colbert_routes_gradients_and_reloads(tiny_model_dir, 
         elif tower_input == "document":
             q = type(q)(q.vectors.detach(), q.mask)
         ranker.score(q.select(batch["q_index"]), d.select(batch["d_index"])).sum().backward()
-        return {n: p.grad is not None and bool(p.grad.abs().sum() > 0) for n, p in ranker.named_parameters() if n.startswith("backbone.")}
+        return {n: p.grad is not None and bool(p.grad.abs().sum() > 0) for n, p in ranker.named_parameters()
+                if n.startswith("backbone.")}
 
     both, only_q, only_d = grads("both"), grads("query"), grads("document")
     lora = [n for n in both if ".lora_" in n]
@@ -274,7 +277,8 @@ def test_ss_lora_hybrid_on_colbert_routes_gradients_and_reloads(tiny_model_dir, 
     loaded = load_ranker(tmp_path / "model")
     assert loaded.backbone.tower_switch is not None and loaded.backbone.hidden_prefix is not None
     with torch.no_grad():
-        after = loaded(**loaded.tokenize(["vitamin d bones", "coffee liver"], ["vitamin d and bone health", "coffee and liver disease"]))
+        after = loaded(**loaded.tokenize(["vitamin d bones", "coffee liver"],
+                                         ["vitamin d and bone health", "coffee and liver disease"]))
     assert torch.allclose(before, after, atol=1e-5)
 
 

@@ -1,7 +1,6 @@
 """Every notebook in notebooks/ executes headless (nbclient, the python3 kernel ipykernel installs) with small
 settings (SSFT_NOTEBOOK_SMALL=1) on real data and weights, and leaves its figures as PNG files."""
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -41,7 +40,8 @@ def test_notebook_executes(notebook, tmp_path, monkeypatch, wordnet_dir):
     nb = nbformat.read(notebook, as_version=4)
     client = NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError with the failing cell's traceback
-    errors = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    errors = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
+              if o.get("output_type") == "error"]
     assert not errors
     for name in FIGURES[notebook.stem]:
         png = out / name

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from ssft.core.errors import cli_entry
-from ssft.eval.metrics import evaluate_run
+from ssft.core.run_folder import MANIFEST, TRAIN_MARKERS, TRAIN_OUTPUTS, OutputFolder
 from ssft.data.beir import load_dataset
 from ssft.data.trec import read_run
-from ssft.core.run_folder import MANIFEST, TRAIN_MARKERS, TRAIN_OUTPUTS, OutputFolder
+from ssft.eval.metrics import evaluate_run
 from tests.cli_runner import run_cli, start_cli
 
 METRICS = ["nDCG@10", "RR@10"]

@@ -59,5 +59,6 @@ def test_grid_files_are_what_make_grid_writes():
 
 def test_ss_lora_colbert_recipe():
     recipe = load_recipe(RECIPES / "ss_lora_colbert.yaml")
-    assert (recipe.model.architecture, recipe.adapter.method, recipe.adapter.options["sharing"]) == ("colbert", "ss_lora", "hetero_value")
+    assert ((recipe.model.architecture, recipe.adapter.method, recipe.adapter.options["sharing"])
+            == ("colbert", "ss_lora", "hetero_value"))
     assert recipe.model.query_max_length == 20 and recipe.data.max_train_queries is not None

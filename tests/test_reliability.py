@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 import os
 import signal
 import subprocess
@@ -76,7 +75,8 @@ def test_sigkill_mid_epoch_then_resume_gives_the_same_metrics(tmp_path, tiny_mod
     cwd.mkdir()
     env = {**os.environ, "SSFT_CACHE": str(tmp_path / "cache")}
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    done = run_cli("ssft.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd, env={"SSFT_CACHE": tmp_path / "cache"})
+    done = run_cli("ssft.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd,
+                   env={"SSFT_CACHE": tmp_path / "cache"})
     assert done.returncode == 0, done.stderr[-3000:]
 
     argv = [str(recipe), f"training.output_dir={killed}"]
@@ -106,14 +106,16 @@ def test_sigkill_mid_epoch_then_resume_gives_the_same_metrics(tmp_path, tiny_mod
 def test_hybrid_killed_in_its_second_phase_resumes_with_the_phase_state(tmp_path, tiny_model_dir, synthetic_data):
     """Sequential hybrid (hidden_prefix 1 epoch, then LoRA 2 epochs): killed inside phase 2, the resumed run
     reads phase 1's result and best epoch and continues phase 2 from its checkpoint."""
-    adapter = "{method: hybrid, first: {method: hidden_prefix, length: 2}, second: {method: lora, r: 4}, first_epochs: 1, second_epochs: 2}"
+    adapter = ("{method: hybrid, first: {method: hidden_prefix, length: 2}, second: {method: lora, r: 4}, "
+               "first_epochs: 1, second_epochs: 2}")
     recipe = _recipe(tmp_path / "r.yaml", tiny_model_dir, synthetic_data, adapter, "")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     done = run_cli("ssft.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd)
     assert done.returncode == 0, done.stderr[-3000:]
-    _kill_at([str(recipe), f"training.output_dir={killed}"], killed / "phase-second" / "checkpoint-15" / "ssft_checkpoint.json", cwd)
+    _kill_at([str(recipe), f"training.output_dir={killed}"], killed / "phase-second" / "checkpoint-15" / "ssft_checkpoint.json",
+             cwd)
     assert (killed / "phase-first" / "phase.json").is_file() and not (killed / "metrics.json").exists()
     resumed = run_cli("ssft.train", [str(recipe), f"training.output_dir={killed}"], cwd=cwd)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -309,7 +311,8 @@ class NaNAfter(torch.nn.Module):
 
 
 @pytest.mark.parametrize("mode", ["loss", "grad"])
-def test_non_finite_loss_or_gradient_stops_training_and_keeps_the_last_good_checkpoint(mode, tmp_path, tiny_model_dir, tiny_dataset):
+def test_non_finite_loss_or_gradient_stops_training_and_keeps_the_last_good_checkpoint(mode, tmp_path, tiny_model_dir,
+                                                                                       tiny_dataset):
     from transformers import TrainingArguments
 
     from ssft.data.beir import load_dataset
@@ -325,7 +328,8 @@ def test_non_finite_loss_or_gradient_stops_training_and_keeps_the_last_good_chec
     args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=1, learning_rate=1e-3,
                              report_to=[], remove_unused_columns=False, use_cpu=True, save_strategy="steps", save_steps=2,
                              num_train_epochs=3, dataloader_pin_memory=False, disable_tqdm=True)
-    trainer = RankingTrainer(model=ranker, args=args, train_dataset=TrainingGroups(build_examples(ds.qrels("train"), list(ds.corpus), None), ds, 2),
+    trainer = RankingTrainer(model=ranker, args=args,
+                             train_dataset=TrainingGroups(build_examples(ds.qrels("train"), list(ds.corpus), None), ds, 2),
                              data_collator=RankerCollator(ranker), loss=NaNAfter(5, mode))
     with pytest.raises(SsftError) as err:
         trainer.train()
@@ -415,13 +419,15 @@ from tests.test_dense import wide_model_dir  # noqa: E402,F401  (fixture: a seco
 
 
 @pytest.mark.parametrize("kill_step", [10, 35])
-def test_daft_run_killed_resumes_in_the_same_stage(tmp_path, tiny_model_dir, wide_model_dir, synthetic_data, kill_step):
+def test_daft_run_killed_resumes_in_the_same_stage(tmp_path, tiny_model_dir, wide_model_dir,  # noqa: F811  (the fixture imported above)
+                                                   synthetic_data, kill_step):
     """Heterogeneous dense model with DAFT (2 alignment checks, then 2 fine-tuning epochs): killed inside stage 1
     (step 10) or stage 2 (step 35), the same command resumes in that stage — document tower frozen or not, KL
     history and stopping state kept — and ends with the same metrics and stage changes."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
-        f"model: {{architecture: dense, name: {tiny_model_dir}, document_name: {wide_model_dir}, projection_dim: 16, max_length: 48}}\n"
+        f"model: {{architecture: dense, name: {tiny_model_dir}, document_name: {wide_model_dir}, "
+        f"projection_dim: 16, max_length: 48}}\n"
         f"loss: contrastive\ndata: {{dataset: {synthetic_data}, num_negatives: 1, negatives_depth: 10}}\n"
         "eval: {depth: 10, metrics: [nDCG@10, R@100]}\n"
         "callbacks: [{name: daft, delta: 0.0, max_alignment_checks: 2, finetune_epochs: 2}]\n"

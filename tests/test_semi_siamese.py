@@ -51,8 +51,9 @@ def grads_by_group(model, loss) -> dict[str, set[str]]:
     return got
 
 
-SS_METHODS = [("ss_lora", {"sharing": "hetero_value"}), ("ss_lora", {"sharing": "hetero_query"}), ("ss_lora", {"sharing": "none"}),
-              ("ss_hidden_prefix", {"sharing": "average"}), ("ss_hidden_prefix", {"sharing": "concat", "length": 6, "common_length": 2}),
+SS_METHODS = [("ss_lora", {"sharing": "hetero_value"}), ("ss_lora", {"sharing": "hetero_query"}),
+              ("ss_lora", {"sharing": "none"}), ("ss_hidden_prefix", {"sharing": "average"}),
+              ("ss_hidden_prefix", {"sharing": "concat", "length": 6, "common_length": 2}),
               ("ss_hidden_prefix", {"sharing": "none"})]
 
 
@@ -177,6 +178,7 @@ def test_trainable_parameters_per_tower(tiny_model_dir, method, options):
     assert counts["query_tower"] == counts["shared"] + counts["query"]
     if method.startswith("ss_"):
         assert counts["query"] == counts["document"] > 0  # symmetric towers
-        assert (counts["shared"] > 0) == (options["sharing"] != "none" or method == "ss_hidden_prefix")  # the prefix source is always shared
+        # the prefix source is always shared
+        assert (counts["shared"] > 0) == (options["sharing"] != "none" or method == "ss_hidden_prefix")
     else:
         assert counts["query"] == counts["document"] == 0 and counts["shared"] > 0

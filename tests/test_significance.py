@@ -5,8 +5,7 @@ from scipy import stats
 
 from ssft.core.errors import SsftError
 from ssft.eval.metrics import write_per_query
-from ssft.eval.significance import (paired_ttest, paired_ttest_files, read_per_query, seed_ttest,
-                                    significance_mark)
+from ssft.eval.significance import paired_ttest, paired_ttest_files, read_per_query, seed_ttest, significance_mark
 from ssft.eval.tables import MethodScores, build_table, collect_runs, format_parameters, render_csv, render_markdown
 
 
@@ -114,7 +113,8 @@ def test_csv_table():
     import io
 
     rows = list(csv.reader(io.StringIO(render_csv(build_table(FIXTURE, ["nDCG@10", "P@20"])))))
-    assert rows[0] == ["method", "trainable_parameters", "nDCG@10", "nDCG@10_pvalue", "nDCG@10_mark", "P@20", "P@20_pvalue", "P@20_mark"]
+    assert rows[0] == ["method", "trainable_parameters", "nDCG@10", "nDCG@10_pvalue", "nDCG@10_mark", "P@20", "P@20_pvalue",
+                       "P@20_mark"]
     assert rows[1] == ["Full FT", "109482240", "0.3100", "", "", "0.2200", "", ""]
     p = stats.ttest_ind([0.33, 0.34, 0.35], [0.30, 0.31, 0.32], equal_var=True, alternative="greater").pvalue
     assert rows[3][:5] == ["Prompt-tuning", "8192", "0.3400", f"{p:.4g}", "*"]

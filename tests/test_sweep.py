@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ssft.data.beir import load_dataset
 from ssft.core.errors import SsftError
+from ssft.data.beir import load_dataset
 from ssft.recipe import apply_override
-from ssft.sweep import expand, kfold_splits, load_grid, run_sweep, train_command, write_fold_datasets, Folds
+from ssft.sweep import Folds, expand, kfold_splits, load_grid, run_sweep, train_command, write_fold_datasets
 
 
 def test_kfold_rotation_tests_each_query_once():
@@ -114,7 +114,8 @@ def test_sweep_with_folds_sets_data_per_fold(tiny_dataset, tmp_path):
     fake = FakeTrain()
     rows = run_sweep(grid, fake)
     assert len(rows) == 12 and {r["fold"] for r in rows} == {0, 1, 2}
-    assert all(r["overrides"]["data.dataset"].endswith(f"fold{r['fold']}") and r["overrides"]["data.test_split"] == "test" for r in rows)
+    assert all(r["overrides"]["data.dataset"].endswith(f"fold{r['fold']}") and r["overrides"]["data.test_split"] == "test"
+               for r in rows)
 
 
 def test_variants_tie_overrides_and_cross_the_grid(tmp_path):
@@ -159,11 +160,13 @@ training: {{max_steps: 1, per_device_train_batch_size: 2, report_to: []}}
 """)
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump({"recipe": "base.yaml", "output_root": str(tmp_path / "sweep"),
                                                          "grid": {"adapter": [{"method": "lora", "r": 2}]}}))
-    result = subprocess.run([sys.executable, "-m", "ssft.sweep", str(tmp_path / "grid.yaml")], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-m", "ssft.sweep", str(tmp_path / "grid.yaml")], capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [json.loads(line) for line in (tmp_path / "sweep" / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and rows[0]["status"] == "ok" and "nDCG@10" in rows[0]["metrics"]["test"]
     recipe = yaml.safe_load((Path(rows[0]["run_dir"]) / "recipe.yaml").read_text())
     assert recipe["adapter"] == {"method": "lora", "r": 2}
-    dry = subprocess.run([sys.executable, "-m", "ssft.sweep", "--dry-run", str(tmp_path / "grid.yaml")], capture_output=True, text=True, timeout=300)
+    dry = subprocess.run([sys.executable, "-m", "ssft.sweep", "--dry-run", str(tmp_path / "grid.yaml")], capture_output=True,
+                         text=True, timeout=300)
     assert dry.returncode == 0 and dry.stdout.startswith("finished\t")

@@ -10,7 +10,6 @@ import torch
 
 from ssft.core.errors import SsftError
 from ssft.losses.tct import TightlyCoupledDistillationLoss
-from ssft.models.bi import Encoded
 from ssft.recipe import ModelConfig, recipe_from_dict
 from ssft.registry import MODELS
 
