@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from ssft.core.errors import SsftError
+from ssft.core.run_folder import RESULT_MARKERS, OutputFolder
 
 
 def setup_logging(level: str = "INFO") -> None:
@@ -45,3 +46,21 @@ def model_dir(path: Path) -> Path:
     if not path.exists():
         raise SsftError(f"run folder not found: {path}")
     raise SsftError(f"{path}: no trained model (expected {path}/model/{SPEC_FILE}; did the run finish?)")
+
+
+def at_least_one(ns: argparse.Namespace, *names: str) -> None:
+    """``--depth``, ``--batch-size`` ...: whole numbers >= 1, or a one-line error naming the flag."""
+    for name in names:
+        if getattr(ns, name) < 1:
+            raise SsftError(f"--{name.replace('_', '-')} must be >= 1")
+
+
+def result_folder(path: Path, tool: str, outputs: tuple[str, ...], overwrite: bool) -> OutputFolder:
+    """The ``--output`` folder of ssft-rerank / ssft-retrieve, checked before anything is loaded: new, empty or the
+    tool's own (``ssft.core.run_folder``), an earlier finished result only with ``--overwrite``."""
+    folder = OutputFolder(path, tool, outputs, RESULT_MARKERS, where="--output")
+    folder.check()
+    if (path / "metrics.json").is_file() and not overwrite:
+        raise SsftError(f"--output: {path} holds a finished {tool} result (metrics.json); pass --overwrite to replace "
+                        f"it, or name another folder")
+    return folder

@@ -13,9 +13,9 @@ import argparse
 import logging
 import sys
 
-from ssft.cli._common import model_dir, parse_args, setup_logging
+from ssft.cli._common import at_least_one, model_dir, parse_args, result_folder, setup_logging
 from ssft.core.errors import SsftError, cli_entry, user_path
-from ssft.core.run_folder import RERANK_OUTPUTS, RESULT_MARKERS, OutputFolder
+from ssft.core.run_folder import RERANK_OUTPUTS
 
 logger = logging.getLogger("ssft")
 
@@ -51,18 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     from ssft.models import load_ranker
     from ssft.training.prediction import prediction_trainer
 
-    if ns.depth < 1:
-        raise SsftError("--depth must be >= 1")
-    if ns.batch_size < 1:
-        raise SsftError("--batch-size must be >= 1")
+    at_least_one(ns, "depth", "batch_size")
     metrics = [m.strip() for m in ns.metrics.split(",") if m.strip()]
     parse_measures(metrics, "--metrics")
     folder_of_model = model_dir(ns.run_dir)
-    folder = OutputFolder(ns.output, "ssft-rerank", RERANK_OUTPUTS, RESULT_MARKERS, where="--output")
-    folder.check()
-    if (ns.output / "metrics.json").is_file() and not ns.overwrite:
-        raise SsftError(f"--output: {ns.output} holds a finished ssft-rerank result (metrics.json); pass --overwrite "
-                        f"to replace it, or name another folder")
+    folder = result_folder(ns.output, "ssft-rerank", RERANK_OUTPUTS, ns.overwrite)
     dataset = load_dataset(ns.data)
     qrels = dataset.qrels(ns.split)
     name, first = first_stage_run(ns.first_stage, dataset, {}, {q: dataset.queries[q] for q in qrels}, ns.depth)

@@ -22,9 +22,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ssft.cli._common import model_dir, parse_args, setup_logging
+from ssft.cli._common import at_least_one, model_dir, parse_args, result_folder, setup_logging
 from ssft.core.errors import SsftError, cli_entry, user_path
-from ssft.core.run_folder import RESULT_MARKERS, RETRIEVE_OUTPUTS, OutputFolder
+from ssft.core.run_folder import RETRIEVE_OUTPUTS
 
 
 @cli_entry("ssft-retrieve")
@@ -62,21 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     from ssft.eval.retrieve import INDEX_KINDS, retrieve
     from ssft.models import load_ranker
 
-    if ns.depth < 1:
-        raise SsftError("--depth must be >= 1")
-    if ns.batch_size < 1:
-        raise SsftError("--batch-size must be >= 1")
+    at_least_one(ns, "depth", "batch_size")
     if ns.index not in INDEX_KINDS:
         raise SsftError(f"--index: expected one of {', '.join(INDEX_KINDS)}, got '{ns.index}'")
     if ns.passage_words is not None and ns.passage_words < 1:
         raise SsftError("--passage-words must be >= 1")
     fusion = _parse_fusion(ns.fusion, ns.tune_split)
     # the output folder is checked after the flags, before anything is loaded
-    folder = OutputFolder(ns.output, "ssft-retrieve", RETRIEVE_OUTPUTS, RESULT_MARKERS, where="--output")
-    folder.check()
-    if (ns.output / "metrics.json").is_file() and not ns.overwrite:
-        raise SsftError(f"--output: {ns.output} holds a finished ssft-retrieve result (metrics.json); pass --overwrite "
-                        f"to replace it, or name another folder")
+    folder = result_folder(ns.output, "ssft-retrieve", RETRIEVE_OUTPUTS, ns.overwrite)
     metrics = [m.strip() for m in ns.metrics.split(",") if m.strip()]
     parse_measures(metrics, "--metrics")
     if fusion == "auto":
