@@ -28,7 +28,6 @@ def main(argv: list[str] | None = None) -> int:
     from ssft.data.beir import load_dataset
     from ssft.eval.latency import format_latency, measure_latency
     from ssft.models import load_ranker
-    from ssft.models.bi import BiEncoder
 
     try:
         batch_sizes = tuple(int(b) for b in ns.batch_sizes.split(",") if b.strip())
@@ -38,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     qids = sorted(dataset.qrels(ns.split)) if ns.split else sorted(dataset.queries)
     queries = [dataset.queries[q] for q in qids if q in dataset.queries]
     model = load_ranker(model_dir(ns.model), trust_remote_code=ns.trust_remote_code)
-    if not isinstance(model, BiEncoder):
+    if not model.bi_encoder:
         raise SsftError(f"{ns.model}: query latency is measured for bi-encoders, not '{model.architecture}'")
     towers = ["query", "document"] if ns.tower == "both" else [ns.tower]
     results = measure_latency(model, queries, batch_sizes, ns.repeats, ns.threads, towers, ns.max_queries)

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     qrels = dataset.qrels(ns.split)
     tune_qrels = dataset.qrels(ns.tune_split) if fusion == "auto" else None
     model = load_ranker(model_dir(ns.model), trust_remote_code=ns.trust_remote_code)
-    if not getattr(model, "full_retrieval", False):
+    if not model.full_retrieval:
         raise SsftError(f"{ns.model}: full retrieval needs a single-vector dense model (architecture 'dense'), "
                         f"not '{model.architecture}'; use ssft-rerank")
     if ns.documents_from:

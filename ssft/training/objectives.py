@@ -42,7 +42,7 @@ def ranking_loss(model, ranker, loss_fn: RankingLoss, inputs: dict) -> tuple[tor
     whose ``loss_weight`` makes that average the global batch's mean when processes hold different item counts."""
     inputs = dict(inputs)
     group = int(inputs.pop("group_size"))
-    if getattr(ranker, "in_batch_negatives", False):  # dense: in-batch + cached negatives per item
+    if ranker.in_batch_negatives:  # dense: in-batch + cached negatives per item
         scores = model(**inputs, group_size=group)
         return loss_fn(scores) * getattr(ranker, "loss_weight", 1.0), scores
     scores = model(**inputs).view(-1, group)
@@ -53,7 +53,7 @@ class RankingObjective(Objective):
     """The ranking loss on the batch's groups (query + [positive, negatives...])."""
 
     def __init__(self, loss: RankingLoss):
-        if getattr(loss, "needs_teacher", False):
+        if getattr(loss, "needs_teacher", False):  # any callable over scores may be a loss, not only a RankingLoss
             raise ValueError(f"the loss {type(loss).__name__} distils a teacher: pass teacher=FrozenTeacher(...)")
         self.loss = loss
 

@@ -10,7 +10,7 @@ from ssft.data.examples import PairDataset
 from ssft.eval.metrics import evaluate_run
 from ssft.eval.retrieve import evaluate_retrieval
 from ssft.losses.base import RankingLoss
-from ssft.models.bi import BiEncoder, score_pairs_once
+from ssft.models.bi import score_pairs_once
 from ssft.training.checkpoints import CheckpointedTrainer
 from ssft.training.objectives import Objective, objective_for
 
@@ -107,7 +107,7 @@ class RankingTrainer(CheckpointedTrainer):
         ``score_pairs_once``, which encodes each distinct document once however many queries retrieved it
         (with several processes ``Trainer.predict`` shards the pairs instead)."""
         model = self._ranker()
-        if isinstance(model, BiEncoder) and self.args.world_size == 1 and len(pairs):
+        if model.bi_encoder and self.args.world_size == 1 and len(pairs):
             return score_pairs_once(model, pairs, self.args.per_device_eval_batch_size)
         return self.predict(pairs).predictions
 
@@ -115,7 +115,7 @@ class RankingTrainer(CheckpointedTrainer):
         pairs = eval_dataset if eval_dataset is not None else self.eval_dataset
         if not isinstance(pairs, PairDataset) or self.eval_qrels is None:
             raise ValueError("RankingTrainer.evaluate needs a PairDataset and eval_qrels")
-        if getattr(self._ranker(), "full_retrieval", False):  # dense: retrieve from the whole corpus (000 §5.3.1)
+        if self._ranker().full_retrieval:  # dense: retrieve from the whole corpus (000 §5.3.1)
             aggregate = evaluate_retrieval(self._ranker(), pairs.dataset, self.eval_qrels, self.eval_metrics,
                                            batch_size=self.args.per_device_eval_batch_size)
         else:
