@@ -101,4 +101,9 @@ CASES: list[tuple] = [
      "model.max_length: 100000 is beyond what model.name"),
     ("recipe-query-max-length-beyond-model", "ssft.train", lambda w: _train(w, "model.query_max_length=129"),
      "model.query_max_length: 129 is beyond what model.name"),
+    # a model key that only another architecture reads would change nothing (issue 17: typed per architecture)
+    ("train-model-key-of-another-architecture", "ssft.train", lambda w: _train(w, "model.colbert_dim=64"),
+     "model.colbert_dim: only for model.architecture 'colbert', not 'cross'"),
+    ("train-twin-scorer-on-dense", "ssft.train", lambda w: _train(w, "model.architecture=dense", "model.scorer=dot"),
+     "model.scorer: only for model.architecture 'twin', not 'dense'"),
 ]

@@ -556,13 +556,20 @@ def _validate_teacher_loss(recipe: Recipe, source: str, model_cls, loss_cls) -> 
                             f"the '{recipe.loss.name}' loss distils over the in-batch documents only")
 
 
+# what every architecture reads; the other ModelConfig keys belong to the architectures whose Ranker.model_options list them
+COMMON_MODEL_KEYS = ("architecture", "name", "max_length", "query_max_length", "head_learning_rate", "trust_remote_code")
+
+
 def _validate_model_keys(recipe: Recipe, source: str, model_cls, adapter_cls) -> None:
     """Model keys that only some architectures read (``Ranker.model_options``), and what they cannot combine with."""
     m = recipe.model
-    for key in ("document_name", "query_layers", "projection_dim"):
-        if getattr(m, key) is not None and key not in model_cls.model_options:
-            readers = MODELS.matching(lambda c, key=key: key in c.model_options)
-            raise SsftError(f"{source}: model.{key}: only for model.architecture {_either(readers)}, not '{m.architecture}'")
+    defaults = ModelConfig()
+    for key in (f.name for f in dataclasses.fields(ModelConfig)):
+        # a key only other architectures read, set to anything but its default, would change nothing: refused
+        if key in COMMON_MODEL_KEYS or key in model_cls.model_options or getattr(m, key) == getattr(defaults, key):
+            continue
+        readers = MODELS.matching(lambda c, key=key: key in c.model_options)
+        raise SsftError(f"{source}: model.{key}: only for model.architecture {_either(readers)}, not '{m.architecture}'")
     options = model_cls.model_options
     if "query_layers" in options:
         if isinstance(m.query_layers, int) and m.query_layers < 1:
