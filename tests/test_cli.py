@@ -77,7 +77,7 @@ training: {{output_dir: {out}, num_train_epochs: 2, per_device_train_batch_size:
     results = {}
     for scope in ("judged", "run"):
         result = run_cli("ssft.rerank", str(out), "--data", str(tiny_dataset), "--first-stage", str(one), "--split", "test",
-                         "--output", str(tmp_path / scope), "--depth", "6", "--queries", scope)
+                         "--output", str(tmp_path / f"rerank-{scope}"), "--depth", "6", "--queries", scope)
         assert result.returncode == 0, result.stderr[-3000:]
-        results[scope] = json.loads((tmp_path / scope / "metrics.json").read_text())["one"]
+        results[scope] = json.loads((tmp_path / f"rerank-{scope}" / "metrics.json").read_text())["one"]
     assert results["judged"]["R@100"] == pytest.approx(results["run"]["R@100"] / 2)
