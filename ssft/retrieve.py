@@ -67,16 +67,17 @@ def main(argv: list[str] | None = None) -> int:
         raise SsftError("--depth must be >= 1")
     if ns.batch_size < 1:
         raise SsftError("--batch-size must be >= 1")
-    folder = OutputFolder(ns.output, "ssft-retrieve", RETRIEVE_OUTPUTS, RESULT_MARKERS, where="--output")
-    folder.check()
-    if (ns.output / "metrics.json").is_file() and not ns.overwrite:
-        raise SsftError(f"--output: {ns.output} holds a finished ssft-retrieve result (metrics.json); pass --overwrite "
-                        f"to replace it, or name another folder")
     if ns.index not in INDEX_KINDS:
         raise SsftError(f"--index: expected one of {', '.join(INDEX_KINDS)}, got '{ns.index}'")
     if ns.passage_words is not None and ns.passage_words < 1:
         raise SsftError("--passage-words must be >= 1")
     fusion = _parse_fusion(ns.fusion, ns.tune_split)
+    # the output folder is checked after the flags, before anything is loaded
+    folder = OutputFolder(ns.output, "ssft-retrieve", RETRIEVE_OUTPUTS, RESULT_MARKERS, where="--output")
+    folder.check()
+    if (ns.output / "metrics.json").is_file() and not ns.overwrite:
+        raise SsftError(f"--output: {ns.output} holds a finished ssft-retrieve result (metrics.json); pass --overwrite "
+                        f"to replace it, or name another folder")
     metrics = [m.strip() for m in ns.metrics.split(",") if m.strip()]
     parse_measures(metrics, "--metrics")
     if fusion == "auto":
