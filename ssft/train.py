@@ -211,7 +211,8 @@ def _run_recipe(recipe, folder: OutputFolder, overwrite: bool, resume_with_chang
         if distill.teacher_kind == "cross_dual_pooled":
             from ssft.distill.cross_teacher import load_cross_teacher
 
-            teacher = load_cross_teacher(distill.teacher, distill.teacher_pooling, recipe.model.max_length)
+            teacher = load_cross_teacher(distill.teacher, distill.teacher_pooling, recipe.model.max_length,
+                                         trust_remote_code=recipe.model.trust_remote_code)
         else:
             from ssft.distill.teacher import load_teacher, teacher_reference
 
