@@ -256,18 +256,25 @@ def test_a_checkpoint_resume_uses_the_running_models_own_setting(remote_code_mod
         cautious.load_weights(remote_code_model)
 
 
-def test_teachers_take_the_users_setting(tiny_model_dir, tmp_path):
+def _dense_saved_with_remote_code(tiny_model_dir, path):
+    """A saved dense model whose ssft_model.json says it was built with trust_remote_code."""
     from ssft.models.dense import DenseDualEncoder
     from ssft.recipe import ModelConfig
-    from ssft.teachers.dense import load_teacher, teacher_reference
-    from ssft.teachers.in_loop import FrozenTeacher
 
-    path = tmp_path / "dense"
     DenseDualEncoder.build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=48), "lora",
                            {"r": 2}).save(path)
     spec = json.loads((path / "ssft_model.json").read_text())
     spec["trust_remote_code"] = True
     (path / "ssft_model.json").write_text(json.dumps(spec))
+    return path
+
+
+def test_teachers_take_the_users_setting(tiny_model_dir, tmp_path):
+    from ssft.recipe import ModelConfig
+    from ssft.teachers.dense import load_teacher, teacher_reference
+    from ssft.teachers.in_loop import FrozenTeacher
+
+    path = _dense_saved_with_remote_code(tiny_model_dir, tmp_path / "dense")
     with pytest.raises(SsftError, match="saved with trust_remote_code"):
         load_teacher(teacher_reference(str(path)))
     assert load_teacher(teacher_reference(str(path)), trust_remote_code=True).model.architecture == "dense"
@@ -278,15 +285,8 @@ def test_teachers_take_the_users_setting(tiny_model_dir, tmp_path):
 
 def test_latency_cli_takes_the_flag(tiny_model_dir, tiny_dataset, tmp_path, capsys):
     from ssft.cli.latency import main
-    from ssft.models.dense import DenseDualEncoder
-    from ssft.recipe import ModelConfig
 
-    path = tmp_path / "dense"
-    DenseDualEncoder.build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=48), "lora",
-                           {"r": 2}).save(path)
-    spec = json.loads((path / "ssft_model.json").read_text())
-    spec["trust_remote_code"] = True
-    (path / "ssft_model.json").write_text(json.dumps(spec))
+    path = _dense_saved_with_remote_code(tiny_model_dir, tmp_path / "dense")
     argv = [str(path), "--data", str(tiny_dataset), "--batch-sizes", "2", "--repeats", "1"]
     assert main(argv) == 2
     assert "pass --trust-remote-code" in capsys.readouterr().err
