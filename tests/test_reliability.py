@@ -219,7 +219,7 @@ def test_best_epoch_state_round_trips_through_a_checkpoint(tmp_path):
 
 
 def test_crash_during_an_atomic_write_keeps_the_old_file(tmp_path, monkeypatch):
-    from ssft import io
+    from ssft.core import io
 
     target = tmp_path / "metrics.json"
     io.atomic_write_json(target, {"nDCG@10": 0.3})
