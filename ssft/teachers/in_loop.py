@@ -22,10 +22,10 @@ import torch
 from ssft.config.recipe import ModelConfig
 from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
+from ssft.core.hub import resolve_model
 from ssft.models.base import SPEC_FILE, Ranker, load_ranker, saved_model_folder
 from ssft.models.bi import BiEncoder, group_items, query_positives, unique_with_index
 from ssft.models.colbert import ColBert
-from ssft.models.hub import resolve_model
 
 logger = logging.getLogger(__name__)
 
