@@ -88,6 +88,26 @@ def test_save_load_round_trip_siamese(tiny_model_dir, tmp_path):
     assert not (tmp_path / "m" / "document_tower").exists()
 
 
+def test_normalize_false_scores_the_raw_dot_product_of_pooled_states(tiny_model_dir, tmp_path):
+    """003 Eq. 2/5: the TCT student's score is the inner product of average-pooled states, unbounded."""
+    raw = build_dense(tiny_model_dir, normalize=False, score_scale=1.0)
+    unit = build_dense(tiny_model_dir)
+    q = raw.tokenizer(QUERIES, padding=True, return_tensors="pt")
+    d = raw.tokenizer(DOCUMENTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        pooled_q = raw.pooled(q["input_ids"], q["attention_mask"], "query")
+        pooled_d = raw.pooled(d["input_ids"], d["attention_mask"], "document")
+        scores = raw.score(raw.encode(q["input_ids"], q["attention_mask"], "query"),
+                           raw.encode(d["input_ids"], d["attention_mask"], "document"))
+        cosines = unit.score(unit.encode(q["input_ids"], q["attention_mask"], "query"),
+                             unit.encode(d["input_ids"], d["attention_mask"], "document"))
+    torch.testing.assert_close(scores, (pooled_q * pooled_d).sum(-1))
+    torch.testing.assert_close(cosines, 20 * torch.nn.functional.cosine_similarity(pooled_q, pooled_d, dim=-1))
+    assert not torch.allclose(scores, cosines / 20)  # pooled states are not unit vectors
+    assert_save_load_round_trip(raw, tmp_path / "m", QUERIES, DOCUMENTS)
+    assert json.loads((tmp_path / "m" / "ssft_model.json").read_text())["normalize"] is False
+
+
 def test_frozen_document_tower_reuses_pooled_vectors(tiny_model_dir, wide_model_dir):
     model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
     model.document_backbone.requires_grad_(False)

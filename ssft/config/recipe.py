@@ -61,7 +61,8 @@ class ModelConfig:
     document_name: str | None = None  # dense: document tower model (own tokenizer); null = one shared backbone
     query_layers: int | list[int] | None = None  # dense: N = the first N layers of the query tower, or a list of layers
     projection_dim: int | None = None  # dense: shared projection size a (000 Eq. 10-11); null = none
-    score_scale: float = 20.0  # dense: scores are scale * dot product of the L2-normalised vectors
+    score_scale: float = 20.0  # dense: scores are scale * dot product of the final vectors
+    normalize: bool = True  # dense: L2-normalise the final vectors (false: raw dot product, 003 Eq. 2/5)
 
 
 class _NamedSection:

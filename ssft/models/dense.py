@@ -18,6 +18,9 @@
   the larger size before the shared projection (so W's first columns act on both). A square projection starts
   as the identity (keeps the pretrained geometry); a rectangular one starts at PyTorch's default. ``null``:
   no projection, only L2 normalisation (then the hidden sizes must match).
+- ``model.normalize`` (default true): L2-normalise the final vectors, so the score is a scaled cosine (000 Eq. 11,
+  002 / 004's students). ``false``: the raw dot product of the pooled (projected) states — 003's TCT student
+  (Eq. 2, 5: average-pooled states, inner product), with ``score_scale: 1``.
 - Score: ``model.score_scale`` (20, 000 §5.3.2 after Lindgren et al.) × ζ(q)·η(d).
 
 Training (``forward(..., group_size=g)``) returns, for every (query, positive) item of the batch, the
@@ -56,7 +59,7 @@ DOCUMENT_TOWER = "document_tower"  # sub-folder of a saved ranker holding the se
 
 class DenseDualEncoder(BiEncoder):
     architecture = "dense"
-    model_options = ("document_name", "pooling", "projection_dim", "score_scale", "query_layers")
+    model_options = ("document_name", "pooling", "projection_dim", "score_scale", "query_layers", "normalize")
     backbone_prefixes = ("backbone.", "document_backbone.")
     cache_document_embeddings = True  # a frozen model's corpus vectors go to the on-disk cache (embedding_cache)
     full_retrieval = True  # evaluated by retrieval over the whole corpus (ssft.eval.retrieve), not reranking
@@ -72,6 +75,7 @@ class DenseDualEncoder(BiEncoder):
         if self.pooling not in POOLINGS:
             raise SsftError(f"model.pooling: expected one of {', '.join(POOLINGS)}, got '{self.pooling}'")
         self.score_scale = float(spec.get("score_scale", 20.0))
+        self.normalize = bool(spec.get("normalize", True))
         q_dim = backbone.config.hidden_size
         d_dim = document_backbone.config.hidden_size if document_backbone is not None else q_dim
         self.hidden_dim = max(q_dim, d_dim)
@@ -235,12 +239,12 @@ class DenseDualEncoder(BiEncoder):
         return torch.stack([self._frozen_documents[k] for k in keys])
 
     def project(self, pooled: torch.Tensor) -> torch.Tensor:
-        """Eq. 10-11: shared W·x + b (zero-padding the narrower tower), then L2 normalisation."""
+        """Eq. 10-11: shared W·x + b (zero-padding the narrower tower), then L2 normalisation (``model.normalize``)."""
         if self.projection is not None:
             if pooled.shape[-1] < self.hidden_dim:
                 pooled = F.pad(pooled, (0, self.hidden_dim - pooled.shape[-1]))
             pooled = self.projection(pooled)
-        return F.normalize(pooled, dim=-1)
+        return F.normalize(pooled, dim=-1) if self.normalize else pooled
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
         if tower == "document" and self.document_teacher is not None:
