@@ -25,6 +25,7 @@ class Adapter:
     needs_towers: bool = False  # semi-Siamese: encodes with tower="query" / "document" (a bi-encoder model only)
     one_backbone_only: bool = False  # wires one backbone into both towers: refused beside a separate document tower
     trains_in_phases: bool = False  # trained phase by phase (each its own epochs and Trainer run): a hybrid
+    exportable: bool = False  # a plain transformers forward can hold it (merged if LoRA): ssft-export writes it
 
     @classmethod
     def config_from(cls, options: dict[str, Any] | None, where: str = "adapter"):

@@ -19,6 +19,7 @@ class FullFineTuning(Adapter):
     dominates a CPU step)."""
 
     name = "full"
+    exportable = True  # its weights are a plain transformers model
     Config = FullConfig
 
     @classmethod

@@ -68,6 +68,7 @@ class Lora(Adapter):
     name = "lora"
     Config = LoraOptions
     peft = True
+    exportable = True  # merged into the weights (merge_and_unload) for export
     mergeable = True  # one adapter for every input: merge_and_unload gives the same scores without LoRA's overhead
     plus_plus = False
 

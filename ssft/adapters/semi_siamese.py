@@ -136,6 +136,7 @@ class SsLora(Adapter):
     name = "ss_lora"
     Config = SsLoraOptions
     peft = True
+    exportable = True  # merged once per tower (shared + that tower's adapter): two plain encoders
     needs_towers = True
     one_backbone_only = True
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 # model.pooling (twin, dense; a dense teacher by name) and model.scorer (twin): ssft.models.twin, ssft.models.dense
 POOLINGS = ("mean", "cls")
 SCORERS = ("combiner", "cosine", "dot")
+# model.head (cross): ssft.models.cross
+CROSS_HEADS = ("classifier", "cls_linear")
 
 # distillation (ssft.training.distillation, ssft.teachers)
 TEACHER_KINDS = ("dense", "cross_dual_pooled")  # distillation.teacher_kind
@@ -15,4 +17,5 @@ EMBEDDING_DISTANCES = ("l2", "mse")  # distillation.embedding_distance (ssft.los
 # data.negatives
 NEGATIVES = ("bm25", "random")
 
-__all__ = ["DUAL_POOLINGS", "EMBEDDING_DISTANCES", "NEGATIVES", "POOLINGS", "SCORERS", "SCORE_LOSSES", "TEACHER_KINDS"]
+__all__ = ["CROSS_HEADS", "DUAL_POOLINGS", "EMBEDDING_DISTANCES", "NEGATIVES", "POOLINGS", "SCORERS", "SCORE_LOSSES",
+           "TEACHER_KINDS"]

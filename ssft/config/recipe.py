@@ -38,7 +38,16 @@ import yaml
 from transformers import TrainingArguments
 from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType, get_scheduler
 
-from ssft.config.choices import DUAL_POOLINGS, EMBEDDING_DISTANCES, NEGATIVES, POOLINGS, SCORE_LOSSES, SCORERS, TEACHER_KINDS
+from ssft.config.choices import (
+    CROSS_HEADS,
+    DUAL_POOLINGS,
+    EMBEDDING_DISTANCES,
+    NEGATIVES,
+    POOLINGS,
+    SCORE_LOSSES,
+    SCORERS,
+    TEACHER_KINDS,
+)
 from ssft.config.metrics import DEFAULT_METRICS, parse_measures
 from ssft.config.parse import coerce, parse_dataclass, plain_type
 from ssft.config.registry import ADAPTERS, CALLBACKS, LOSSES, MODELS, Registry
@@ -63,6 +72,7 @@ class ModelConfig:
     projection_dim: int | None = None  # dense: shared projection size a (000 Eq. 10-11); null = none
     score_scale: float = 20.0  # dense: scores are scale * dot product of the final vectors
     normalize: bool = True  # dense: L2-normalise the final vectors (false: raw dot product, 003 Eq. 2/5)
+    head: str = "classifier"  # cross: classifier (BERT's pooler + linear, transformers' layout) | cls_linear
 
 
 class _NamedSection:
@@ -497,6 +507,8 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
         raise SsftError(f"{source}: model.max_length: too small")
     if m.pooling not in POOLINGS:
         raise SsftError(f"{source}: model.pooling: expected one of {', '.join(POOLINGS)}, got '{m.pooling}'")
+    if m.head not in CROSS_HEADS:
+        raise SsftError(f"{source}: model.head: expected one of {', '.join(CROSS_HEADS)}, got '{m.head}'")
     if m.scorer not in SCORERS:
         raise SsftError(f"{source}: model.scorer: expected one of {', '.join(SCORERS)}, got '{m.scorer}'")
     if adapter_cls.needs_towers and not model_cls.bi_encoder:

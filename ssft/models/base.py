@@ -36,9 +36,11 @@ from ssft.core.hub import resolve_model
 from ssft.core.io import give_umask_modes
 from ssft.core.paths import SPEC_FILE
 from ssft.data.tokens import TokenCache
+from ssft.models.interop.checkpoint import Pretrained, account_weights, read_checkpoint, read_weights
 
-__all__ = ["LOAD_ERRORS", "PICKLE_WEIGHTS", "SPEC_FILE", "Ranker", "load_backbone", "load_hidden_prefix", "load_peft_adapter",
-           "load_ranker", "load_transformer", "refuse_pickle_weights", "remove_stale_save_folders", "save_backbone",
+__all__ = ["LOAD_ERRORS", "PICKLE_WEIGHTS", "SPEC_FILE", "Pretrained", "Ranker", "load_backbone", "load_hidden_prefix",
+           "load_peft_adapter", "load_pretrained", "load_ranker", "load_transformer", "refuse_pickle_weights",
+           "remove_stale_save_folders", "save_backbone",
            "saved_model_folder"]
 
 
@@ -76,22 +78,41 @@ def load_hidden_prefix(path: Path) -> nn.Module:
     return prefix
 
 
-def load_transformer(name: str, trust_remote_code: bool = False):
-    """(model, tokenizer) from a hub id or folder, resolved offline where possible."""
-    path = resolve_model(name)
-    refuse_pickle_weights(Path(path))
+def load_pretrained(name: str, trust_remote_code: bool = False):
+    """(model, tokenizer, ``Pretrained``) from a hub id or folder, resolved offline where possible. The model is the
+    plain encoder (no pooler: a ranker that uses one takes its weights from the checkpoint); ``Pretrained`` says what
+    kind of checkpoint it is and holds every weight the encoder did not take (``ssft.models.interop.checkpoint``).
+    transformers' own load report is replaced by ``Pretrained.report``, which the caller issues once the ranker has
+    taken what it uses: it lists every checkpoint weight left unused and every weight initialised at random."""
+    path = Path(resolve_model(name))
+    refuse_pickle_weights(path)
+    pretrained = read_checkpoint(name, path)
+    source = path / pretrained.modules.transformer_path if pretrained.modules and pretrained.modules.transformer_path else path
+    refuse_pickle_weights(source)
     verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the load report lists the unused pooler on every load
+    hf_logging.set_verbosity_error()  # its report is Pretrained.report's, which knows what the ranker uses
     try:
         try:
-            model = AutoModel.from_pretrained(path, add_pooling_layer=False, trust_remote_code=trust_remote_code)
+            model = AutoModel.from_pretrained(source, add_pooling_layer=False, trust_remote_code=trust_remote_code)
         except TypeError:  # architectures without a pooler argument
-            model = AutoModel.from_pretrained(path, trust_remote_code=trust_remote_code)
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+            model = AutoModel.from_pretrained(source, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
     except LOAD_ERRORS as err:  # corrupt or truncated weights, a config.json that is not JSON, no tokenizer files
         raise SsftError(f"model '{name}' at {path} could not be loaded: {_first_line(err)}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
+    account_weights(pretrained, read_weights(source), model.state_dict())
+    if pretrained.kind == "colbert-stanford" and pretrained.colbert is not None:
+        pretrained.colbert.projection = pretrained.extra.get("linear.weight")
+    return model, tokenizer, pretrained
+
+
+def load_transformer(name: str, trust_remote_code: bool = False, report: bool = True):
+    """(model, tokenizer) from a hub id or folder (``load_pretrained``); ``report``: warn about the checkpoint's
+    weights nobody uses (a caller that uses none of them beyond the encoder, e.g. a teacher's encoder)."""
+    model, tokenizer, pretrained = load_pretrained(name, trust_remote_code)
+    if report:
+        pretrained.report()
     return model, tokenizer
 
 
@@ -129,7 +150,7 @@ def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: d
     before its adapter (a saved ``backbone/`` already holds only those layers). ``trust``: the user's
     trust_remote_code (never the saved spec's)."""
     def base() -> nn.Module:
-        transformer, _ = load_transformer(base_model, trust)
+        transformer, _ = load_transformer(base_model, trust, report=False)  # its head weights are in ranker.safetensors
         if layers is not None:
             select_layers(transformer, layers, base_model, f"{path}/{SPEC_FILE}: query_layers")
         return transformer
@@ -212,12 +233,38 @@ class Ranker(nn.Module):
         adapter = ADAPTERS.get(method)
         if config is None:
             config = adapter.config_from(options)
-        transformer, tokenizer = load_transformer(model_cfg.name, model_cfg.trust_remote_code)
+        transformer, tokenizer, pretrained = load_pretrained(model_cfg.name, model_cfg.trust_remote_code)
         for p in transformer.parameters():
             p.requires_grad_(False)
         backbone = adapter.apply(transformer, config)
         spec = cls.build_spec(model_cfg, method, options)
-        return cls(backbone, tokenizer, spec)
+        cls.spec_from_pretrained(spec, pretrained)
+        ranker = cls(backbone, tokenizer, spec)
+        ranker.adopt_pretrained(pretrained)
+        pretrained.report(ranker.quiet_unused(pretrained))
+        return ranker
+
+    # ------------------------------------------------------------ a pretrained checkpoint's own modules
+    @classmethod
+    def spec_from_pretrained(cls, spec: dict[str, Any], pretrained: Pretrained) -> None:
+        """Hook: settings of the checkpoint (``ssft.models.interop.checkpoint``) the new ranker keeps, written into
+        its spec before it is built (a ColBERT checkpoint's markers, a SentenceTransformer's prompts)."""
+
+    def adopt_pretrained(self, pretrained: Pretrained) -> None:
+        """Hook: take the checkpoint's weights this ranker uses beyond the encoder (``Pretrained.take``: a
+        classifier head, a projection); whatever is left is reported as unused."""
+
+    def export_refusal(self) -> str | None:
+        """Hook: why this ranker's own modules have no standard format (one line naming what serves it), or None
+        (``ssft.models.interop.export``; the method's refusal is checked there, from ``Adapter.exportable``)."""
+        return None
+
+    def quiet_unused(self, pretrained: Pretrained) -> tuple[str, ...]:
+        """Checkpoint weight names (without the task model's prefix) legitimately unused by this ranker: BERT's
+        next-sentence pooler beside a plain encoder; a fine-tuned sequence-classification pooler is never quiet."""
+        if pretrained.kind == "sequence-classification":
+            return ("embeddings.position_ids",)
+        return ("pooler.", "embeddings.position_ids")
 
     @classmethod
     def build_spec(cls, model_cfg, method: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ssft.data.trec import top_k
-from ssft.models.base import Ranker
+from ssft.models.base import Pretrained, Ranker
 from ssft.models.embedding_cache import cached_documents
 from ssft.models.encoded import Encoded
 
@@ -54,11 +54,17 @@ class BiEncoder(Ranker):
     cache_document_embeddings = False  # True: a frozen model's document representations are cached on disk
 
     # ------------------------------------------------------------ the encode path
+    def prompted(self, texts: list[str], tower: str) -> list[str]:
+        """``texts`` with the tower's prompt in front: a SentenceTransformer checkpoint's query / document prompt
+        (e.g. ``"query: "``), kept in the spec (``query_prompt`` / ``document_prompt``); none by default."""
+        prompt = self.spec.get(f"{tower}_prompt")
+        return [prompt + t for t in texts] if prompt else list(texts)
+
     def tokenize_queries(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        return self._tokenize_single(texts, self.spec["query_max_length"])
+        return self._tokenize_single(self.prompted(texts, "query"), self.spec["query_max_length"])
 
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        return self._tokenize_single(texts, self.spec["max_length"])
+        return self._tokenize_single(self.prompted(texts, "document"), self.spec["max_length"])
 
     def _tokenize_single(self, texts: list[str], max_length: int) -> dict[str, torch.Tensor]:
         out = self.token_cache().single(texts, max_length)  # = tokenizer(texts, truncation, padding); each text once
@@ -66,6 +72,27 @@ class BiEncoder(Ranker):
 
     def represent(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
         raise NotImplementedError
+
+    # ------------------------------------------------------------ a SentenceTransformer checkpoint's modules
+    @classmethod
+    def spec_from_pretrained(cls, spec, pretrained: Pretrained) -> None:
+        """A SentenceTransformer checkpoint's query / document prompts are kept (``prompted``); its Pooling module is
+        checked against ``model.pooling`` (a difference is reported: the recipe's value is used)."""
+        modules = pretrained.modules
+        if modules is None or pretrained.kind != "sentence-transformers":
+            return
+        prompts = modules.prompts
+        for tower, keys in (("query", ("query",)), ("document", ("document", "passage", "corpus"))):
+            prompt = next((prompts[k] for k in keys if prompts.get(k)), None)
+            if prompt:
+                spec[f"{tower}_prompt"] = prompt
+        if prompts and not modules.include_prompt:
+            pretrained.notes.append("its Pooling leaves the prompt tokens out (include_prompt false); ssft pools them")
+        if modules.pooling is not None and modules.pooling != spec.get("pooling", "mean"):
+            pretrained.notes.append(f"its Pooling module pools '{modules.pooling}', model.pooling is "
+                                    f"'{spec.get('pooling', 'mean')}' (used)")
+        if modules.other:
+            pretrained.notes.append(f"its modules {', '.join(modules.other)} are not used")
 
     def score(self, q: Encoded, d: Encoded) -> torch.Tensor:
         """Scores of aligned pairs: q[i] with d[i], shape (n,)."""

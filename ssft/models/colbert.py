@@ -9,6 +9,13 @@
 - score = sum over query tokens of the max over document tokens of the dot product (MaxSim).
 
 The [Q] / [D] markers are the vocabulary's ``[unused0]`` / ``[unused1]`` (as the original ColBERT).
+
+Built from a ColBERT checkpoint (Stanford's ``HF_ColBERT`` or a sentence-transformers ``MultiVectorEncoder`` / PyLate
+folder, ``ssft.models.interop.checkpoint``), the model keeps the checkpoint's projection and how it tokenises and
+scores, in its spec: markers (``query_marker`` / ``document_marker``, e.g. PyLate's ``[Q]`` / ``[D]``), whether the
+encoder attends to the [MASK] expansion (``attend_expansion``: Stanford's default does not; the [MASK] positions are
+scored either way) and the punctuation skiplist (``mask_punctuation``). ``query_max_length`` stays the recipe's; a
+checkpoint expanding queries to another length is reported.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from torch import nn
 
 from ssft.adapters.backbone import Backbone
 from ssft.core.errors import SsftError
+from ssft.models.base import Pretrained
 from ssft.models.bi import BiEncoder, Encoded
 
 QUERY_MARKER = "[unused0]"
@@ -48,14 +56,18 @@ class ColBert(BiEncoder):
             with torch.no_grad():
                 self.projection.weight.copy_(torch.eye(self.dim))
         vocab = tokenizer.get_vocab()
-        missing = [t for t in (QUERY_MARKER, DOCUMENT_MARKER) if t not in vocab]
+        self.query_marker = spec.get("query_marker", QUERY_MARKER)
+        self.document_marker = spec.get("document_marker", DOCUMENT_MARKER)
+        self.attend_expansion = bool(spec.get("attend_expansion", True))
+        self.mask_punctuation = bool(spec.get("mask_punctuation", True))
+        missing = [t for t in (self.query_marker, self.document_marker) if t not in vocab]
         if missing or tokenizer.mask_token_id is None:
             raise SsftError(f"colbert: the tokenizer of {spec.get('base_model')} lacks {', '.join(missing) or '[MASK]'} "
                             "(needed for the [Q]/[D] markers and query augmentation; BERT-style vocabularies have them)")
-        self.query_marker_id = vocab[QUERY_MARKER]
-        self.document_marker_id = vocab[DOCUMENT_MARKER]
+        self.query_marker_id = vocab[self.query_marker]
+        self.document_marker_id = vocab[self.document_marker]
         punctuation = set()
-        for symbol in string.punctuation:
+        for symbol in string.punctuation if self.mask_punctuation else ():
             ids = tokenizer.encode(symbol, add_special_tokens=False)
             if len(ids) == 1:
                 punctuation.add(ids[0])
@@ -67,11 +79,15 @@ class ColBert(BiEncoder):
         return [[cls, marker, *ids, sep] for ids in pieces], max(len(ids) + 3 for ids in pieces)
 
     def tokenize_queries(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        """Queries padded with [MASK] to exactly ``query_max_length``, all positions attended."""
+        """Queries padded with [MASK] to exactly ``query_max_length``; the [MASK] positions are attended unless the
+        spec's ``attend_expansion`` is false (they are scored either way: ``represent``)."""
         length = self.spec["query_max_length"]
         rows, _ = self._tokenize_marked(texts, self.query_marker_id, length)
         ids = torch.tensor([row + [self.tokenizer.mask_token_id] * (length - len(row)) for row in rows], dtype=torch.long)
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        if self.attend_expansion:
+            return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        lengths = torch.tensor([len(row) for row in rows])
+        return {"input_ids": ids, "attention_mask": (torch.arange(length).unsqueeze(0) < lengths.unsqueeze(1)).long()}
 
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
         rows, width = self._tokenize_marked(texts, self.document_marker_id, self.spec["max_length"])
@@ -84,9 +100,36 @@ class ColBert(BiEncoder):
     def represent(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
         vectors = F.normalize(self.projection(hidden), p=2, dim=-1)
         mask = attention_mask.bool()
+        if tower == "query":  # every query position is a token or its [MASK] expansion: all are scored
+            mask = torch.ones_like(mask)
         if tower == "document":
             mask = mask & ~torch.isin(input_ids, self.punctuation_ids)
         return Encoded(vectors, mask)
+
+    # ------------------------------------------------------------ a pretrained ColBERT checkpoint
+    @classmethod
+    def spec_from_pretrained(cls, spec, pretrained: Pretrained) -> None:
+        settings = pretrained.colbert
+        if settings is None:
+            return
+        if settings.projection is not None and settings.projection.shape[0] != int(spec.get("colbert_dim", 128)):
+            raise SsftError(f"model.colbert_dim: {spec.get('colbert_dim')}, but the projection of {pretrained.name} has "
+                            f"{settings.projection.shape[0]} dimensions; set model.colbert_dim: {settings.projection.shape[0]}")
+        spec.update(query_marker=settings.query_marker, document_marker=settings.document_marker,
+                    attend_expansion=settings.attend_expansion, mask_punctuation=settings.mask_punctuation)
+        if settings.query_length is None:
+            pretrained.notes.append("it does not expand queries with [MASK]; ssft's ColBERT does (query_max_length)")
+        elif settings.query_length != spec["query_max_length"]:
+            pretrained.notes.append(f"it expands queries to {settings.query_length} tokens; model.query_max_length "
+                                    f"{spec['query_max_length']} is used (set it to {settings.query_length} to score as it does)")
+
+    def adopt_pretrained(self, pretrained: Pretrained) -> None:
+        settings = pretrained.colbert
+        if settings is None or settings.projection is None:
+            return
+        with torch.no_grad():
+            self.projection.weight.copy_(settings.projection)
+        pretrained.take("linear.weight")  # Stanford's (a MultiVectorEncoder's Dense is read from its own folder)
 
     def score(self, q: Encoded, d: Encoded) -> torch.Tensor:
         return maxsim(q.vectors, q.mask, d.vectors, d.mask)

@@ -47,7 +47,7 @@ from ssft.adapters.backbone import Backbone, select_layers
 from ssft.config.registry import ADAPTERS
 from ssft.core.distributed import gather_objects, gather_rows, rank, world_size
 from ssft.core.errors import SsftError
-from ssft.models.base import SPEC_FILE, load_backbone, load_transformer, save_backbone
+from ssft.models.base import SPEC_FILE, load_backbone, load_pretrained, save_backbone
 from ssft.models.bi import BiEncoder, Encoded, group_items, query_positives, row_keys
 from ssft.models.frozen import load_frozen_dense
 from ssft.models.twin import POOLINGS, mean_pool
@@ -115,18 +115,59 @@ class DenseDualEncoder(BiEncoder):
         if config is None:
             config = adapter.config_from(options)
 
-        def tower(name: str, layers: int | None) -> tuple[Backbone, Any]:
-            transformer, tokenizer = load_transformer(name, model_cfg.trust_remote_code)
+        def tower(name: str, layers: int | None) -> tuple[Backbone, Any, Any]:
+            transformer, tokenizer, pretrained = load_pretrained(name, model_cfg.trust_remote_code)
             if layers is not None:
                 select_layers(transformer, layers, name)
             for p in transformer.parameters():
                 p.requires_grad_(False)
-            return adapter.apply(transformer, config), tokenizer
+            return adapter.apply(transformer, config), tokenizer, pretrained
 
-        query_backbone, query_tokenizer = tower(model_cfg.name, model_cfg.query_layers)
-        document_backbone, document_tokenizer = tower(model_cfg.document_name, None) if separate else (None, None)
+        query_backbone, query_tokenizer, pretrained = tower(model_cfg.name, model_cfg.query_layers)
+        document_backbone, document_tokenizer, document_pretrained = (
+            tower(model_cfg.document_name, None) if separate else (None, None, None))
         spec = cls.build_spec(model_cfg, method, options)
-        return cls(query_backbone, query_tokenizer, spec, document_backbone, document_tokenizer)
+        cls.spec_from_pretrained(spec, pretrained)
+        model = cls(query_backbone, query_tokenizer, spec, document_backbone, document_tokenizer)
+        model.adopt_pretrained(pretrained)
+        for checkpoint in (pretrained, document_pretrained):
+            if checkpoint is not None:
+                checkpoint.report(model.quiet_unused(checkpoint))
+        return model
+
+    # ------------------------------------------------------------ a SentenceTransformer checkpoint's modules
+    @classmethod
+    def spec_from_pretrained(cls, spec: dict[str, Any], pretrained) -> None:
+        """Besides the prompts (``BiEncoder``): a single linear Dense module is the projection (adopted when
+        ``model.projection_dim`` is null or its size); a Normalize module, or its absence, is checked against
+        ``model.normalize`` (a difference is reported; the recipe's value is used)."""
+        super().spec_from_pretrained(spec, pretrained)
+        modules = pretrained.modules
+        if modules is None or pretrained.kind != "sentence-transformers":
+            return
+        if modules.normalize != bool(spec.get("normalize", True)):
+            pretrained.notes.append(f"its modules {'end in' if modules.normalize else 'have no'} a Normalize module, "
+                                    f"model.normalize is {str(bool(spec.get('normalize', True))).lower()} (used)")
+        dense = _linear_dense(modules)
+        if dense is None:
+            if modules.dense:
+                kinds = ", ".join(d.activation.rsplit(".", 1)[-1] for d in modules.dense)
+                pretrained.notes.append(f"its Dense modules ({kinds}) are not one linear map (ssft's projection): not used")
+            return
+        size = dense.weight.shape[0]
+        if spec.get("projection_dim") is None and spec.get("document_name") is None:
+            spec["projection_dim"] = size
+        elif spec.get("projection_dim") != size:
+            pretrained.notes.append(f"its Dense module ({size} dimensions) is not used: model.projection_dim is "
+                                    f"{spec.get('projection_dim')}")
+
+    def adopt_pretrained(self, pretrained) -> None:
+        dense = _linear_dense(pretrained.modules) if pretrained.kind == "sentence-transformers" else None
+        if dense is None or self.projection is None or tuple(dense.weight.shape) != tuple(self.projection.weight.shape):
+            return
+        with torch.no_grad():
+            self.projection.weight.copy_(dense.weight)
+            self.projection.bias.copy_(dense.bias if dense.bias is not None else torch.zeros_like(self.projection.bias))
 
     def _save_extra(self, folder: Path) -> None:
         if self.document_backbone is None:
@@ -197,7 +238,7 @@ class DenseDualEncoder(BiEncoder):
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
         if self.document_teacher is not None:  # the teacher's tokens, so kept embeddings match its own
             return self.document_teacher.model.tokenize_documents(texts)
-        out = self.token_cache(self.document_tokenizer).single(texts, self.spec["max_length"])
+        out = self.token_cache(self.document_tokenizer).single(self.prompted(texts, "document"), self.spec["max_length"])
         return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
 
     # ------------------------------------------------------------ the encode path
@@ -287,6 +328,12 @@ class DenseDualEncoder(BiEncoder):
         # |D^-| per item, for the collapse value log(1 + |D^-|) (000 Eq. 7)
         self.last_num_negatives = float(torch.isfinite(rows[:, 1:]).sum(1).float().mean())
         return rows
+
+
+def _linear_dense(modules):
+    """The one sentence-level linear Dense module of a SentenceTransformer's modules, or None."""
+    dense = [d for d in modules.dense if not d.token_level] if modules is not None else []
+    return dense[0] if len(dense) == 1 and dense[0].linear else None
 
 
 def _positive_keys(d_input_ids, d_attention_mask, q_index, d_index, group: int) -> list[set[bytes]]:

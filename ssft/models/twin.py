@@ -52,6 +52,25 @@ class TwinBert(BiEncoder):
             raise SsftError(f"model.scorer: expected one of {', '.join(SCORERS)}, got '{self.scorer}'")
         self.combiner = ResidualCombiner(backbone.config.hidden_size) if self.scorer == "combiner" else None
 
+    @classmethod
+    def spec_from_pretrained(cls, spec, pretrained) -> None:
+        super().spec_from_pretrained(spec, pretrained)
+        modules = pretrained.modules
+        if modules is None or pretrained.kind != "sentence-transformers":
+            return
+        if modules.dense:
+            pretrained.notes.append(f"its {len(modules.dense)} Dense module(s) are not used (TwinBERT has no projection; "
+                                    f"architecture dense keeps one)")
+        if modules.normalize and spec.get("scorer", "combiner") != "cosine":
+            pretrained.notes.append(f"its Normalize module is not used by scorer '{spec.get('scorer')}' (cosine is "
+                                    f"what normalised vectors score)")
+
+    def export_refusal(self) -> str | None:
+        if self.scorer == "combiner":
+            return ("scorer 'combiner' (TwinBERT's learned combiner of two vectors) has no sentence-transformers "
+                    "equivalent; ssft-rerank / ssft-retrieve serve it from the run folder (scorer cosine / dot export)")
+        return None
+
     def represent(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
         return Encoded(hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, attention_mask))
 

@@ -1,0 +1,53 @@
+"""ssft-export RUN_DIR --output DIR [--format auto|cross-encoder|sentence-transformers|multi-vector] [--overwrite]
+[--push-to-hub REPO_ID]
+
+Writes a trained run's model (or a saved model folder) in the format sentence-transformers, PyLate and transformers
+load: cross → a sequence-classification folder (CrossEncoder, AutoModelForSequenceClassification), twin / dense → a
+SentenceTransformer folder (a Router when query and document towers differ), colbert → a MultiVectorEncoder folder;
+LoRA merged first, with a model card. Methods a standard forward cannot express are refused in one line. The folder
+is written under a temporary name beside DIR and renamed into place: never half-written (``ssft.pipeline.export``).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ssft.cli._common import parse_args, setup_logging
+from ssft.core.errors import cli_entry, user_path
+
+logger = logging.getLogger("ssft")
+FORMAT_CHOICES = ("auto", "cross-encoder", "sentence-transformers", "multi-vector")
+
+
+@cli_entry("ssft-export")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ssft-export", description="Export a trained ssft model for sentence-transformers / "
+                                     "transformers / PyLate.")
+    parser.add_argument("run_dir", type=user_path, help="output folder of ssft-train (or its model/ folder)")
+    parser.add_argument("--output", required=True, type=user_path, help="folder to write the exported model into")
+    parser.add_argument("--format", choices=FORMAT_CHOICES, default="auto",
+                        help="auto (default): by architecture: cross → cross-encoder, twin / dense → sentence-transformers, "
+                             "colbert → multi-vector")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --output folder")
+    parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the export to this hub repository (needs a token)")
+    parser.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="allow a model whose base needs its own code (transformers trust_remote_code); off by default")
+    ns = parse_args(parser, argv)
+    setup_logging("INFO")
+    from ssft.pipeline.export import export_run
+
+    info = export_run(ns.run_dir, ns.output, ns.format, overwrite=ns.overwrite, push_to_hub=ns.push_to_hub,
+                      trust_remote_code=ns.trust_remote_code, private=ns.private)
+    print(f"exported {ns.run_dir} as {info['format']} to {info['output']} (load with sentence-transformers' "
+          f"{info['loader']})")
+    for note in info.get("notes", []):
+        print(f"  - {note}")
+    if ns.push_to_hub:
+        print(f"pushed to https://huggingface.co/{ns.push_to_hub}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""ssft-export: every architecture x exportable method, written by ssft and loaded by the real client
+(sentence-transformers 6.2's CrossEncoder / SentenceTransformer / MultiVectorEncoder, transformers'
+AutoModelForSequenceClassification), scores the same (query, document) pairs as ssft within 1e-4; refused exports are
+one line and write nothing; an export over an existing folder is never half-written."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ssft.config.recipe import ModelConfig
+from ssft.config.registry import MODELS
+from ssft.core.errors import SsftError
+from ssft.models import load_ranker
+from ssft.pipeline.export import export_run
+from tests.helpers import save_tiny_bert
+
+st = pytest.importorskip("sentence_transformers")
+
+QUERIES = ["what is a bone", "coffee and the heart", "iron in the diet!"]
+DOCUMENTS = ["bones are hard tissue, made of calcium.", "coffee raises blood pressure a little; tea less so.",
+             "red meat, beans and spinach hold iron."]
+METHODS = ["full", "lora", "lora++", "ss_lora"]
+TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def towers(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("towers")
+    return save_tiny_bert(root / "a", seed=0), save_tiny_bert(root / "b", hidden_size=48, seed=1)
+
+
+def trained(architecture: str, method: str, base: Path, folder: Path, **model) -> Path:
+    """A ranker whose every trainable weight moved off its start (so a weight lost in export would show), saved."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(architecture=architecture, name=str(base), max_length=48, query_max_length=12, **model)
+    ranker = MODELS.get(architecture).build(cfg, method, {"r": 4} if "lora" in method else {})
+    with torch.no_grad():
+        for p in ranker.parameters():
+            if p.requires_grad:
+                p.add_(0.2 * torch.randn_like(p))
+    ranker.save(folder)
+    return folder
+
+
+def ssft_scores(folder: Path) -> torch.Tensor:
+    ranker = load_ranker(folder)
+    with torch.no_grad():
+        return ranker(**ranker.tokenize(QUERIES, DOCUMENTS)).float()
+
+
+def exported(folder: Path, out: Path, **kwargs) -> Path:
+    export_run(folder, out, **kwargs)
+    return out
+
+
+@pytest.mark.parametrize("head", ["classifier", "cls_linear"])
+@pytest.mark.parametrize("method", ["full", "lora", "lora++"])
+def test_cross_encoder_export_scores_as_ssft(towers, tmp_path, method, head):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
+    folder = trained("cross", method, towers[0], tmp_path / "model", head=head)
+    want = ssft_scores(folder)
+    out = exported(folder, tmp_path / "export")
+    config = json.loads((out / "config.json").read_text())
+    assert config["num_labels"] == 1 if "num_labels" in config else len(config["id2label"]) == 1
+    got = torch.as_tensor(st.CrossEncoder(str(out)).predict(list(zip(QUERIES, DOCUMENTS))))  # identity activation
+    assert torch.allclose(got, want, atol=TOL), (got, want)
+    model = AutoModelForSequenceClassification.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    with torch.no_grad():
+        logits = model(**tokenizer(QUERIES, DOCUMENTS, padding=True, truncation="longest_first", max_length=48,
+                                   return_tensors="pt")).logits.squeeze(-1)
+    assert torch.allclose(logits, want, atol=TOL)
+    scores = pipeline("text-classification", model=str(out), function_to_apply="none")(
+        {"text": QUERIES[0], "text_pair": DOCUMENTS[0]})
+    score = scores["score"] if isinstance(scores, dict) else scores[0]["score"]
+    assert abs(score - float(want[0])) < TOL
+    readme = (out / "README.md").read_text()
+    assert "ssft" in readme and method in readme and "CrossEncoder" in readme
+
+
+def st_scores(out: Path) -> torch.Tensor:
+    model = st.SentenceTransformer(str(out))
+    q = model.encode_query(QUERIES, convert_to_tensor=True)
+    d = model.encode_document(DOCUMENTS, convert_to_tensor=True)
+    return model.similarity(q, d).diagonal().float()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_twin_export_scores_as_ssft(towers, tmp_path, method):
+    folder = trained("twin", method, towers[0], tmp_path / "model", scorer="cosine", pooling="cls")
+    want = ssft_scores(folder)
+    out = exported(folder, tmp_path / "export")
+    assert (out / "router_config.json").is_file() == (method == "ss_lora")  # two merged towers: a Router
+    assert torch.allclose(st_scores(out), want, atol=TOL)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_dense_export_scores_as_ssft(towers, tmp_path, method):
+    folder = trained("dense", method, towers[0], tmp_path / "model", projection_dim=24)
+    want = ssft_scores(folder) / 20.0  # score_scale: a constant factor of the cosine
+    assert torch.allclose(st_scores(exported(folder, tmp_path / "export")), want, atol=TOL)
+
+
+def test_dense_dot_product_and_heterogeneous_towers_export(towers, tmp_path):
+    folder = trained("dense", "full", towers[0], tmp_path / "dot", normalize=False, score_scale=1.0)
+    out = exported(folder, tmp_path / "dot-export")
+    assert json.loads((out / "config_sentence_transformers.json").read_text())["similarity_fn_name"] == "dot"
+    assert torch.allclose(st_scores(out), ssft_scores(folder), atol=TOL)
+    # a 32-wide query tower and a 48-wide document tower sharing one projection (the narrower one zero-padded)
+    folder = trained("dense", "lora", towers[0], tmp_path / "hetero", document_name=str(towers[1]), projection_dim=16)
+    out = exported(folder, tmp_path / "hetero-export")
+    assert (out / "router_config.json").is_file()
+    assert torch.allclose(st_scores(out), ssft_scores(folder) / 20.0, atol=TOL)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_colbert_export_scores_as_ssft(towers, tmp_path, method):
+    from sentence_transformers import MultiVectorEncoder
+
+    folder = trained("colbert", method, towers[0], tmp_path / "model", colbert_dim=16)
+    want = ssft_scores(folder)
+    out = exported(folder, tmp_path / "export")
+    model = MultiVectorEncoder(str(out))
+    q = model.encode_query(QUERIES)
+    d = model.encode_document(DOCUMENTS)
+    got = torch.stack([model.similarity([q[i]], [d[i]]).reshape(()) for i in range(len(QUERIES))]).float()
+    assert torch.allclose(got, want, atol=TOL), (got, want)
+
+
+@pytest.mark.parametrize("method,architecture,options,needle", [
+    ("prefix", "cross", {}, "ssft-rerank"),
+    ("hidden_prefix", "colbert", {}, "ssft-rerank"),
+    ("full", "twin", {"scorer": "combiner"}, "combiner"),
+])
+def test_refused_exports_are_one_line_and_write_nothing(towers, tmp_path, method, architecture, options, needle):
+    folder = trained(architecture, method, towers[0], tmp_path / "model", **options)
+    with pytest.raises(SsftError) as err:
+        export_run(folder, tmp_path / "export")
+    assert "\n" not in str(err.value) and needle in str(err.value)
+    assert not (tmp_path / "export").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
+
+
+def test_export_never_half_written(towers, tmp_path, monkeypatch):
+    from ssft.models.interop import export as export_module
+
+    folder = trained("cross", "full", towers[0], tmp_path / "model")
+    out = exported(folder, tmp_path / "export")
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    with pytest.raises(SsftError, match="not empty; pass --overwrite"):
+        export_run(folder, out)
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed while writing")
+
+    monkeypatch.setitem(export_module.WRITERS, "cross-encoder", crash)
+    with pytest.raises(RuntimeError):
+        export_run(folder, out, overwrite=True)
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # the previous export, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "model"]  # no temporary folder left
+    monkeypatch.undo()
+    export_run(folder, out, overwrite=True)
+    assert (out / "model.safetensors").is_file()
+
+
+def test_push_to_hub_uploads_the_export_folder(towers, tmp_path, monkeypatch):
+    """The hub cannot be reached here: the upload call is checked with HfApi replaced."""
+    from ssft.pipeline import export as pipeline_export
+
+    calls = []
+
+    class FakeApi:
+        def create_repo(self, repo_id, **kwargs):
+            calls.append(("create", repo_id))
+
+        def upload_folder(self, folder_path, repo_id, **kwargs):
+            calls.append(("upload", repo_id, sorted(p.name for p in Path(folder_path).iterdir())))
+
+    monkeypatch.setattr(pipeline_export, "HfApi", FakeApi)
+    folder = trained("cross", "full", towers[0], tmp_path / "model")
+    export_run(folder, tmp_path / "export", push_to_hub="me/ranker")
+    assert calls[0] == ("create", "me/ranker")
+    assert calls[1][:2] == ("upload", "me/ranker") and "model.safetensors" in calls[1][2] and "README.md" in calls[1][2]
+    assert "me/ranker" in (tmp_path / "export" / "README.md").read_text()
