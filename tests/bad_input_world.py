@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-PROGS = {"ssft.train": "ssft-train", "ssft.rerank": "ssft-rerank", "ssft.sweep": "ssft-sweep", "ssft.retrieve": "ssft-retrieve"}
+PROGS = {"ssft.train": "ssft-train", "ssft.rerank": "ssft-rerank", "ssft.sweep": "ssft-sweep", "ssft.retrieve": "ssft-retrieve",
+         "ssft.cli.export": "ssft-export"}
 
 
 @pytest.fixture(scope="module")
@@ -157,4 +158,20 @@ def _rerank_no_adapter(w: World) -> list[str]:
 
 
 RUN_ROWS_OK = ["q6 Q0 d5 1 2.0 bm25", "q5 Q0 d6 1 1.5 bm25"]
+
+
+def _export_prefix_model(w: World) -> list[str]:
+    """ssft-export of a saved PEFT prefix-tuning cross-encoder (a method no standard forward holds)."""
+    from ssft.models.cross import CrossEncoder
+    from ssft.recipe import ModelConfig
+
+    CrossEncoder.build(ModelConfig(name=str(w.model), max_length=48), "prefix", {"num_virtual_tokens": 2}).save(
+        w.root / "prefix-model")
+    return [str(w.root / "prefix-model"), "--output", str(w.out)]
+
+
+def _export_over_a_folder(w: World) -> list[str]:
+    w.out.mkdir()
+    (w.out / "mine.txt").write_text("a user's file\n")
+    return [str(w.ranker), "--output", str(w.out)]
 

@@ -21,7 +21,7 @@ st = pytest.importorskip("sentence_transformers")
 
 QUERIES = ["what is a bone", "coffee and the heart", "iron in the diet!"]
 DOCUMENTS = ["bones are hard tissue, made of calcium.", "coffee raises blood pressure a little; tea less so.",
-             "red meat, beans and spinach hold iron."]
+             "red meat, beans and spinach hold iron. " + " ".join(["a long document cut at max_length:"] * 30)]
 METHODS = ["full", "lora", "lora++", "ss_lora"]
 TOL = 1e-4
 
@@ -70,8 +70,8 @@ def test_cross_encoder_export_scores_as_ssft(towers, tmp_path, method, head):
     assert torch.allclose(got, want, atol=TOL), (got, want)
     model = AutoModelForSequenceClassification.from_pretrained(out).eval()
     tokenizer = AutoTokenizer.from_pretrained(out)
-    with torch.no_grad():
-        logits = model(**tokenizer(QUERIES, DOCUMENTS, padding=True, truncation="longest_first", max_length=48,
+    with torch.no_grad():  # the export's tokenizer truncates at the model's max_length by itself
+        logits = model(**tokenizer(QUERIES, DOCUMENTS, padding=True, truncation="longest_first",
                                    return_tensors="pt")).logits.squeeze(-1)
     assert torch.allclose(logits, want, atol=TOL)
     scores = pipeline("text-classification", model=str(out), function_to_apply="none")(

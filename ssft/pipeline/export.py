@@ -21,7 +21,7 @@ from huggingface_hub.repocard_data import EvalResult
 from ssft.core.errors import SsftError
 from ssft.core.io import give_umask_modes
 from ssft.models.base import load_ranker, saved_model_folder
-from ssft.models.interop.export import export_model, export_refusal
+from ssft.models.interop.export import export_format, export_model
 
 TAGS = ("ssft",)
 USAGE = {
@@ -115,9 +115,7 @@ def export_run(run_dir: str | Path, output: str | Path, fmt: str = "auto", overw
         raise SsftError(f"{run_dir}: not a run folder or saved ssft model (no model/ssft_model.json)")
     check_output(output, overwrite)
     ranker = load_ranker(folder, trust_remote_code=trust_remote_code)
-    refusal = export_refusal(ranker)
-    if refusal is not None:
-        raise SsftError(refusal)
+    fmt = export_format(ranker, fmt)  # a refused method or a format that is not the architecture's: nothing written
     recipe, metrics = _run_files(run_dir if folder != run_dir else run_dir.parent)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))

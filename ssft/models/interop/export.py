@@ -131,10 +131,18 @@ def _versions() -> dict[str, str]:
     return {"pytorch": torch.__version__, "transformers": transformers.__version__}
 
 
+def _with_max_length(tokenizer, length: int):
+    """A copy of ``tokenizer`` that truncates at ``length`` by default (what ssft's model was trained and scores with)."""
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.model_max_length = int(length)
+    return tokenizer
+
+
 def _save_encoder(encoder: nn.Module, tokenizer, folder: Path, sentence_config: dict[str, Any]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     encoder.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
+    lengths = [v for k, v in sentence_config.items() if k.endswith("_length")]
+    _with_max_length(tokenizer, max(lengths)).save_pretrained(folder)
     _write_json(folder / "sentence_bert_config.json", {
         "transformer_task": "feature-extraction",
         "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
@@ -199,7 +207,7 @@ def export_cross_encoder(ranker, folder: Path) -> dict[str, Any]:
         raise SsftError(f"cross-encoder export: the {type(model).__name__} does not match the encoder (missing {missing[:3]}, "
                         f"unexpected {unexpected[:3]})")
     model.eval().save_pretrained(folder, safe_serialization=True)
-    ranker.tokenizer.save_pretrained(folder)
+    _with_max_length(ranker.tokenizer, ranker.spec["max_length"]).save_pretrained(folder)
     _write_json(folder / "modules.json", [_module(0, "", TRANSFORMER)])
     _write_json(folder / "sentence_bert_config.json", {
         "transformer_task": "sequence-classification",

@@ -1,0 +1,183 @@
+"""Pretrained checkpoints read without loss (ssft.models.interop.checkpoint): a sequence-classification model, a
+ColBERT (sentence-transformers MultiVectorEncoder and Stanford's format) and a SentenceTransformer, each saved in the
+test by sentence-transformers itself from a tiny random BERT (Stanford's written in its layout and loaded by
+sentence-transformers), score in ssft before any training exactly as in the library; what ssft does not use is a
+warning listing it; an ssft export is read back the same way (round trip)."""
+from __future__ import annotations
+
+import json
+import logging
+import string
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from ssft.config.recipe import ModelConfig
+from ssft.config.registry import MODELS
+from ssft.core.errors import SsftError
+from ssft.pipeline.export import export_run
+from tests.helpers import save_tiny_bert
+
+st = pytest.importorskip("sentence_transformers")
+from sentence_transformers.base.modules import Dense, Normalize, Transformer  # noqa: E402
+from sentence_transformers.multi_vector_encoder import MultiVectorEncoder  # noqa: E402
+from sentence_transformers.multi_vector_encoder.modules import MultiVectorMask  # noqa: E402
+from sentence_transformers.sentence_transformer.modules import Pooling  # noqa: E402
+
+QUERIES = ["what is a bone", "coffee and the heart", "iron in the diet!"]
+DOCUMENTS = ["bones are hard tissue, made of calcium.", "coffee raises blood pressure a little; tea less so.",
+             "red meat, beans and spinach hold iron."]
+TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert")
+
+
+def build(architecture: str, name: Path, method: str = "full", **model):
+    cfg = ModelConfig(architecture=architecture, name=str(name), max_length=48, query_max_length=12, **model)
+    return MODELS.get(architecture).build(cfg, method, {"r": 4} if "lora" in method else {}).eval()
+
+
+def scores(ranker) -> torch.Tensor:
+    with torch.no_grad():
+        return ranker(**ranker.tokenize(QUERIES, DOCUMENTS)).float()
+
+
+@pytest.fixture(scope="module")
+def sequence_classification(tiny, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("ce") / "ce"
+    torch.manual_seed(3)
+    model = st.CrossEncoder(str(tiny), num_labels=1)
+    with torch.no_grad():  # a trained-looking head: the pooler and classifier away from their initial values
+        for name, p in model.model.named_parameters():
+            if "pooler" in name or "classifier" in name:
+                p.add_(0.3 * torch.randn_like(p))
+    model.save(str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_sequence_classification_checkpoint_scores_as_cross_encoder(sequence_classification, method):
+    want = torch.as_tensor(st.CrossEncoder(str(sequence_classification), activation_fn=nn.Identity()).predict(
+        list(zip(QUERIES, DOCUMENTS))))
+    ranker = build("cross", sequence_classification, method)  # head: classifier, the default
+    assert ranker.spec["head"] == "classifier"
+    assert torch.allclose(scores(ranker), want, atol=TOL), (scores(ranker), want)
+
+
+def test_unused_head_is_a_warning_listing_it(sequence_classification, caplog):
+    with caplog.at_level(logging.WARNING, logger="ssft"):
+        build("cross", sequence_classification, head="cls_linear")
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "classifier.weight" in text and "bert.pooler.dense.weight" in text and "not used" in text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ssft"):
+        build("cross", sequence_classification)  # classifier head: everything used, nothing reported
+    assert not [r for r in caplog.records if "not used" in r.getMessage()]
+
+
+def test_old_spec_without_head_loads_as_cls_linear(tiny, tmp_path):
+    from ssft.models import load_ranker
+
+    ranker = build("cross", tiny, head="cls_linear")
+    ranker.save(tmp_path / "m")
+    spec_file = tmp_path / "m" / "ssft_model.json"
+    spec = json.loads(spec_file.read_text())
+    del spec["head"]
+    spec_file.write_text(json.dumps(spec))
+    loaded = load_ranker(tmp_path / "m")
+    assert loaded.pooler is None and torch.allclose(scores(loaded), scores(ranker), atol=1e-6)
+
+
+def mve_scores(folder: Path) -> torch.Tensor:
+    model = MultiVectorEncoder(str(folder))
+    q, d = model.encode_query(QUERIES), model.encode_document(DOCUMENTS)
+    return torch.stack([model.similarity([q[i]], [d[i]]).reshape(()) for i in range(len(QUERIES))]).float()
+
+
+@pytest.mark.parametrize("attend", [True, False])
+def test_multi_vector_encoder_checkpoint_scores_as_in_sentence_transformers(tiny, tmp_path, attend):
+    torch.manual_seed(4)
+    transformer = Transformer(str(tiny), query_length=12, document_length=48,
+                              query_expansion={"strategy": "fixed", "attend": attend, "length": 12})
+    model = MultiVectorEncoder(modules=[
+        transformer, Dense(32, 16, bias=False, activation_function=nn.Identity(), module_input_name="token_embeddings"),
+        MultiVectorMask(skiplist_words=list(string.punctuation)), Normalize(module_input_name="token_embeddings")],
+        prompts={"query": "[Q] ", "document": "[D] "})
+    # PyLate's markers: new special tokens (the embedding table grows), one piece each
+    model.tokenizer.add_special_tokens({"additional_special_tokens": ["[Q]", "[D]"]})
+    transformer.model.resize_token_embeddings(len(model.tokenizer))
+    model.save(str(tmp_path / "mve"))
+    want = mve_scores(tmp_path / "mve")
+    ranker = build("colbert", tmp_path / "mve", colbert_dim=16)
+    assert (ranker.query_marker, ranker.document_marker, ranker.attend_expansion) == ("[Q]", "[D]", attend)
+    assert torch.allclose(scores(ranker), want, atol=TOL), (scores(ranker), want)
+    with pytest.raises(SsftError, match="colbert_dim: 128.*set model.colbert_dim: 16"):
+        build("colbert", tmp_path / "mve")
+
+
+def test_stanford_colbert_checkpoint_keeps_its_projection(tiny, tmp_path):
+    folder = tmp_path / "stanford"
+    folder.mkdir()
+    weights = {f"bert.{k}": v for k, v in load_file(tiny / "model.safetensors").items()}
+    torch.manual_seed(5)
+    weights["linear.weight"] = torch.randn(16, 32)
+    save_file(weights, folder / "model.safetensors")
+    config = json.loads((tiny / "config.json").read_text())
+    config["architectures"] = ["HF_ColBERT"]
+    (folder / "config.json").write_text(json.dumps(config))
+    for f in tiny.iterdir():
+        if f.name.startswith(("tokenizer", "special_tokens", "vocab")):
+            (folder / f.name).write_bytes(f.read_bytes())
+    (folder / "artifact.metadata").write_text(json.dumps({"query_maxlen": 12, "doc_maxlen": 48, "mask_punctuation": True,
+                                                          "attend_to_mask_tokens": False}))
+    want = mve_scores(folder)
+    ranker = build("colbert", folder, "lora", colbert_dim=16)
+    assert torch.equal(ranker.projection.weight, weights["linear.weight"])
+    assert ranker.attend_expansion is False
+    assert torch.allclose(scores(ranker), want, atol=TOL), (scores(ranker), want)
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_sentence_transformer_checkpoint_modules_are_honoured(tiny, tmp_path, normalize):
+    torch.manual_seed(6)
+    modules = [Transformer(str(tiny)), Pooling(32, "cls"), Dense(32, 24, activation_function=nn.Identity())]
+    model = st.SentenceTransformer(modules=modules + ([Normalize()] if normalize else []),
+                                   prompts={"query": "query: ", "document": "passage: "})
+    model.save(str(tmp_path / "st"))
+    loaded = st.SentenceTransformer(str(tmp_path / "st"))
+    q = loaded.encode_query(QUERIES, convert_to_tensor=True)
+    d = loaded.encode_document(DOCUMENTS, convert_to_tensor=True)
+    want = (q * d).sum(-1) if not normalize else torch.nn.functional.cosine_similarity(q, d)
+    ranker = build("dense", tmp_path / "st", pooling="cls", normalize=normalize, score_scale=1.0)
+    assert ranker.spec["projection_dim"] == 24 and ranker.spec["query_prompt"] == "query: "
+    assert torch.allclose(scores(ranker), want.float(), atol=TOL), (scores(ranker), want)
+
+
+def test_sentence_transformer_modules_that_disagree_are_reported(tiny, tmp_path, caplog):
+    model = st.SentenceTransformer(modules=[Transformer(str(tiny)), Pooling(32, "cls"), Normalize()])
+    model.save(str(tmp_path / "st"))
+    with caplog.at_level(logging.WARNING, logger="ssft"):
+        build("dense", tmp_path / "st", normalize=False)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "pools 'cls'" in text and "Normalize" in text
+
+
+@pytest.mark.parametrize("architecture,options", [("cross", {}), ("colbert", {"colbert_dim": 16}),
+                                                  ("dense", {"projection_dim": 24})])
+def test_an_export_is_read_back_without_loss(tiny, tmp_path, architecture, options):
+    torch.manual_seed(7)
+    ranker = build(architecture, tiny, "lora", **options)
+    with torch.no_grad():
+        for p in ranker.parameters():
+            if p.requires_grad:
+                p.add_(0.2 * torch.randn_like(p))
+    ranker.save(tmp_path / "run")
+    export_run(tmp_path / "run", tmp_path / "export")
+    again = build(architecture, tmp_path / "export", **options)
+    assert torch.allclose(scores(again), scores(ranker), atol=TOL)
