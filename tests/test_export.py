@@ -186,3 +186,18 @@ def test_push_to_hub_uploads_the_export_folder(towers, tmp_path, monkeypatch):
     assert calls[0] == ("create", "me/ranker")
     assert calls[1][:2] == ("upload", "me/ranker") and "model.safetensors" in calls[1][2] and "README.md" in calls[1][2]
     assert "me/ranker" in (tmp_path / "export" / "README.md").read_text()
+
+
+def test_model_card_carries_the_runs_metrics(towers, tmp_path):
+    from huggingface_hub import ModelCard
+
+    trained("cross", "lora", towers[0], tmp_path / "run" / "model")
+    (tmp_path / "run" / "metrics.json").write_text(json.dumps({"test": {"nDCG@10": 0.3125, "RR@10": 0.5},
+                                                              "bm25.test": {"nDCG@10": 0.306}}))
+    (tmp_path / "run" / "recipe.yaml").write_text("data: {dataset: nfcorpus, test_split: test}\n")
+    export_run(tmp_path / "run", tmp_path / "export")
+    card = ModelCard.load(tmp_path / "export" / "README.md")
+    assert {"ssft", "lora", "cross"} <= set(card.data.tags) and card.data.datasets == ["nfcorpus"]
+    results = {(r.metric_type, r.dataset_name): r.metric_value for r in card.data.eval_results}
+    assert results[("nDCG@10", "nfcorpus (test)")] == 0.3125 and results[("nDCG@10", "nfcorpus (bm25.test)")] == 0.306
+    assert "CrossEncoder(" in card.text

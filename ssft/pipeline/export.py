@@ -69,9 +69,12 @@ def model_card(spec: dict[str, Any], info: dict[str, Any], recipe: dict[str, Any
             continue
         for measure, value in values.items():
             if isinstance(value, (int, float)):
+                # the row (the model, the first stage, an interpolation) is the dataset config: model-index groups
+                # results by task, dataset type, config and split
                 results.append(EvalResult(task_type="text-ranking", dataset_type=dataset or "unknown",
-                                          dataset_name=f"{dataset or 'unknown'} ({row})", dataset_split=split,
-                                          metric_type=measure, metric_value=float(value), metric_name=f"{measure} ({row})"))
+                                          dataset_name=f"{dataset or 'unknown'} ({row})", dataset_config=row,
+                                          dataset_split=split, metric_type=measure, metric_value=float(value),
+                                          metric_name=f"{measure} ({row})"))
     base = spec.get("base_model")
     card_data = ModelCardData(
         library_name=info["library"], base_model=base if base and not Path(base).exists() else None,

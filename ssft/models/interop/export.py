@@ -184,7 +184,8 @@ def export_cross_encoder(ranker, folder: Path) -> dict[str, Any]:
         raise SsftError(f"a '{model_type}' cross-encoder has no sequence-classification layout ssft can write (known: "
                         f"{', '.join(SEQUENCE_CLASSIFICATION_LAYOUT)}); {SERVED_BY}")
     prefix, pooler_key, linear_key = SEQUENCE_CLASSIFICATION_LAYOUT[model_type]
-    config = AutoConfig.for_model(**{**encoder.config.to_dict(), "num_labels": 1})
+    settings = {k: v for k, v in encoder.config.to_dict().items() if k not in ("id2label", "label2id", "num_labels")}
+    config = AutoConfig.for_model(**settings, num_labels=1)
     config.id2label, config.label2id = {0: "relevance"}, {"relevance": 0}
     model = AutoModelForSequenceClassification.from_config(config)
     hidden = encoder.config.hidden_size
