@@ -118,6 +118,7 @@ def main() -> int:
     parser.add_argument("--data", default="nfcorpus")
     parser.add_argument("--split", default="test")
     parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument("--cross-depth", type=int, help="the cross-encoder's depth when not --depth (CPU time)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--import-queries", type=int, default=50,
                         help="queries (the first by id) the new cross model built from the export scores (CPU time)")
@@ -129,16 +130,17 @@ def main() -> int:
     qrels = dataset.qrels(ns.split)
     queries = {q: dataset.queries[q] for q in qrels}
     _, first = first_stage_run("bm25", dataset, {}, queries, ns.depth)
-    candidates = {q: [d for d in sorted(docs, key=docs.get, reverse=True)[: ns.depth] if d in dataset.corpus]
-                  for q, docs in first.items() if q in queries}
-    corpus = {d: dataset.corpus[d].full_text for docs in candidates.values() for d in docs}
-    rows = [f"| BM25 (first stage) | — | {ndcg10(first, qrels):.4f} | | |"]
+    rows = [f"| BM25 (first stage, top-{ns.depth}) | — | {ndcg10(first, qrels):.4f} | | |"]
     notes = []
     for kind, run_dir in (("cross", ns.cross_run), ("colbert", ns.colbert_run)):
         if run_dir is None:
             continue
+        depth = ns.cross_depth if kind == "cross" and ns.cross_depth else ns.depth
+        candidates = {q: [d for d in sorted(docs, key=docs.get, reverse=True)[:depth] if d in dataset.corpus]
+                      for q, docs in first.items() if q in queries}
+        corpus = {d: dataset.corpus[d].full_text for docs in candidates.values() for d in docs}
         out = ns.out / kind
-        ssft_run, _ = ssft_rerank(run_dir, ns.data, ns.split, ns.depth, out / "rerank")
+        ssft_run, _ = ssft_rerank(run_dir, ns.data, ns.split, depth, out / "rerank")
         export(run_dir, out / "export")
         spec = json.loads((run_dir / "model" / "ssft_model.json").read_text())
         scorer = st_cross_scores if kind == "cross" else st_colbert_scores
@@ -146,7 +148,7 @@ def main() -> int:
         st_run = scorer(out / "export", candidates, queries, corpus, ns.batch_size)
         st_seconds = time.time() - started
         head = f" (head {spec.get('head', 'cls_linear')})" if kind == "cross" else ""
-        label = f"{spec['architecture']} {spec['method']}{head}"
+        label = f"{spec['architecture']} {spec['method']}{head}, BM25 top-{depth}"
         loader = "CrossEncoder" if kind == "cross" else "MultiVectorEncoder"
         a, b = ndcg10(ssft_run, qrels), ndcg10(st_run, qrels)
         rows.append(f"| {label}: ssft-rerank on the run | {run_dir.name} | {a:.4f} | | |")
@@ -165,14 +167,15 @@ def main() -> int:
         notes.append(f"{kind}: sentence-transformers scored {sum(len(v) for v in st_run.values())} pairs in {st_seconds:.0f} s")
     body = "\n".join([
         "## Exports served by sentence-transformers (issue 18)", "",
-        f"{ns.data} `{ns.split}` ({len(qrels)} judged queries), BM25 top-{ns.depth} reranked; nDCG@10 by ir_measures over every "
+        f"{ns.data} `{ns.split}` ({len(qrels)} judged queries), the BM25 top-k of each row reranked; nDCG@10 by ir_measures over every "
         "judged query. Each run's model is exported with `ssft-export` and loaded by sentence-transformers 6.2 "
         "(`CrossEncoder` with the export's identity activation; `MultiVectorEncoder`), which scores the same pairs. "
         "|Δ| nDCG@10 against the row above; max |Δ score| over all pairs.", "",
         "| model | run | nDCG@10 | abs. diff. | max abs. score diff. |", "|---|---|---|---|---|", *rows, "",
         *[f"- {n}" for n in notes], "",
         "Command: `OMP_NUM_THREADS=2 SSFT_DATA_HOME=../shared/data HF_HUB_OFFLINE=1 python benchmarks/export_roundtrip.py "
-        f"--cross-run {ns.cross_run} --colbert-run {ns.colbert_run} --data {ns.data} --split {ns.split} --depth {ns.depth}`",
+        f"--cross-run {ns.cross_run} --colbert-run {ns.colbert_run} --data {ns.data} --split {ns.split} --depth {ns.depth}"
+        + (f" --cross-depth {ns.cross_depth}" if ns.cross_depth else "") + f" --import-queries {ns.import_queries}`",
         "(runs: `ssft-train recipes/quickstart.yaml` and `ssft-train recipes/ss_lora_colbert.yaml training.max_steps=30`)."])
     print(body)
     if not ns.no_write:
