@@ -167,7 +167,8 @@ def main() -> int:
         notes.append(f"{kind}: sentence-transformers scored {sum(len(v) for v in st_run.values())} pairs in {st_seconds:.0f} s")
     body = "\n".join([
         "## Exports served by sentence-transformers (issue 18)", "",
-        f"{ns.data} `{ns.split}` ({len(qrels)} judged queries), the BM25 top-k of each row reranked; nDCG@10 by ir_measures over every "
+        f"{ns.data} `{ns.split}` ({len(qrels)} judged queries), the BM25 top-k of each row reranked; nDCG@10 by "
+        "ir_measures over every "
         "judged query. Each run's model is exported with `ssft-export` and loaded by sentence-transformers 6.2 "
         "(`CrossEncoder` with the export's identity activation; `MultiVectorEncoder`), which scores the same pairs. "
         "|Δ| nDCG@10 against the row above; max |Δ score| over all pairs.", "",
