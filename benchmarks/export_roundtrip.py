@@ -124,6 +124,8 @@ def main() -> int:
                         help="queries (the first by id) the new cross model built from the export scores (CPU time)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/export_roundtrip"))
     parser.add_argument("--no-write", action="store_true", help="print, do not write BENCHMARKS.md")
+    parser.add_argument("--reuse", action="store_true",
+                        help="take a run's rows from an earlier call's OUT/<kind>/rows.json (same run, data, depth)")
     ns = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     dataset = load_dataset(ns.data)
@@ -140,6 +142,14 @@ def main() -> int:
                       for q, docs in first.items() if q in queries}
         corpus = {d: dataset.corpus[d].full_text for docs in candidates.values() for d in docs}
         out = ns.out / kind
+        saved = out / "rows.json"
+        if ns.reuse and saved.is_file():
+            earlier = json.loads(saved.read_text())
+            if earlier["key"] == [str(run_dir), ns.data, ns.split, depth]:
+                rows += earlier["rows"]
+                notes += earlier["notes"]
+                continue
+        first_rows = len(rows)
         ssft_run, _ = ssft_rerank(run_dir, ns.data, ns.split, depth, out / "rerank")
         export(run_dir, out / "export")
         spec = json.loads((run_dir / "model" / "ssft_model.json").read_text())
@@ -165,6 +175,8 @@ def main() -> int:
             rows.append(f"| {label}: new ssft cross model built from the export (head classifier), before training, same "
                         f"{len(subset)} queries | export | {c:.4f} | {abs(c - b_sub):.4f} | {gap:.2e} |")
         notes.append(f"{kind}: sentence-transformers scored {sum(len(v) for v in st_run.values())} pairs in {st_seconds:.0f} s")
+        saved.write_text(json.dumps({"key": [str(run_dir), ns.data, ns.split, depth], "rows": rows[first_rows:],
+                                     "notes": notes[-1:]}))
     body = "\n".join([
         "## Exports served by sentence-transformers (issue 18)", "",
         f"{ns.data} `{ns.split}` ({len(qrels)} judged queries), the BM25 top-k of each row reranked; nDCG@10 by "
@@ -174,7 +186,8 @@ def main() -> int:
         "|Δ| nDCG@10 against the row above; max |Δ score| over all pairs.", "",
         "| model | run | nDCG@10 | abs. diff. | max abs. score diff. |", "|---|---|---|---|---|", *rows, "",
         *[f"- {n}" for n in notes], "",
-        "Command: `OMP_NUM_THREADS=2 SSFT_DATA_HOME=../shared/data HF_HUB_OFFLINE=1 python benchmarks/export_roundtrip.py "
+        f"Command: `OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} SSFT_DATA_HOME=../shared/data HF_HUB_OFFLINE=1 "
+        "python benchmarks/export_roundtrip.py "
         f"--cross-run {ns.cross_run} --colbert-run {ns.colbert_run} --data {ns.data} --split {ns.split} --depth {ns.depth}"
         + (f" --cross-depth {ns.cross_depth}" if ns.cross_depth else "") + f" --import-queries {ns.import_queries}`",
         "(runs: `ssft-train recipes/quickstart.yaml` and `ssft-train recipes/ss_lora_colbert.yaml training.max_steps=30`)."])
