@@ -22,7 +22,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ssft.cli._common import at_least_one, model_dir, parse_args, result_folder, setup_logging
+from ssft.cli._common import (
+    add_precision_argument,
+    at_least_one,
+    model_dir,
+    parse_args,
+    precision_of,
+    result_folder,
+    setup_logging,
+)
 from ssft.core.errors import SsftError, cli_entry, user_path
 from ssft.core.run_folder import RETRIEVE_OUTPUTS
 
@@ -51,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                              "models you trust")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier ssft-retrieve result in --output (only what ssft-retrieve wrote is removed)")
+    add_precision_argument(parser)
     ns = parse_args(parser, argv)
 
     setup_logging("INFO")
@@ -63,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     from ssft.models import load_ranker
 
     at_least_one(ns, "depth", "batch_size")
+    precision = precision_of(ns)
     if ns.index not in INDEX_KINDS:
         raise SsftError(f"--index: expected one of {', '.join(INDEX_KINDS)}, got '{ns.index}'")
     if ns.passage_words is not None and ns.passage_words < 1:
@@ -88,8 +98,13 @@ def main(argv: list[str] | None = None) -> int:
                                                                model.spec["max_length"], model.spec["query_max_length"]),
                                              trust_remote_code=ns.trust_remote_code))
     queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
+    from ssft.core.precision import set_precision
     from ssft.eval.retrieve import corpus_vectors
 
+    # a model that only serves: switched for good (int8: its quantised copy), its inherited document encoder too
+    model = set_precision(model, precision)
+    if model.document_teacher is not None:
+        model.document_teacher.set_precision(precision)
     doc_vectors = corpus_vectors(model, dataset, ns.batch_size, ns.passage_words, ns.passage_stride)
     run = retrieve(model, dataset, queries, ns.depth, ns.batch_size, ns.index, ns.passage_words, ns.passage_stride,
                    doc_vectors=doc_vectors)
