@@ -201,3 +201,14 @@ def test_training_bf16_alone_trains_in_bf16_on_a_cpu(tiny_model_dir, tiny_datase
     with LinearDtypes(ranker) as seen:
         trainer.train()
     assert torch.bfloat16 in seen
+
+
+def test_latency_cli_records_its_precision(tiny_model_dir, tiny_dataset, tmp_path):
+    import json
+
+    from ssft.cli.latency import main as latency_main
+
+    _dense(tiny_model_dir).save(tmp_path / "run" / "model")
+    assert latency_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--repeats", "1", "--batch-sizes", "2",
+                         "--precision", "bf16", "--output", str(tmp_path / "lat")]) == 0
+    assert json.loads((tmp_path / "lat" / "latency.json").read_text())[0]["precision"] == "bf16"
