@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,10 +35,14 @@ def _encode_as_rank(rank: int, world: int, init_file: str, model_dir: str, data:
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    real, calls = corpus.encode_corpus, []
+    corpus.encode_corpus = lambda m, t, batch_size=64: calls.append(len(t)) or real(m, t, batch_size)
     try:
         ids, texts = corpus_units(load_dataset(data))
         encode_shards(_dense(model_dir), ids, texts, out, shard_size=7, batch_size=4)
+        (Path(out) / f"rank{rank}.json").write_text(json.dumps(calls))  # the shards this process encoded
     finally:
+        corpus.encode_corpus = real
         dist.destroy_process_group()
 
 
@@ -46,9 +51,11 @@ def test_two_processes_write_the_vectors_one_process_writes(tiny_model_dir, tmp_
     ids, texts = corpus_units(load_dataset(str(data)))
     single = encode_shards(_dense(tiny_model_dir), ids, texts, tmp_path / "one", shard_size=7, batch_size=4)
     assert single["shards"] == 6 and single["precision"] == "fp32"
-    mp.get_context("spawn")  # a fresh interpreter per process, as accelerate launch gives
-    mp.spawn(_encode_as_rank, args=(2, str(tmp_path / "init"), str(tiny_model_dir), str(data), str(tmp_path / "two")),
-             nprocs=2, join=True)
+    # two processes forked from this one (spawning fresh interpreters costs a torch import each)
+    mp.start_processes(_encode_as_rank, args=(2, str(tmp_path / "init"), str(tiny_model_dir), str(data), str(tmp_path / "two")),
+                       nprocs=2, join=True, start_method="fork")
+    # each process encoded its own half of the 6 shards (7 documents each, the last 5)
+    assert [json.loads((tmp_path / "two" / f"rank{r}.json").read_text()) for r in (0, 1)] == [[7, 7, 7], [7, 7, 5]]
     one, two = _vectors(tmp_path / "one"), _vectors(tmp_path / "two")
     assert one.dtype == np.float16 and one.shape == (40, 32)
     np.testing.assert_allclose(two.astype(np.float32), one.astype(np.float32), atol=2e-3)

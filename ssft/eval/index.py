@@ -4,7 +4,7 @@ once from the float16 shards, written with ``faiss.write_index``, reloaded by la
 codes), so retrieval memory is bounded by the index, not by the corpus or its vectors.
 
 Index kinds (000 Eq. 3-4's inner product throughout), as ``faiss.index_factory`` strings: ``flat`` (exact),
-``ivf`` (``IVF{nlist},Flat``), ``hnsw`` (``HNSW32``), ``pq`` (``PQ{m}x8``), ``ivfpq`` (``IVF{nlist},PQ{m}x8``), or
+``ivf`` (``IVF{nlist},Flat``), ``hnsw`` (``HNSW32``), ``pq`` (``PQ{m}x8np``), ``ivfpq`` (``IVF{nlist},PQ{m}x8np``), or
 any factory string given as is (``IVF4096,PQ32x8``, ``OPQ16,IVF1024,PQ16``). Trained kinds learn from an even sample
 of at most ``max_train`` vectors; vectors are added shard by shard.
 """
@@ -38,8 +38,9 @@ def factory_string(kind: str, n: int, dim: int, nlist: int | None = None, pq_m: 
     if kind in ("pq", "ivfpq") and dim % pq_m:
         raise SsftError(f"index '{kind}': the vector size {dim} is not a multiple of pq_m={pq_m}")
     bits = max(1, min(8, int(np.log2(max(n, 2)))))
-    return {"flat": "Flat", "ivf": f"IVF{nlist},Flat", "hnsw": f"HNSW{hnsw_m}", "pq": f"PQ{pq_m}x{bits}",
-            "ivfpq": f"IVF{nlist},PQ{pq_m}x{bits}"}[kind]
+    # "np": no polysemous training (a permutation search that takes minutes and only serves Hamming filtering)
+    return {"flat": "Flat", "ivf": f"IVF{nlist},Flat", "hnsw": f"HNSW{hnsw_m}", "pq": f"PQ{pq_m}x{bits}np",
+            "ivfpq": f"IVF{nlist},PQ{pq_m}x{bits}np"}[kind]
 
 
 def _training_sample(folder: Path, manifest: dict, max_train: int) -> np.ndarray:
