@@ -212,3 +212,25 @@ def test_latency_cli_records_its_precision(tiny_model_dir, tiny_dataset, tmp_pat
     assert latency_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--repeats", "1", "--batch-sizes", "2",
                          "--precision", "bf16", "--output", str(tmp_path / "lat")]) == 0
     assert json.loads((tmp_path / "lat" / "latency.json").read_text())[0]["precision"] == "bf16"
+
+
+@pytest.mark.parametrize("architecture, prec", [("cross", "int8"), ("dense", "bf16")])
+def test_a_run_validates_tests_and_records_in_its_precision(architecture, prec, tiny_model_dir, tiny_dataset, tmp_path,
+                                                             monkeypatch):
+    import json
+
+    from ssft.pipeline.run import run_recipe
+
+    recipe = recipe_from_dict({"model": {"architecture": architecture, "name": str(tiny_model_dir), "max_length": 48},
+                               "data": {"dataset": str(tiny_dataset)}, "eval": {"precision": prec, "depth": 6},
+                               "loss": {"name": "contrastive"} if architecture == "dense" else {},
+                               "training": {"output_dir": str(tmp_path / "run"), "max_steps": 2, "report_to": [],
+                                            "per_device_train_batch_size": 2}}, source="r.yaml")
+    asked: list = []
+    real = precision.inference
+    # every evaluation (validation during training, the test split) runs through ssft.core.precision.inference
+    monkeypatch.setattr(precision, "inference", lambda model, p: asked.append(p) or real(model, p))
+    results = run_recipe(recipe)
+    info = json.loads((tmp_path / "run" / "run_info.json").read_text())
+    assert info["precision"] == prec and "test" in results
+    assert len(asked) >= 2 and set(asked) == {prec}
