@@ -17,9 +17,11 @@ over repeats, and the ratio ssft / ST of the medians:
 - ``encode``: ssft ``encode_corpus`` (dense dual encoder, mean pooling, L2-normalised) vs
   ``SentenceTransformer.encode`` (normalize_embeddings). Documents / s.
 
-For the two inference tasks a third side, ``ssft_plain``, is ssft with its CPU inference kernels switched off
-(``SSFT_CPU_KERNELS=0``: ``ssft.adapters.cpu_kernels``), so the report shows what they bring and what ssft gets without
-them. Training steps never use those kernels (they run only where no gradient is recorded).
+Four sides per task (issue 19): ``ssft`` with its defaults (inference at ``ssft.core.precision.DEFAULT`` resolved on
+this machine; training as a recipe without ``training.bf16``), ``ssft_fp32`` / ``ssft_bf16`` (the other precision:
+inference in fp32, training with ``training.bf16``), ``st`` (sentence-transformers' defaults: fp32) and ``st_bf16``
+(sentence-transformers under ``torch.autocast(cpu, bfloat16)`` for inference — the same mechanism ssft uses —
+and with ``bf16=True, use_cpu=True`` training arguments for training).
 
 The parent process builds the data once (``data.json`` under ``--out``: NFCorpus train triplets with BM25 hard
 negatives, test BM25 top-k pairs, corpus texts), so both sides read exactly the same texts. Training throughput
@@ -43,6 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 TASKS = ("bi_train", "cross_train", "rerank", "encode")
 INFERENCE_TASKS = ("rerank", "encode")
+SIDES = {"bi_train": ("ssft", "ssft_bf16", "st", "st_bf16"), "cross_train": ("ssft", "ssft_bf16", "st", "st_bf16"),
+         "rerank": ("ssft", "ssft_fp32", "st", "st_bf16"), "encode": ("ssft", "ssft_fp32", "st", "st_bf16")}
 UNITS = {"bi_train": "queries/s", "cross_train": "pairs/s", "rerank": "pairs/s", "encode": "docs/s"}
 
 
@@ -123,10 +127,20 @@ def ssft_model(architecture: str, max_length: int, query_max_length: int):
 
 
 def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
+    import contextlib
+
     import torch
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
+    side, _, variant = side.partition("_")  # ssft | st, and "" | fp32 | bf16
+    train_bf16 = {"bf16": True, "use_cpu": True} if variant == "bf16" else {}
+    st_autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if variant == "bf16" else contextlib.nullcontext())
+    if side == "ssft":
+        from ssft.core import precision
+
+        ssft_precision = "fp32" if variant == "fp32" else precision.DEFAULT
+        result_precision = precision.resolve(ssft_precision)
     groups, pairs, corpus = data["groups"], data["pairs"], data["corpus"]
     result: dict = {"task": task, "side": side}
     if task == "bi_train":
@@ -142,7 +156,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             model = ssft_model("dense", a.max_length, a.max_length)  # one length limit for both towers, as ST
             train = [{"query": g["query"], "documents": [g["positive"], g["negatives"][0]]} for g in items]
             trainer = RankingTrainer(model=model, args=_train_args(TrainingArguments, scratch, a.batch_size, a.train_steps,
-                                                                   remove_unused_columns=False),
+                                                                   remove_unused_columns=False, **train_bf16),
                                      train_dataset=train, data_collator=RankerCollator(model), loss=ContrastiveLoss(),
                                      callbacks=[clock])
         else:
@@ -158,7 +172,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             train = Dataset.from_dict({"anchor": [g["query"] for g in items], "positive": [g["positive"] for g in items],
                                        "negative": [g["negatives"][0] for g in items]})
             trainer = SentenceTransformerTrainer(model=model, args=_train_args(SentenceTransformerTrainingArguments, scratch,
-                                                                               a.batch_size, a.train_steps),
+                                                                               a.batch_size, a.train_steps, **train_bf16),
                                                  train_dataset=train, loss=MultipleNegativesRankingLoss(model), callbacks=[clock])
         base = rss_mb()
         trainer.train()
@@ -180,7 +194,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             model = ssft_model("cross", a.max_length, 32)
             train = [{"query": g["query"], "documents": [g["positive"], *g["negatives"]]} for g in items]
             trainer = RankingTrainer(model=model, args=_train_args(TrainingArguments, scratch, a.cross_queries, a.train_steps,
-                                                                   remove_unused_columns=False),
+                                                                   remove_unused_columns=False, **train_bf16),
                                      train_dataset=train, data_collator=RankerCollator(model), loss=PointwiseBCELoss(),
                                      callbacks=[clock])
         else:
@@ -196,7 +210,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             train = Dataset.from_dict({"query": [r[0] for r in rows], "document": [r[1] for r in rows],
                                        "label": [r[2] for r in rows]})
             trainer = CrossEncoderTrainer(model=model, args=_train_args(CrossEncoderTrainingArguments, scratch, pair_batch,
-                                                                        a.train_steps),
+                                                                        a.train_steps, **train_bf16),
                                           train_dataset=train, loss=BinaryCrossEntropyLoss(model), callbacks=[clock])
         base = rss_mb()
         trainer.train()
@@ -212,7 +226,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             model = ssft_model("cross", a.rerank_max_length, 32)
             model.requires_grad_(False)
-            trainer = prediction_trainer(model, a.eval_batch_size)
+            trainer = prediction_trainer(model, a.eval_batch_size, precision=ssft_precision)
             run = data["rerank_run"]
             dataset = PairDataset(run, max(len(docs) for docs in run.values()), load_dataset(a.dataset))
             warm = next(iter(run))
@@ -226,10 +240,11 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
             from ssft.core.hub import resolve_model
 
             model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.rerank_max_length, device="cpu")
-            model.predict(pairs[: a.eval_batch_size], batch_size=a.eval_batch_size)  # warm-up
-            base = rss_mb()
-            start, cpu = time.perf_counter(), time.process_time()
-            scores = model.predict(pairs, batch_size=a.eval_batch_size, show_progress_bar=False)
+            with st_autocast:
+                model.predict(pairs[: a.eval_batch_size], batch_size=a.eval_batch_size)  # warm-up
+                base = rss_mb()
+                start, cpu = time.perf_counter(), time.process_time()
+                scores = model.predict(pairs, batch_size=a.eval_batch_size, show_progress_bar=False)
         assert len(scores) == len(pairs)
         result.update(throughput=len(pairs) / (time.perf_counter() - start),
                       cpu_throughput=len(pairs) / (time.process_time() - cpu))
@@ -239,10 +254,11 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             model = ssft_model("dense", a.rerank_max_length, 32)
             model.requires_grad_(False)
-            encode_corpus(model, corpus[: a.eval_batch_size], a.eval_batch_size)  # warm-up
-            base = rss_mb()
-            start, cpu = time.perf_counter(), time.process_time()
-            vectors = encode_corpus(model, corpus, a.eval_batch_size)
+            with precision.inference(model, ssft_precision) as model:
+                encode_corpus(model, corpus[: a.eval_batch_size], a.eval_batch_size)  # warm-up
+                base = rss_mb()
+                start, cpu = time.perf_counter(), time.process_time()
+                vectors = encode_corpus(model, corpus, a.eval_batch_size)
         else:
             from sentence_transformers import SentenceTransformer
 
@@ -250,30 +266,32 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             model = SentenceTransformer(str(resolve_model(MODEL)), device="cpu")
             model.max_seq_length = a.rerank_max_length
-            model.encode(corpus[: a.eval_batch_size], batch_size=a.eval_batch_size, normalize_embeddings=True)  # warm-up
-            base = rss_mb()
-            start, cpu = time.perf_counter(), time.process_time()
-            vectors = model.encode(corpus, batch_size=a.eval_batch_size, normalize_embeddings=True, show_progress_bar=False)
+            with st_autocast:
+                model.encode(corpus[: a.eval_batch_size], batch_size=a.eval_batch_size, normalize_embeddings=True)  # warm-up
+                base = rss_mb()
+                start, cpu = time.perf_counter(), time.process_time()
+                vectors = model.encode(corpus, batch_size=a.eval_batch_size, normalize_embeddings=True,
+                                       show_progress_bar=False)
         assert len(vectors) == len(corpus)
         result.update(throughput=len(corpus) / (time.perf_counter() - start),
                       cpu_throughput=len(corpus) / (time.process_time() - cpu))
     else:
         raise ValueError(task)
     result.update(peak_rss_mb=rss_mb(), rss_before_mb=base, unit=UNITS[task])
+    if side == "ssft" and task in INFERENCE_TASKS:
+        result["precision"] = result_precision
     return result
 
 
 # ---------------------------------------------------------------------------------------------- parent
 def sides(task: str) -> tuple[str, ...]:
-    return ("ssft", "ssft_plain", "st") if task in INFERENCE_TASKS else ("ssft", "st")
+    return SIDES[task]
 
 
 def run_worker(task: str, side: str, data_file: Path, a, out: Path) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads),
            "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    env["SSFT_CPU_KERNELS"] = "0" if side == "ssft_plain" else "1"
-    worker_side = "ssft" if side == "ssft_plain" else side
-    cmd = [sys.executable, __file__, "--worker", task, worker_side, "--data-file", str(data_file), *a.passthrough]
+    cmd = [sys.executable, __file__, "--worker", task, side, "--data-file", str(data_file), *a.passthrough]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     (out / "logs").mkdir(exist_ok=True)
     (out / "logs" / f"{task}.{side}.{int(time.time())}.log").write_text(proc.stdout + proc.stderr)
@@ -287,15 +305,21 @@ def run_worker(task: str, side: str, data_file: Path, a, out: Path) -> dict:
 def report(results: list[dict], a) -> str:
     import platform
 
-    lines = ["## ssft vs sentence-transformers: training, reranking and encoding throughput", "",
-             f"`python benchmarks/vs_sentence_transformers.py --repeats {a.repeats} --threads {a.threads}` — "
-             f"`{MODEL}` on both sides, {a.dataset} texts, {a.threads} CPU thread(s) each, on {platform.machine()} "
-             f"({os.cpu_count()} cores; load average {a.load[0]:.1f} at the start, {a.load[1]:.1f} at the end), torch fp32. "
-             "Each (task, side, repeat) ran in its own process, the two sides "
-             "interleaved repeat by repeat; figures are medians over the repeats (n per side in the last column), "
-             "ratio = ssft / ST of the medians, "
-             "peak RSS = the worker's maximum resident set (model, data and libraries included; in brackets the growth "
-             "during the timed part).", "",
+    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").is_file() else []
+    cpu = ", ".join(f for f in ("avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags) or "none of them"
+    default = next((r.get("precision") for r in results if r.get("precision")), "?")
+    lines = ["## ssft vs sentence-transformers: training, reranking and encoding throughput, fp32 and bf16", "",
+             f"`python benchmarks/vs_sentence_transformers.py --repeats {a.repeats} --threads {a.threads} --tasks "
+             f"{','.join(a.tasks)}` — `{MODEL}` on both sides, {a.dataset} texts, {a.threads} CPU thread(s) each, on "
+             f"{platform.machine()} ({os.cpu_count()} cores, CPU flags {cpu}; shared with other jobs: load average "
+             f"{a.load[0]:.1f} at the start, {a.load[1]:.1f} at the end). Each (task, side, repeat) ran in its own process, "
+             "the sides interleaved repeat by repeat (rotating which goes first); figures are medians over the repeats "
+             "of the throughput per CPU-second of the worker (one thread: work done / process CPU time — steadier than "
+             "wall-clock on a shared machine; wall-clock medians in the last table).", "",
+             f"Sides: `ssft` = ssft's defaults (inference at `eval.precision`'s default, here {default}; training without "
+             "`training.bf16`), `ssft_fp32` / `ssft_bf16` = ssft at the other precision, `st` = sentence-transformers' "
+             "defaults (fp32), `st_bf16` = sentence-transformers under bf16 autocast (inference) or `bf16=True` "
+             "(training).", "",
              f"- bi_train: batch {a.batch_size} queries × (positive + 1 BM25 hard negative), in-batch negatives, max length "
              f"{a.max_length}, {a.train_steps} steps (first excluded); ssft dense + contrastive vs SentenceTransformerTrainer + "
              "MultipleNegativesRankingLoss.",
@@ -305,38 +329,27 @@ def report(results: list[dict], a) -> str:
              f"{a.eval_batch_size}; ssft Trainer.predict (RankingTrainer.score over a PairDataset) vs CrossEncoder.predict.",
              f"- encode: {a.encode_docs} corpus documents, max length {a.rerank_max_length}, batch {a.eval_batch_size}; ssft "
              "encode_corpus vs SentenceTransformer.encode.", "",
-             "Wall-clock throughput is what a user sees; on a machine shared with other jobs it swings with their load, so "
-             "the throughput per CPU-second of the worker (one thread: work done / process CPU time) is given beside it — "
-             "the steadier figure for the ratio.", "",
-             "| task | unit | ssft | sentence-transformers | ratio (wall) | ssft / CPU-s | ST / CPU-s | ratio (CPU) | "
-             "ssft peak RSS MB | ST peak RSS MB | n |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    plain: dict[str, tuple] = {}
+             "| task | unit | ssft | ssft other precision | st | st_bf16 | **ssft / st** | **ssft / st_bf16** | "
+             "ssft peak RSS MB | st peak RSS MB | n |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def med(task, side, key="cpu_throughput"):
+        rs = [r[key] for r in results if r["task"] == task and r["side"] == side]
+        return (statistics.median(rs), len(rs)) if rs else (float("nan"), 0)
+
+    wall = []
     for task in a.tasks:
-        row = {}
-        for side in ("ssft", "st"):
-            rs = [r for r in results if r["task"] == task and r["side"] == side]
-            row[side] = {"wall": statistics.median(r["throughput"] for r in rs),
-                         "cpu": statistics.median(r["cpu_throughput"] for r in rs),
-                         "rss": statistics.median(r["peak_rss_mb"] for r in rs),
-                         "grow": statistics.median(r["peak_rss_mb"] - r["rss_before_mb"] for r in rs), "n": len(rs)}
-        x, y = row["ssft"], row["st"]
-        if task in INFERENCE_TASKS:
-            rs = [r for r in results if r["task"] == task and r["side"] == "ssft_plain"]
-            plain[task] = (statistics.median(r["cpu_throughput"] for r in rs), y["cpu"], x["cpu"], len(rs))
-        lines.append(f"| {task} | {UNITS[task]} | {x['wall']:.2f} | {y['wall']:.2f} | **{x['wall'] / y['wall']:.2f}×** | "
-                     f"{x['cpu']:.2f} | {y['cpu']:.2f} | **{x['cpu'] / y['cpu']:.2f}×** | {x['rss']:.0f} (+{x['grow']:.0f}) | "
-                     f"{y['rss']:.0f} (+{y['grow']:.0f}) | {min(x['n'], y['n'])} |")
-    if plain:
-        lines += ["", "Inference without ssft's CPU kernels (`SSFT_CPU_KERNELS=0`, side `ssft_plain`), per CPU-second:", "",
-                  "| task | ssft_plain / CPU-s | ratio ssft_plain / ST | ratio ssft / ssft_plain | n |", "|---|---|---|---|---|"]
-        for task, (p, st, ssft, n) in plain.items():
-            lines.append(f"| {task} | {p:.2f} | **{p / st:.2f}×** | **{ssft / p:.2f}×** | {n} |")
-    lines += ["", "Every run (throughput per CPU-second; ssft / ST" + (" / ssft_plain" if plain else "") + "): " + "; ".join(
-        f"{task} " + " / ".join(", ".join(f"{r['cpu_throughput']:.2f}" for r in results
-                                          if r["task"] == task and r["side"] == side)
-                                for side in ("ssft", "st", "ssft_plain")
-                                if any(r["side"] == side for r in results if r["task"] == task))
+        own, other, st, stb = (med(task, side)[0] for side in sides(task))
+        n = min(med(task, side)[1] for side in sides(task))
+        rss = {side: med(task, side, "peak_rss_mb")[0] for side in ("ssft", "st")}
+        lines.append(f"| {task} | {UNITS[task]} per CPU-s | {own:.2f} | {other:.2f} ({sides(task)[1]}) | {st:.2f} | "
+                     f"{stb:.2f} | **{own / st:.2f}×** | **{own / stb:.2f}×** | {rss['ssft']:.0f} | {rss['st']:.0f} | {n} |")
+        wall.append(f"{task} " + ", ".join(f"{side} {med(task, side, 'throughput')[0]:.2f}" for side in sides(task)))
+    lines += ["", "Wall-clock medians (" + "; ".join(wall) + ")."]
+    lines += ["", "Every run (throughput per CPU-second, in run order per side): " + "; ".join(
+        f"{task} " + " / ".join(f"{side} " + ", ".join(f"{r['cpu_throughput']:.2f}" for r in results
+                                                     if r["task"] == task and r["side"] == side)
+                                for side in sides(task) if any(r["side"] == side for r in results if r["task"] == task))
         for task in a.tasks)]
     return "\n".join(lines)
 

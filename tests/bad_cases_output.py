@@ -145,6 +145,8 @@ CASES = [
     ("rerank-output-damaged-manifest", "ssft.rerank", lambda w: _damaged_manifest(w, lambda w: w.rerank()),
      "damaged ssft manifest"),
     ("rerank-batch-size-zero", "ssft.rerank", lambda w: w.rerank("--batch-size", "0"), "--batch-size must be >= 1"),
+    ("rerank-precision-unknown", "ssft.rerank", lambda w: w.rerank("--precision", "fp16"),
+     "--precision: expected one of auto, fp32, bf16, int8, got 'fp16'"),
     # ---- ssft-retrieve --output: the same rule
     ("retrieve-output-training-run", "ssft.retrieve", lambda w: (_rerank_onto_training_run(w, manifest=True), w.retrieve())[1],
      "holds the outputs of ssft-train"),

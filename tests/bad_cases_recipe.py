@@ -60,6 +60,8 @@ CASES: list[tuple] = [
      "training.gradient_accumulation_steps: must be >= 1"),
     ("recipe-eval-batch-size-zero", "ssft.train", lambda w: _train(w, "eval.batch_size=0"),
      "eval.batch_size: must be >= 1, got 0"),
+    ("recipe-eval-precision-unknown", "ssft.train", lambda w: _train(w, "eval.precision=fp16"),
+     "eval.precision: expected one of auto, fp32, bf16, int8, got 'fp16'"),
     ("recipe-epochs-nan", "ssft.train", lambda w: _train(w, "training.num_train_epochs=nan"),
      "training.num_train_epochs: expected a finite number"),
     ("recipe-epochs-negative", "ssft.train", lambda w: _train(w, "training.num_train_epochs=-2"),

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ssft.adapters.cpu_kernels import use_cpu_kernels
+from ssft.core import precision
 from ssft.core.errors import SsftError
 
 TOWERS = ("query", "document")
@@ -104,6 +105,10 @@ def replaced_prefix_states(layers: nn.ModuleList, states: torch.Tensor) -> Itera
 
 
 class Backbone(nn.Module):
+    # the inference precision (``ssft.core.precision``): fp32, or bf16 = the forward under bfloat16 autocast wherever no
+    # gradient is recorded; switched by ``precision.inference`` / ``precision.set_precision``, never saved
+    inference_precision = "fp32"
+
     def __init__(self, model: nn.Module, method: str, hidden_prefix: nn.Module | None = None):
         super().__init__()
         self.model = model
@@ -142,6 +147,14 @@ class Backbone(nn.Module):
             raise ValueError(f"tower must be one of {TOWERS}, got {tower!r}")
         if self.tower_switch is not None:
             self.tower_switch(tower)
+        if self.inference_precision == "bf16" and not torch.is_grad_enabled():
+            with precision.autocast("bf16", input_ids.device):
+                hidden = self._forward(input_ids, attention_mask, token_type_ids, tower)
+            return hidden.float()  # pooling, projections and scores stay float32
+        return self._forward(input_ids, attention_mask, token_type_ids, tower)
+
+    def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None,
+                 tower: str | None) -> torch.Tensor:
         if not self.cpu_kernels_installed and input_ids.device.type == "cpu" and not torch.is_grad_enabled():
             use_cpu_kernels(self.model)  # only ever used where no gradient is recorded: training is untouched
             self.cpu_kernels_installed = True

@@ -64,3 +64,18 @@ def result_folder(path: Path, tool: str, outputs: tuple[str, ...], overwrite: bo
         raise SsftError(f"--output: {path} holds a finished {tool} result (metrics.json); pass --overwrite to replace "
                         f"it, or name another folder")
     return folder
+
+
+def add_precision_argument(parser: argparse.ArgumentParser) -> None:
+    """``--precision`` of every inference CLI (``ssft.core.precision``; checked by ``precision_of`` after parsing, so
+    that ``--help`` answers without importing torch)."""
+    parser.add_argument("--precision", default=None, metavar="{auto,fp32,bf16,int8}",
+                        help="inference precision: auto (bf16 where the CPU or GPU computes it natively, else fp32), fp32, "
+                             "bf16 (autocast), int8 (CPU only: dynamically quantised linear layers); default: fp32")
+
+
+def precision_of(ns: argparse.Namespace) -> str:
+    """The ``--precision`` asked for (checked), or the default."""
+    from ssft.core import precision
+
+    return precision.check(ns.precision or precision.DEFAULT, "--precision")

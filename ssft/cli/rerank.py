@@ -13,7 +13,15 @@ import argparse
 import logging
 import sys
 
-from ssft.cli._common import at_least_one, model_dir, parse_args, result_folder, setup_logging
+from ssft.cli._common import (
+    add_precision_argument,
+    at_least_one,
+    model_dir,
+    parse_args,
+    precision_of,
+    result_folder,
+    setup_logging,
+)
 from ssft.core.errors import SsftError, cli_entry, user_path
 from ssft.core.run_folder import RERANK_OUTPUTS
 
@@ -41,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(judged, the default, as ssft-train does), or only over the run's queries (run)")
     from ssft.firststage.runs import first_stage_run, report_name
 
+    add_precision_argument(parser)
     ns = parse_args(parser, argv)
 
     setup_logging("INFO")
@@ -52,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     from ssft.training.prediction import prediction_trainer
 
     at_least_one(ns, "depth", "batch_size")
+    precision = precision_of(ns)
     metrics = [m.strip() for m in ns.metrics.split(",") if m.strip()]
     parse_measures(metrics, "--metrics")
     folder_of_model = model_dir(ns.run_dir)
@@ -72,14 +82,18 @@ def main(argv: list[str] | None = None) -> int:
     ranker = load_ranker(folder_of_model, trust_remote_code=ns.trust_remote_code)
     if ns.merge_lora:
         ranker.merge_adapter()
+    from ssft.core.precision import resolve
+
+    precision = resolve(precision, next(ranker.parameters()).device, "--precision")
+    logger.info("scoring in %s", precision)
     with folder:  # from here on, OUT_DIR is written (and locked)
         folder.claim()
         if ns.overwrite:
             folder.clear()
         folder.mark_unfinished()
         results, info = rerank_and_report(
-            score=prediction_trainer(ranker, ns.batch_size, ns.output).score, dataset=dataset, split=ns.split, qrels=qrels,
-            first_stage=first, first_stage_name=name, depth=ns.depth, metrics=metrics, output_dir=ns.output,
+            score=prediction_trainer(ranker, ns.batch_size, ns.output, precision).score, dataset=dataset, split=ns.split,
+            qrels=qrels, first_stage=first, first_stage_name=name, depth=ns.depth, metrics=metrics, output_dir=ns.output,
         )
         # the contract names the model's run plainly run.trec
         (ns.output / f"run.{ns.split}.trec").replace(ns.output / "run.trec")

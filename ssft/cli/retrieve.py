@@ -22,7 +22,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ssft.cli._common import at_least_one, model_dir, parse_args, result_folder, setup_logging
+from ssft.cli._common import (
+    add_precision_argument,
+    at_least_one,
+    model_dir,
+    parse_args,
+    precision_of,
+    result_folder,
+    setup_logging,
+)
 from ssft.core.errors import SsftError, cli_entry, user_path
 from ssft.core.run_folder import RETRIEVE_OUTPUTS
 
@@ -36,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", required=True, type=user_path, help="folder for run.trec and metrics.json")
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--index", default="flat", help="flat (exact), ivf, hnsw, pq, ivfpq")
+    parser.add_argument("--index-dir", type=user_path, default=None,
+                        help="retrieve from the index ssft-encode built in this folder (no corpus encoding; its passage "
+                             "settings and, unless --precision is given, its precision apply)")
     parser.add_argument("--passage-words", type=int, default=None, help="split documents into passages of N words (maxP)")
     parser.add_argument("--passage-stride", type=int, default=None, help="words between passage starts (default N)")
     parser.add_argument("--metrics", default="P@20,nDCG@5,nDCG@10,nDCG@20,RR@10,R@100")
@@ -51,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                              "models you trust")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier ssft-retrieve result in --output (only what ssft-retrieve wrote is removed)")
+    add_precision_argument(parser)
     ns = parse_args(parser, argv)
 
     setup_logging("INFO")
@@ -63,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     from ssft.models import load_ranker
 
     at_least_one(ns, "depth", "batch_size")
+    precision = precision_of(ns)
+    if ns.index_dir is not None and ns.passage_words is not None:
+        raise SsftError("--passage-words: an index built by ssft-encode keeps its own passages; drop --passage-words")
     if ns.index not in INDEX_KINDS:
         raise SsftError(f"--index: expected one of {', '.join(INDEX_KINDS)}, got '{ns.index}'")
     if ns.passage_words is not None and ns.passage_words < 1:
@@ -88,11 +103,31 @@ def main(argv: list[str] | None = None) -> int:
                                                                model.spec["max_length"], model.spec["query_max_length"]),
                                              trust_remote_code=ns.trust_remote_code))
     queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
+    from ssft.core.precision import set_precision
     from ssft.eval.retrieve import corpus_vectors
 
-    doc_vectors = corpus_vectors(model, dataset, ns.batch_size, ns.passage_words, ns.passage_stride)
+    saved = doc_vectors = None
+    if ns.index_dir is not None:
+        from ssft.eval.index import load_index
+
+        saved = load_index(ns.index_dir)
+        precision = ns.precision or saved.manifest["precision"]
+        settings = saved.manifest.get("settings", {})
+        ns.passage_words, ns.passage_stride = settings.get("passage_words"), settings.get("passage_stride")
+    # a model that only serves: switched for good (int8: its quantised copy), its inherited document encoder too
+    model = set_precision(model, precision)
+    if model.document_teacher is not None:
+        model.document_teacher.set_precision(precision)
+    if saved is not None:
+        from ssft.models.embedding_cache import model_fingerprint
+
+        if model_fingerprint(model.document_source()) != saved.manifest["model"]:
+            raise SsftError(f"--index-dir: {ns.index_dir} was encoded by another model or precision "
+                            f"({saved.manifest['precision']}); run ssft-encode with this model")
+    else:
+        doc_vectors = corpus_vectors(model, dataset, ns.batch_size, ns.passage_words, ns.passage_stride)
     run = retrieve(model, dataset, queries, ns.depth, ns.batch_size, ns.index, ns.passage_words, ns.passage_stride,
-                   doc_vectors=doc_vectors)
+                   doc_vectors=doc_vectors, saved_index=saved)
     aggregate, per_query = evaluate_run(qrels, run, metrics)
     results = {ns.split: aggregate}
     info: dict = {}
@@ -110,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 tune_queries = {q: dataset.queries[q] for q in tune_qrels if q in dataset.queries}
                 fusion = tune_fusion(model, dataset, tune_qrels, bm25.search(tune_queries, ns.depth), ns.depth,
                                      ns.tune_metric, ns.batch_size, index_kind=ns.index, passage_words=ns.passage_words,
-                                     passage_stride=ns.passage_stride, doc_vectors=doc_vectors)
+                                     passage_stride=ns.passage_stride, doc_vectors=doc_vectors, saved_index=saved)
                 print(f"fusion weight tuned on {ns.tune_split} by {ns.tune_metric}: alpha = {fusion:g}")
             sparse = bm25.search(queries, ns.depth)
             results["bm25"] = evaluate_run(qrels, sparse, metrics)[0]

@@ -54,6 +54,8 @@ from ssft.config.registry import ADAPTERS, CALLBACKS, LOSSES, MODELS, Registry
 from ssft.config.strict_yaml import YAML_MAX_VALUES, safe_load_strict
 from ssft.core.errors import SsftError, closest
 from ssft.core.hub import max_input_length, resolve_model
+from ssft.core.precision import DEFAULT as DEFAULT_PRECISION
+from ssft.core.precision import check as check_precision
 
 
 @dataclass
@@ -163,6 +165,7 @@ class EvalConfig:
     batch_size: int = 64
     interpolation: float | str | None = None  # alpha in [0,1], or "auto" (tuned on validation); reported separately
     fusion: float | str | None = None  # dense only: alpha >= 0 of 003 Eq. 7 (dense-sparse union), or "auto"
+    precision: str = DEFAULT_PRECISION  # inference (validation, test, teachers): auto | fp32 | bf16 | int8 (ssft.core.precision)
 
 
 @dataclass
@@ -536,6 +539,7 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
         raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1], got {e.interpolation}")
     parse_measures(e.metrics, f"{source}: eval.metrics")
     parse_measures([e.selection_metric], f"{source}: eval.selection_metric")
+    check_precision(e.precision, f"{source}: eval.precision")
 
 
 def _validate_fusion(recipe: Recipe, source: str, model_cls) -> None:

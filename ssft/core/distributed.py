@@ -23,6 +23,12 @@ def rank() -> int:
     return dist.get_rank() if world_size() > 1 else 0
 
 
+def barrier() -> None:
+    """Wait for every process (nothing to wait for in one process)."""
+    if world_size() > 1:
+        dist.barrier()
+
+
 def gather_objects(obj: Any) -> list[Any]:
     """Every process's ``obj`` (pickled; for small things such as row keys), in rank order."""
     if world_size() == 1:
@@ -54,4 +60,4 @@ def gather_rows(x: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
     return torch.cat(parts), offsets
 
 
-__all__ = ["gather_objects", "gather_rows", "rank", "world_size"]
+__all__ = ["barrier", "gather_objects", "gather_rows", "rank", "world_size"]

@@ -74,12 +74,15 @@ def build_index(vectors: np.ndarray, kind: str = "flat", nlist: int | None = Non
 
 def retrieve(model, dataset: IRDataset, queries: dict[str, str], depth: int = 100, batch_size: int = 64,
              index_kind: str = "flat", passage_words: int | None = None, passage_stride: int | None = None,
-             doc_vectors: tuple[list[str], np.ndarray] | None = None) -> Run:
+             doc_vectors: tuple[list[str], np.ndarray] | None = None, saved_index=None) -> Run:
     """Top-``depth`` documents of the corpus for every query (see the module docstring).
-    ``doc_vectors`` = (unit ids, vectors) reuses an encoded corpus (units are passages under maxP)."""
+    ``doc_vectors`` = (unit ids, vectors) reuses an encoded corpus (units are passages under maxP); ``saved_index``
+    (``ssft.eval.index.load_index``) searches an index ssft-encode built instead of encoding the corpus."""
     if depth < 1:
         raise SsftError("retrieval depth must be >= 1")
-    if doc_vectors is None:
+    if saved_index is not None:
+        unit_ids, vectors = saved_index.unit_ids, None
+    elif doc_vectors is None:
         unit_ids, vectors = corpus_vectors(model, dataset, batch_size, passage_words, passage_stride)
     else:
         unit_ids, vectors = doc_vectors
@@ -89,7 +92,7 @@ def retrieve(model, dataset: IRDataset, queries: dict[str, str], depth: int = 10
     if not qids or not unit_ids:
         return {}
     q_vectors = encode_query_texts(model, [queries[q] for q in qids], batch_size)
-    index = build_index(vectors, index_kind)
+    index = saved_index if saved_index is not None else build_index(vectors, index_kind)
     k = min(len(unit_ids), depth * int(per_doc))
     scores, rows = index.search(np.ascontiguousarray(q_vectors), k)
     scale = float(getattr(model, "score_scale", 1.0))

@@ -3,7 +3,9 @@
 A cache file is named by two fingerprints and holds nothing else than what they describe:
 
 - model fingerprint: SHA-256 of the ranker class, its spec (base model, method and options, lengths), the
-  tokenizer's class and vocabulary size, and every tensor of the ranker's state dict (name, dtype, shape, bytes).
+  tokenizer's class and vocabulary size, the precision it computes in (``ssft.core.precision``: fp32, bf16 and int8
+  representations differ), and every tensor of the ranker's state dict (name, dtype, shape, bytes; an int8 model's
+  packed weights included).
   Query-only modules are included too: a needless miss at worst, never a wrong hit.
 - corpus fingerprint: SHA-256 of the ids and texts of the documents encoded, in order.
 
@@ -27,6 +29,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 
+from ssft.core.precision import model_precision
 from ssft.data.beir import cache_home
 from ssft.models.encoded import Encoded
 
@@ -49,8 +52,22 @@ def cache_enabled(model: torch.nn.Module) -> bool:
     return not any(p.requires_grad for p in model.parameters())
 
 
-def _update_tensor(digest, name: str, tensor: torch.Tensor) -> None:
-    t = tensor.detach().to("cpu").contiguous()
+def _update_tensor(digest, name: str, tensor) -> None:
+    if isinstance(tensor, (tuple, list)):  # an int8 linear layer's packed parameters: (weight, bias)
+        for i, item in enumerate(tensor):
+            _update_tensor(digest, f"{name}.{i}", item)
+        return
+    if not isinstance(tensor, torch.Tensor):  # e.g. the dtype entry of a quantised layer
+        digest.update(f"{name}|{tensor!r}|".encode())
+        return
+    t = tensor.detach().to("cpu")
+    if t.is_quantized:
+        digest.update(f"{name}|{t.dtype}|{t.qscheme()}|".encode())
+        scales = t.q_per_channel_scales() if t.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric) \
+            else torch.tensor([t.q_scale()])
+        _update_tensor(digest, f"{name}.scale", scales)
+        t = t.int_repr()
+    t = t.contiguous()
     digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
     digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
 
@@ -61,7 +78,8 @@ def model_fingerprint(model: torch.nn.Module) -> str:
     tokenizer = getattr(model, "tokenizer", None)
     header = {"class": f"{type(model).__module__}.{type(model).__qualname__}",
               "spec": getattr(model, "spec", {}),
-              "tokenizer": [type(tokenizer).__name__, len(tokenizer) if tokenizer is not None else 0]}
+              "tokenizer": [type(tokenizer).__name__, len(tokenizer) if tokenizer is not None else 0],
+              "precision": model_precision(model)}
     digest.update(json.dumps(header, sort_keys=True, default=str).encode())
     for name, tensor in sorted(model.state_dict().items()):
         _update_tensor(digest, name, tensor)

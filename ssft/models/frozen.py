@@ -20,6 +20,7 @@ import torch
 from ssft.config.recipe import ModelConfig
 from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
+from ssft.core.precision import set_precision as set_model_precision
 from ssft.models.base import load_ranker, saved_model_folder
 from ssft.models.bi import row_keys
 from ssft.models.corpus import corpus_vectors
@@ -75,6 +76,13 @@ class FrozenDense:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    def set_precision(self, precision: str) -> "FrozenDense":
+        """Compute in ``precision`` from now on (``ssft.core.precision``; int8: a quantised copy); what it kept is
+        dropped."""
+        self.model = set_model_precision(self.model, precision)
+        self._documents.clear()
+        return self
 
     def to(self, device) -> "FrozenDense":
         self.model.to(device)

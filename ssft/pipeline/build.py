@@ -85,7 +85,7 @@ def build(recipe: Recipe, inputs: RunInputs) -> BuiltRun:
                                                          config=recipe.adapter.config)
     in_loop = None
     if inputs.in_loop_teacher:  # loaded after the student, so the student starts from the same weights either way
-        in_loop = FrozenTeacher.load(inputs.in_loop_teacher, recipe.model)
+        in_loop = FrozenTeacher.load(inputs.in_loop_teacher, recipe.model).set_precision(recipe.eval.precision)
     objective = distillation_objective(recipe, ranker, inputs) or objective_for(inputs.loss, in_loop)
     return BuiltRun(ranker, objective, source, in_loop, count(recipe, ranker))
 

@@ -60,6 +60,8 @@ def load_inputs(recipe: Recipe) -> RunInputs:
         _, validation_first = first_stage_run(spec, dataset, bm25_cache, _texts(dataset, validation_qrels),
                                               validation_depth)
     teacher = load_distillation_teacher(recipe)
+    if teacher is not None:  # a frozen teacher is an inference path: eval.precision
+        teacher.set_precision(e.precision)
     query_only = recipe.distillation is not None and recipe.distillation.query_only
     negatives_run = None
     if d.negatives == "bm25" and not query_only:

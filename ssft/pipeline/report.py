@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ssft.config.recipe import Recipe
+from ssft.core import precision
 from ssft.core.io import atomic_write_json, atomic_write_text
 from ssft.eval.rerank import format_table, rerank_and_report, tune_alpha
 from ssft.eval.retrieve import retrieve_and_report, tune_fusion
@@ -34,16 +35,15 @@ def evaluate(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: Traine
     (``write``: only the main process writes)."""
     e, ranker = recipe.eval, built.ranker
     options: dict[str, Any] = {"alpha": interpolation_weight(recipe, inputs, trained)}
-    if ranker.full_retrieval:
-        options.update(report=retrieve_and_report, ranker=ranker, batch_size=e.batch_size)
-        if e.fusion is not None:  # 003 Eq. 7: dense top-k ∪ first-stage top-k
-            options["fusion_alpha"] = fusion_weight(recipe, inputs, ranker)
-    else:
-        options.update(report=rerank_and_report, score=trained.trainer.score)
-    report = options.pop("report")
-    return report(dataset=inputs.dataset, split=recipe.data.test_split, qrels=inputs.test_qrels,
+    common = dict(dataset=inputs.dataset, split=recipe.data.test_split, qrels=inputs.test_qrels,
                   first_stage=inputs.test_first, first_stage_name=inputs.test_name, depth=e.depth, metrics=e.metrics,
-                  output_dir=out, write=write, **options)
+                  output_dir=out, write=write)
+    if not ranker.full_retrieval:  # the trainer scores in eval.precision
+        return rerank_and_report(score=trained.trainer.score, **common, **options)
+    with precision.inference(ranker, e.precision) as model:
+        if e.fusion is not None:  # 003 Eq. 7: dense top-k ∪ first-stage top-k
+            options["fusion_alpha"] = fusion_weight(recipe, inputs, model)
+        return retrieve_and_report(ranker=model, batch_size=e.batch_size, **common, **options)
 
 
 def interpolation_weight(recipe: Recipe, inputs: RunInputs, trained: TrainedRun) -> float | None:

@@ -24,6 +24,7 @@ from transformers import TrainingArguments
 
 from ssft.config.recipe import Recipe
 from ssft.config.registry import LOSSES
+from ssft.core import precision
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_text
 from ssft.core.run_folder import OutputFolder
@@ -77,7 +78,8 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
         freeze(built.ranker)
         results, evaluation = evaluate(recipe, inputs, built, trained, plan.folder.path, write=main)
         if main:
-            extra = {"resumed_with_changes": plan.resume_changes,
+            extra = {"precision": precision.resolve(recipe.eval.precision, plan.args.device),
+                     "resumed_with_changes": plan.resume_changes,
                      "processes": plan.args.world_size if plan.args.world_size > 1 else None}
             info = run_info(recipe, inputs, built, trained, evaluation, notes, plan.started, extra)
             write_finished_run(plan.folder.path, recipe, results, info, plan.default_checkpoints)
@@ -98,6 +100,10 @@ def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_c
               "save_total_limit": 1, "eval_strategy": "epoch" if recipe.data.validation_split else "no",
               "logging_strategy": "steps", "logging_steps": 10, "disable_tqdm": not sys.stderr.isatty(),
               "seed": recipe.seed, "dataloader_pin_memory": torch.cuda.is_available(), **recipe.training}
+    if (kwargs.get("bf16") or kwargs.get("bf16_full_eval")) and not torch.cuda.is_available():
+        # transformers accepts bf16 without a GPU only with use_cpu (which accelerate then autocasts on the CPU);
+        # without a GPU there is nothing else to train on, so training.bf16 alone is enough
+        kwargs.setdefault("use_cpu", True)
     # TensorBoard goes to this run's logs/ (HF reads the variable when a Trainer is built), unless the user set it
     os.environ["TENSORBOARD_LOGGING_DIR"] = USER_TENSORBOARD_DIR or str(folder.path / "logs")
     try:
@@ -111,7 +117,8 @@ def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_c
                         f"in one process (no accelerate launch --num_processes {args.world_size})")
     if args.fp16 and args.device.type == "cpu":
         logger.warning("training.fp16 on a CPU: accelerate autocasts fp16 on GPUs only, this run trains in float32 "
-                       "(for mixed precision on a CPU use training.bf16 with training.use_cpu)")
+                       "(for mixed precision on a CPU use training.bf16)")
+    precision.resolve(recipe.eval.precision, args.device, f"{recipe.source}: eval.precision")  # int8 on a GPU: refused now
     return Plan(folder, state, changes, kwargs, args, "save_strategy" not in recipe.training, started)
 
 

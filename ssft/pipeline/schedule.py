@@ -48,6 +48,7 @@ class TrainingSetup:
             data_collator=built.objective.collator(built.ranker), objective=built.objective,
             head_learning_rate=self.recipe.model.head_learning_rate, learning_rates_from_args=self.rebase_learning_rates,
             eval_qrels=self.inputs.validation_qrels, eval_metrics=sorted({e.selection_metric, *e.metrics}),
+            precision=e.precision,
             callbacks=callbacks + self.callbacks,
         )
 

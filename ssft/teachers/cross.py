@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from ssft.config.choices import DUAL_POOLINGS
+from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
 from ssft.models.base import load_ranker, load_transformer, saved_model_folder
 
@@ -66,6 +67,7 @@ class DualPooledCrossEncoderTeacher:
         self.score_scale = float(score_scale)
         self.special_ids = set(tokenizer.all_special_ids)
         self.sep_id = tokenizer.sep_token_id
+        self.precision = "fp32"  # ssft.core.precision; set_precision
 
     @property
     def embedding_dim(self) -> int:
@@ -74,6 +76,13 @@ class DualPooledCrossEncoderTeacher:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    def set_precision(self, precision: str) -> "DualPooledCrossEncoderTeacher":
+        """Compute in ``precision`` from now on (``ssft.core.precision``; int8: a quantised copy of the encoder)."""
+        self.precision = precisions.resolve(precision, self.device, "eval.precision")
+        if self.precision == "int8":
+            self.model = precisions.quantize_int8(self.model)
+        return self
 
     def to(self, device) -> "DualPooledCrossEncoderTeacher":
         self.model.to(device)
@@ -95,7 +104,9 @@ class DualPooledCrossEncoderTeacher:
         device = input_ids.device
         ids, mask, types = (t.to(self.device) for t in (input_ids, attention_mask, token_type_ids))
         with torch.no_grad():
-            hidden = self.model(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+            with precisions.autocast(self.precision, self.device):
+                hidden = self.model(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+            hidden = hidden.float()
             q, d = dual_pool(hidden, ids, mask, types, self.special_ids, self.sep_id, self.pooling)
         return F.normalize(q, dim=-1).to(device), F.normalize(d, dim=-1).to(device)
 

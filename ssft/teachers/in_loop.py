@@ -23,6 +23,7 @@ from ssft.config.recipe import ModelConfig
 from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
 from ssft.core.hub import resolve_model
+from ssft.core.precision import set_precision as set_model_precision
 from ssft.models.base import SPEC_FILE, Ranker, load_ranker, saved_model_folder
 from ssft.models.bi import BiEncoder, group_items, query_positives, unique_with_index
 from ssft.models.colbert import ColBert
@@ -90,6 +91,11 @@ class FrozenTeacher:
     @property
     def device(self) -> torch.device:
         return next(self.ranker.parameters()).device
+
+    def set_precision(self, precision: str) -> "FrozenTeacher":
+        """Score in ``precision`` from now on (``ssft.core.precision``; int8: a quantised copy)."""
+        self.ranker = set_model_precision(self.ranker, precision)
+        return self
 
     def tokenize(self, queries: list[str], documents: list[str]) -> dict[str, torch.Tensor]:
         """The teacher's inputs for the distinct queries and documents of a batch (see the module docstring)."""

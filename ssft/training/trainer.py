@@ -5,6 +5,7 @@ import torch
 from torch.utils.data import SequentialSampler
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
+from ssft.core import precision as precisions
 from ssft.data.beir import Qrels
 from ssft.data.examples import PairDataset
 from ssft.eval.metrics import evaluate_run
@@ -25,13 +26,15 @@ class RankingTrainer(CheckpointedTrainer):
     - ``score``: what evaluation and test reranking call; bi-encoders encode each distinct document once.
     - ``evaluate``: reranks the validation first stage (dense: retrieves from the corpus) and returns ir_measures
       metrics as ``eval_<name>``.
+    - ``precision`` (``eval.precision``, ``ssft.core.precision``): what ``score`` and ``evaluate`` compute in; the
+      training steps are untouched (their precision is ``training.bf16``'s).
     - the optimizer gives the ranker head its own learning rate (001 Table 8).
     - checkpoints, exact resume, the non-finite stop and ``learning_rates_from_args``: ``CheckpointedTrainer``.
     """
 
     def __init__(self, *args, loss: RankingLoss | None = None, objective: Objective | None = None, teacher=None,
                  head_learning_rate: float | None = None, eval_qrels: Qrels | None = None,
-                 eval_metrics: list[str] | None = None, **kwargs):
+                 eval_metrics: list[str] | None = None, precision: str = "fp32", **kwargs):
         if objective is None:
             if loss is None:
                 raise ValueError("RankingTrainer needs a loss or an objective")
@@ -45,6 +48,8 @@ class RankingTrainer(CheckpointedTrainer):
         self.head_learning_rate = head_learning_rate
         self.eval_qrels = eval_qrels
         self.eval_metrics = eval_metrics or ["nDCG@10"]
+        self.precision = precisions.check(precision, "eval.precision")
+        self._scoring_model = None  # while score() runs: the model it scores with (an int8 copy, at int8)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, scores = self.objective.compute(model, self._ranker(), inputs)
@@ -98,6 +103,8 @@ class RankingTrainer(CheckpointedTrainer):
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         inputs = self._prepare_inputs(inputs)
         inputs.pop("group_size", None)
+        if self._scoring_model is not None:
+            model = self._scoring_model
         with torch.inference_mode():
             scores = model(**inputs).float()
         return None, scores, None
@@ -106,18 +113,23 @@ class RankingTrainer(CheckpointedTrainer):
         """Scores of ``pairs`` in their order. Cross-encoders: ``Trainer.predict``. Bi-encoders (one process):
         ``score_pairs_once``, which encodes each distinct document once however many queries retrieved it
         (with several processes ``Trainer.predict`` shards the pairs instead)."""
-        model = self._ranker()
-        if model.bi_encoder and self.args.world_size == 1 and len(pairs):
-            return score_pairs_once(model, pairs, self.args.per_device_eval_batch_size)
-        return self.predict(pairs).predictions
+        with precisions.inference(self._ranker(), self.precision) as model:
+            if model.bi_encoder and self.args.world_size == 1 and len(pairs):
+                return score_pairs_once(model, pairs, self.args.per_device_eval_batch_size)
+            self._scoring_model = model if model is not self._ranker() else None
+            try:
+                return self.predict(pairs).predictions
+            finally:
+                self._scoring_model = None
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
         pairs = eval_dataset if eval_dataset is not None else self.eval_dataset
         if not isinstance(pairs, PairDataset) or self.eval_qrels is None:
             raise ValueError("RankingTrainer.evaluate needs a PairDataset and eval_qrels")
         if self._ranker().full_retrieval:  # dense: retrieve from the whole corpus (000 §5.3.1)
-            aggregate = evaluate_retrieval(self._ranker(), pairs.dataset, self.eval_qrels, self.eval_metrics,
-                                           batch_size=self.args.per_device_eval_batch_size)
+            with precisions.inference(self._ranker(), self.precision) as model:
+                aggregate = evaluate_retrieval(model, pairs.dataset, self.eval_qrels, self.eval_metrics,
+                                               batch_size=self.args.per_device_eval_batch_size)
         else:
             aggregate, _ = evaluate_run(self.eval_qrels, pairs.to_run(self.score(pairs)), self.eval_metrics)
         metrics = {f"{metric_key_prefix}_{k}": v for k, v in aggregate.items()}

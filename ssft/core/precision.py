@@ -1,0 +1,169 @@
+"""Inference precision: one setting (``eval.precision``, ``--precision``) for every inference path.
+
+- ``fp32``: PyTorch's float32 forward.
+- ``bf16``: the transformer's forward under ``torch.autocast(device, torch.bfloat16)`` (matrix products in
+  bfloat16, AMX / AVX512-BF16 on CPUs that have them); the hidden states leave it as float32, so pooling,
+  projections and scores stay float32. Only where no gradient is recorded: training precision is
+  ``training.bf16``'s business.
+- ``int8``: dynamic int8 quantisation of every ``nn.Linear`` (weights int8, activations quantised per call;
+  VNNI / AMX-INT8) of a *copy* of the model; CPU only.
+- ``auto``: ``bf16`` where the device computes bfloat16 natively (a CUDA GPU with bf16, a CPU with
+  ``amx_bf16`` or ``avx512_bf16``), else ``fp32`` (``bf16_native``).
+
+``inference(model, precision)`` is what an inference path wraps itself in: it yields the model to run (the model
+itself for fp32 / bf16, with every module that declares ``inference_precision`` switched while the block runs;
+the quantised copy for int8). ``model_precision(model)`` tells a cache which precision a model computes in.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import warnings
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Iterator
+
+import torch
+from torch import nn
+
+from ssft.core.errors import SsftError
+
+with warnings.catch_warnings():  # torch.ao.quantization's eager API says it moves to torchao; it is still in torch 2.13
+    warnings.simplefilter("ignore")
+    from torch.ao.quantization import quantize_dynamic
+
+PRECISIONS = ("auto", "fp32", "bf16", "int8")
+DEFAULT = "fp32"  # eval.precision and the CLIs' --precision when not given
+RESOLVED = ("fp32", "bf16", "int8")
+# what the root of a model run at a precision carries (a plain attribute, never in the state dict)
+ATTRIBUTE = "inference_precision"
+
+
+def _cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (Linux); empty where it cannot be read."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(value.split())
+    return set()
+
+
+def _onednn_bf16() -> bool:
+    """oneDNN can run bfloat16 at all on this CPU (which it also says of CPUs that only emulate it)."""
+    try:
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+@functools.cache
+def cpu_bf16_native() -> bool:
+    """True on a CPU with native bfloat16 arithmetic: x86 ``amx_bf16`` or ``avx512_bf16``, Arm ``bf16``. oneDNN
+    also runs bf16 on plain AVX-512 by emulation, slower than float32: that is not native."""
+    flags = _cpu_flags()
+    return _onednn_bf16() and bool(flags & {"amx_bf16", "avx512_bf16", "bf16"})
+
+
+def bf16_native(device: str | torch.device = "cpu") -> bool:
+    """True where ``device`` computes bfloat16 natively (a CUDA GPU with bf16; a CPU, ``cpu_bf16_native``)."""
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if kind == "cpu":
+        return cpu_bf16_native()
+    return False
+
+
+def check(precision: str, where: str = "precision") -> str:
+    """``precision`` when it is one of ``PRECISIONS``, else a one-line error naming ``where``."""
+    if precision not in PRECISIONS:
+        raise SsftError(f"{where}: expected one of {', '.join(PRECISIONS)}, got '{precision}'")
+    return precision
+
+
+def resolve(precision: str, device: str | torch.device = "cpu", where: str = "precision") -> str:
+    """The precision an inference on ``device`` runs at: ``auto`` decided (``bf16_native``), ``int8`` refused
+    off the CPU."""
+    check(precision, where)
+    kind = torch.device(device).type
+    if precision == "auto":
+        return "bf16" if bf16_native(device) else "fp32"
+    if precision == "int8" and kind != "cpu":
+        raise SsftError(f"{where}: int8 (dynamic quantisation of the linear layers) runs on the CPU only, the model is "
+                        f"on {kind}; use bf16 or fp32 there")
+    return precision
+
+
+def autocast(precision: str, device: str | torch.device = "cpu"):
+    """``torch.autocast(device type, bfloat16)`` for ``bf16``; a no-op context otherwise."""
+    if precision != "bf16":
+        return nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+
+
+def model_precision(model) -> str:
+    """The precision ``model`` computes in now (``fp32`` unless ``inference`` set another)."""
+    return getattr(model, ATTRIBUTE, "fp32")
+
+
+def _device(model: nn.Module) -> torch.device:
+    param = next(iter(model.parameters()), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+def quantize_int8(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` with every ``nn.Linear`` dynamically quantised to int8 (``quantize_dynamic``); the
+    model itself is untouched. CPU only."""
+    if _device(model).type != "cpu":
+        raise SsftError(f"int8: dynamic quantisation runs on the CPU only, the model is on {_device(model).type}")
+    with warnings.catch_warnings():  # torch.ao.quantization's eager API warns that it moves to torchao
+        warnings.simplefilter("ignore")
+        quantized = quantize_dynamic(copy.deepcopy(model), {nn.Linear}, dtype=torch.qint8, inplace=True)
+    object.__setattr__(quantized, ATTRIBUTE, "int8")
+    return quantized
+
+
+def _declaring(model: nn.Module) -> list[nn.Module]:
+    """The model and its modules that declare an ``inference_precision`` (``ssft.adapters.backbone.Backbone``)."""
+    return [m for m in model.modules() if hasattr(type(m), ATTRIBUTE) or m is model]
+
+
+def set_precision(model: nn.Module, precision: str) -> nn.Module:
+    """Switch ``model`` (fp32 / bf16) in place for good: a model that only serves from now on (a loaded one, a
+    teacher, a trained model once training is over). int8 returns the quantised copy instead."""
+    precision = resolve(precision, _device(model))
+    if precision == "int8":
+        return quantize_int8(model)
+    for module in _declaring(model):
+        object.__setattr__(module, ATTRIBUTE, precision)
+    return model
+
+
+@contextmanager
+def inference(model: nn.Module, precision: str) -> Iterator[nn.Module]:
+    """The model an inference at ``precision`` runs (see the module docstring); its earlier precision is back once
+    the block ends. ``auto`` is resolved for the model's device."""
+    precision = resolve(precision, _device(model))
+    if precision == "int8":
+        yield model if model_precision(model) == "int8" else quantize_int8(model)
+        return
+    modules = _declaring(model)
+    before = [m.__dict__.get(ATTRIBUTE) for m in modules]
+    for module in modules:
+        object.__setattr__(module, ATTRIBUTE, precision)
+    try:
+        yield model
+    finally:
+        for module, value in zip(modules, before):
+            if value is None:
+                module.__dict__.pop(ATTRIBUTE, None)
+            else:
+                object.__setattr__(module, ATTRIBUTE, value)
+
+
+__all__ = ["DEFAULT", "PRECISIONS", "RESOLVED", "autocast", "bf16_native", "check", "cpu_bf16_native", "inference",
+           "model_precision", "quantize_int8", "resolve", "set_precision"]

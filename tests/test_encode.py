@@ -1,0 +1,155 @@
+"""Corpus encoding as its own step (ssft-encode): sharded over processes, float16 shards, resumable after a kill; a
+faiss index built once, saved, reloaded (memory-mapped) with the same top-k; ssft-retrieve --index-dir."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from ssft.config.recipe import ModelConfig
+from ssft.data.beir import load_dataset
+from ssft.models import corpus
+from ssft.models.corpus import corpus_units, encode_shards, read_manifest, read_shards
+from ssft.models.dense import DenseDualEncoder
+from tests.helpers import write_synthetic_beir
+
+
+def _dense(model_dir):
+    torch.manual_seed(0)
+    cfg = ModelConfig(architecture="dense", name=str(model_dir), max_length=48)
+    return DenseDualEncoder.build(cfg, "full", {}).eval().requires_grad_(False)
+
+
+def _vectors(folder):
+    manifest = read_manifest(folder)
+    return np.concatenate([np.asarray(s) for s in read_shards(folder, manifest)])
+
+
+def _encode_as_rank(rank: int, world: int, init_file: str, model_dir: str, data: str, out: str) -> None:
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    real, calls = corpus.encode_corpus, []
+    corpus.encode_corpus = lambda m, t, batch_size=64: calls.append(len(t)) or real(m, t, batch_size)
+    try:
+        ids, texts = corpus_units(load_dataset(data))
+        encode_shards(_dense(model_dir), ids, texts, out, shard_size=7, batch_size=4)
+        (Path(out) / f"rank{rank}.json").write_text(json.dumps(calls))  # the shards this process encoded
+    finally:
+        corpus.encode_corpus = real
+        dist.destroy_process_group()
+
+
+def test_two_processes_write_the_vectors_one_process_writes(tiny_model_dir, tmp_path):
+    data = write_synthetic_beir(tmp_path / "data", queries=6, docs=40)
+    ids, texts = corpus_units(load_dataset(str(data)))
+    single = encode_shards(_dense(tiny_model_dir), ids, texts, tmp_path / "one", shard_size=7, batch_size=4)
+    assert single["shards"] == 6 and single["precision"] == "fp32"
+    # two processes forked from this one (spawning fresh interpreters costs a torch import each)
+    mp.start_processes(_encode_as_rank, args=(2, str(tmp_path / "init"), str(tiny_model_dir), str(data), str(tmp_path / "two")),
+                       nprocs=2, join=True, start_method="fork")
+    # each process encoded its own half of the 6 shards (7 documents each, the last 5)
+    assert [json.loads((tmp_path / "two" / f"rank{r}.json").read_text()) for r in (0, 1)] == [[7, 7, 7], [7, 7, 5]]
+    one, two = _vectors(tmp_path / "one"), _vectors(tmp_path / "two")
+    assert one.dtype == np.float16 and one.shape == (40, 32)
+    np.testing.assert_allclose(two.astype(np.float32), one.astype(np.float32), atol=2e-3)
+    assert read_manifest(tmp_path / "two")["unit_ids"] == ids
+    reference = _dense(tiny_model_dir)
+    exact = corpus.encode_corpus(reference, texts)
+    np.testing.assert_allclose(one.astype(np.float32), exact, atol=2e-3)  # float16 of the float32 vectors
+
+
+def test_a_killed_encoding_resumes_with_the_shards_left(tiny_model_dir, tmp_path, monkeypatch):
+    data = write_synthetic_beir(tmp_path / "data", queries=6, docs=30)
+    ids, texts = corpus_units(load_dataset(str(data)))
+    model = _dense(tiny_model_dir)
+    real = corpus.encode_corpus
+    calls = []
+
+    def killed_after_two(m, t, batch_size=64):
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the run is killed while encoding its third shard
+        calls.append(len(t))
+        return real(m, t, batch_size)
+
+    monkeypatch.setattr(corpus, "encode_corpus", killed_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        encode_shards(model, ids, texts, tmp_path / "enc", shard_size=8)
+    assert sorted(p.name for p in (tmp_path / "enc" / "shards").iterdir()) == ["00000.npy", "00001.npy"]
+    # a shard cut short by the kill (a partial write under its final name) counts as absent
+    np.save(tmp_path / "enc" / "shards" / "00002.npy", np.zeros((3, 32), dtype=np.float16))
+    calls.clear()
+    monkeypatch.setattr(corpus, "encode_corpus", lambda m, t, batch_size=64: calls.append(len(t)) or real(m, t, batch_size))
+    manifest = encode_shards(model, ids, texts, tmp_path / "enc", shard_size=8)
+    assert calls == [8, 6]  # shards 2 and 3 only
+    assert manifest["shards"] == 4
+    np.testing.assert_allclose(_vectors(tmp_path / "enc").astype(np.float32), real(model, texts), atol=2e-3)
+    # another model's shards are never mixed in
+    other = _dense(tiny_model_dir)
+    with torch.no_grad():
+        next(other.parameters()).add_(0.1)
+    with pytest.raises(Exception, match="holds shards of another encoding \\(model differs\\)"):
+        encode_shards(other, ids, texts, tmp_path / "enc", shard_size=8)
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf", "ivfpq"])
+def test_a_saved_index_reloads_with_the_same_top_k(kind, tmp_path):
+    faiss = pytest.importorskip("faiss")
+    from ssft.eval.index import INDEX_FILE, build_saved_index, load_index
+
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((600, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    folder = tmp_path / "idx"
+    (folder / "shards").mkdir(parents=True)
+    for shard in range(3):
+        np.save(folder / "shards" / f"{shard:05d}.npy", vectors[shard * 200 : (shard + 1) * 200].astype(np.float16))
+    ids = [f"d{i}" for i in range(600)]
+    (folder / "encode.json").write_text(json.dumps({"format": corpus.SHARDS_FORMAT, "model": "m", "precision": "fp32",
+                                                    "corpus": "c", "units": 600, "shard_size": 200, "settings": {},
+                                                    "unit_ids": ids}))
+    info = build_saved_index(folder, kind, nprobe=4)
+    queries = rng.standard_normal((10, 32)).astype(np.float32)
+    built = faiss.read_index(str(folder / INDEX_FILE))  # the index as written, read whole
+    if kind in ("ivf", "ivfpq"):
+        faiss.extract_index_ivf(built).nprobe = 4
+    if kind == "hnsw":
+        faiss.downcast_index(built).hnsw.efSearch = info["ef_search"]
+    expected = built.search(queries, 10)
+    saved = load_index(folder)  # memory-mapped
+    got = saved.search(queries, 10)
+    np.testing.assert_array_equal(got[1], expected[1])
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5)
+    assert saved.unit_ids == ids and info["vectors"] == 600
+    if kind in ("ivf", "ivfpq"):  # the inverted lists stay on disk, memory-mapped
+        invlists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(saved.index).invlists)
+        assert type(invlists).__name__ == "OnDiskInvertedLists"
+    if kind == "flat":  # exact: the true top-10 of the float16 vectors
+        exact = np.argsort(-(vectors.astype(np.float16).astype(np.float32) @ queries.T).T, axis=1)[:, :10]
+        np.testing.assert_array_equal(got[1], exact)
+
+
+def test_encode_then_retrieve_from_the_saved_index(tiny_model_dir, tiny_dataset, tmp_path):
+    from ssft.cli.encode import main as encode_main
+    from ssft.cli.retrieve import main as retrieve_main
+
+    _dense(tiny_model_dir).save(tmp_path / "run" / "model")
+    assert encode_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--output", str(tmp_path / "index"),
+                        "--shard-size", "4"]) == 0
+    assert sorted(os.listdir(tmp_path / "index" / "shards")) == ["00000.npy", "00001.npy"]
+    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output",
+                          str(tmp_path / "direct"), "--depth", "3"]) == 0
+    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output",
+                          str(tmp_path / "from-index"), "--depth", "3", "--index-dir", str(tmp_path / "index")]) == 0
+    direct = [line.split()[:3] for line in (tmp_path / "direct" / "run.trec").read_text().splitlines()]
+    saved = [line.split()[:3] for line in (tmp_path / "from-index" / "run.trec").read_text().splitlines()]
+    assert saved == direct
+    # an index encoded at another precision is not this model's
+    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output",
+                          str(tmp_path / "bf16"), "--index-dir", str(tmp_path / "index"), "--precision", "bf16"]) == 2
