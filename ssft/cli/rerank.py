@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", choices=["judged", "run"], default="judged",
                         help="average over every judged query of the split, a query the run lacks scoring 0 "
                              "(judged, the default, as ssft-train does), or only over the run's queries (run)")
-    from ssft.firststage.runs import first_stage_run, report_name
+    from ssft.firststage.runs import first_stage_run, report_name, save_indexes
 
     ns = parse_args(parser, argv)
 
@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     folder = result_folder(ns.output, "ssft-rerank", RERANK_OUTPUTS, ns.overwrite)
     dataset = load_dataset(ns.data)
     qrels = dataset.qrels(ns.split)
-    name, first = first_stage_run(ns.first_stage, dataset, {}, {q: dataset.queries[q] for q in qrels}, ns.depth)
+    indexes: dict = {}
+    name, first = first_stage_run(ns.first_stage, dataset, indexes, {q: dataset.queries[q] for q in qrels}, ns.depth)
     name = report_name(name, ns.split)
     covered = sum(1 for q in qrels if first.get(q))
     if not covered:
@@ -77,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         if ns.overwrite:
             folder.clear()
         folder.mark_unfinished()
+        save_indexes(indexes)  # a BM25 index built now: cached for the next run
         results, info = rerank_and_report(
             score=prediction_trainer(ranker, ns.batch_size, ns.output).score, dataset=dataset, split=ns.split, qrels=qrels,
             first_stage=first, first_stage_name=name, depth=ns.depth, metrics=metrics, output_dir=ns.output,
