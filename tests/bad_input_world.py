@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-PROGS = {"ssft.train": "ssft-train", "ssft.rerank": "ssft-rerank", "ssft.sweep": "ssft-sweep", "ssft.retrieve": "ssft-retrieve"}
+PROGS = {"ssft.train": "ssft-train", "ssft.rerank": "ssft-rerank", "ssft.sweep": "ssft-sweep", "ssft.retrieve": "ssft-retrieve",
+         "ssft.cli.mine": "ssft-mine"}
 
 
 @pytest.fixture(scope="module")

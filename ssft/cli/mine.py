@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in (output, info_path):
         if path.exists() and not ns.overwrite:
             raise SsftError(f"--output: {path} exists; pass --overwrite to replace it")
-    if not output.parent.is_dir():
-        raise SsftError(f"--output: folder {output.parent} does not exist")
+    if output.parent.exists() and not output.parent.is_dir():
+        raise SsftError(f"--output: {output.parent} is not a folder")
     form = ns.form or ("scored" if ns.teacher else "ids")
 
     setup_logging("INFO")
@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": round(time.time() - started, 1), "command": ["ssft-mine", *(argv if argv is not None else sys.argv[1:])]}
     if index is not None:
         index.save()  # the BM25 index built now: cached for the next run
+    output.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(output, "".join(json.dumps(r) + "\n" for r in records))
     atomic_write_json(info_path, info)
     removed = ", ".join(f"{k} {v}" for k, v in sorted(report.removed.items())) or "nothing"
