@@ -280,6 +280,10 @@ def test_run_recipe_on_training_sources(tiny_model_dir, tiny_dataset, tmp_path, 
     }, "sources.yaml")
     results = run_recipe(recipe)
     assert "test" in results
+    import os
+    from pathlib import Path
+
+    assert len(list((Path(os.environ["SSFT_CACHE"]) / "bm25").iterdir())) == 1  # the finished run cached its BM25 index
     info = json.loads((out / "run_info.json").read_text())
     assert info["train_loss"] > 0
     if "train" in data:

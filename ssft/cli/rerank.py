@@ -78,7 +78,6 @@ def main(argv: list[str] | None = None) -> int:
         if ns.overwrite:
             folder.clear()
         folder.mark_unfinished()
-        save_indexes(indexes)  # a BM25 index built now: cached for the next run
         results, info = rerank_and_report(
             score=prediction_trainer(ranker, ns.batch_size, ns.output).score, dataset=dataset, split=ns.split, qrels=qrels,
             first_stage=first, first_stage_name=name, depth=ns.depth, metrics=metrics, output_dir=ns.output,
@@ -86,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         # the contract names the model's run plainly run.trec
         (ns.output / f"run.{ns.split}.trec").replace(ns.output / "run.trec")
         atomic_write_json(ns.output / "metrics.json", results)  # last: its presence marks a finished result
+        save_indexes(indexes)  # a BM25 index built now, cached once the result is complete
     print(format_table(results, metrics))
     return 0
 

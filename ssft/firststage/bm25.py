@@ -44,8 +44,8 @@ class BM25:
 
     ``cache``: load / save the index under ``$SSFT_CACHE/bm25`` (default); ``indexed`` says whether this object
     built the index (False: loaded from the cache). ``save``: write a new index to the cache now; False leaves
-    that to ``save()``, which a pipeline calls once it starts writing (a refused run writes nothing, not even the
-    cache). ``n_threads``: retrieval threads (-1: every core)."""
+    that to ``save()``, which a pipeline calls once it has succeeded (a refused or failed run writes nothing, not
+    even the cache). ``n_threads``: retrieval threads (-1: every core)."""
 
     def __init__(self, dataset: IRDataset, stem: bool = False, k1: float = 1.5, b: float = 0.75, cache: bool = True,
                  n_threads: int = -1, show_progress: bool | None = None, save: bool = True):

@@ -12,7 +12,7 @@ def first_stage_run(spec: str, dataset, bm25_cache: dict, queries: dict[str, str
     """``bm25`` / ``bm25-stem``: retrieve now; anything else: a TREC run file, restricted to the corpus's documents
     (the others counted into ``dataset.warnings``; a run with none of them is refused now, before any training).
     A BM25 index built here is kept in ``bm25_cache`` and goes to the on-disk cache only with ``save_indexes``,
-    which the caller runs once it starts writing."""
+    which the caller runs once it has succeeded."""
     if spec in ("bm25", "bm25-stem"):
         if spec not in bm25_cache:
             bm25_cache[spec] = BM25(dataset, stem=spec == "bm25-stem", save=False)

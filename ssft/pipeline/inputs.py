@@ -38,7 +38,7 @@ class RunInputs:
     validation_depth: int
     negatives_run: Run | None  # BM25 candidates of the training queries (data.negatives: bm25)
     train_source: TrainSource | None  # data.train's rows (then train_qrels is empty)
-    bm25_indexes: dict  # the BM25 indexes built now, cached on disk once the run writes (save_indexes)
+    bm25_indexes: dict  # the BM25 indexes built now, cached on disk once the run has succeeded (save_indexes)
     loss: RankingLoss
     in_loop_teacher: str | None  # a loss with needs_teacher (tct): the teacher it scores batches with
     distillation_teacher: Any | None  # the distillation section's frozen teacher

@@ -70,8 +70,6 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
         schedule = schedule_for(recipe)
         notes = describe(recipe, inputs, built, schedule.describe(plan.args))
         open_output_folder(recipe, plan)
-        if plan.args.should_save:
-            save_indexes(inputs.bm25_indexes)  # BM25 indexes built for this run: cached for the next one
         trained = schedule.train(training_setup(recipe, plan, inputs, built), plan.args)
         main = plan.args.should_save
         built.ranker.eval()
@@ -84,6 +82,7 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
                      "processes": plan.args.world_size if plan.args.world_size > 1 else None}
             info = run_info(recipe, inputs, built, trained, evaluation, notes, plan.started, extra)
             write_finished_run(plan.folder.path, recipe, results, info, plan.default_checkpoints)
+            save_indexes(inputs.bm25_indexes)  # the BM25 indexes built for this run, cached once it has succeeded
             print_summary(recipe, results, info, plan.folder.path, plan.started)
         return results
     finally:
