@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", choices=["judged", "run"], default="judged",
                         help="average over every judged query of the split, a query the run lacks scoring 0 "
                              "(judged, the default, as ssft-train does), or only over the run's queries (run)")
-    from ssft.firststage.runs import first_stage_run, report_name
+    from ssft.firststage.runs import first_stage_run, report_name, save_indexes
 
     add_precision_argument(parser)
     ns = parse_args(parser, argv)
@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     folder = result_folder(ns.output, "ssft-rerank", RERANK_OUTPUTS, ns.overwrite)
     dataset = load_dataset(ns.data)
     qrels = dataset.qrels(ns.split)
-    name, first = first_stage_run(ns.first_stage, dataset, {}, {q: dataset.queries[q] for q in qrels}, ns.depth)
+    indexes: dict = {}
+    name, first = first_stage_run(ns.first_stage, dataset, indexes, {q: dataset.queries[q] for q in qrels}, ns.depth)
     name = report_name(name, ns.split)
     covered = sum(1 for q in qrels if first.get(q))
     if not covered:
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         # the contract names the model's run plainly run.trec
         (ns.output / f"run.{ns.split}.trec").replace(ns.output / "run.trec")
         atomic_write_json(ns.output / "metrics.json", results)  # last: its presence marks a finished result
+        save_indexes(indexes)  # a BM25 index built now, cached once the result is complete
     print(format_table(results, metrics))
     return 0
 

@@ -16,6 +16,7 @@ EMBEDDING_DISTANCES = ("l2", "mse")  # distillation.embedding_distance (ssft.los
 
 # data.negatives
 NEGATIVES = ("bm25", "random")
+TRAIN_FORMS = ("auto", "text", "ids", "scored")  # data.train_format (ssft.data.hf_sources)
 
 __all__ = ["CROSS_HEADS", "DUAL_POOLINGS", "EMBEDDING_DISTANCES", "NEGATIVES", "POOLINGS", "SCORERS", "SCORE_LOSSES",
-           "TEACHER_KINDS"]
+           "TEACHER_KINDS", "TRAIN_FORMS"]

@@ -47,6 +47,7 @@ from ssft.config.choices import (
     SCORE_LOSSES,
     SCORERS,
     TEACHER_KINDS,
+    TRAIN_FORMS,
 )
 from ssft.config.metrics import DEFAULT_METRICS, parse_measures
 from ssft.config.parse import coerce, parse_dataclass, plain_type
@@ -148,8 +149,11 @@ class DataConfig:
     max_validation_queries: int | None = None
     max_test_queries: int | None = None
     min_relevance: int = 1  # qrels score counted as relevant for training positives
+    train: str | None = None  # training rows: a Hugging Face dataset (file, folder, hub id); null: train_split's qrels
+    train_format: str = "auto"  # auto | text | ids | scored (teacher scores: margin_mse / listwise_kl)
+    train_subset: str | None = None  # data.train from the hub: the dataset's configuration (subset) name
     negatives: str = "bm25"  # bm25 | random
-    num_negatives: int = 1  # per training example (001 trains on triplets: 1 negative)
+    num_negatives: int = 1  # per training example (001 trains on triplets: 1 negative); 0: in-batch negatives alone
     negatives_depth: int = 100  # BM25 negatives are drawn from this top-k minus the positives
     sample_seed: int = 0  # which queries a max_*_queries subsample keeps
 
@@ -497,9 +501,9 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
     d, e, m = recipe.data, recipe.eval, recipe.model
     if d.negatives not in NEGATIVES:
         raise SsftError(f"{source}: data.negatives: expected {_either(list(NEGATIVES))}, got '{d.negatives}'")
-    for key in ("num_negatives", "negatives_depth"):
-        if getattr(d, key) < 1:
-            raise SsftError(f"{source}: data.{key}: must be >= 1")
+    if d.negatives_depth < 1:
+        raise SsftError(f"{source}: data.negatives_depth: must be >= 1")
+    _validate_training_data(recipe, source, model_cls, loss_cls)
     for key in ("max_train_queries", "max_positives_per_query", "max_validation_queries", "max_test_queries"):
         val = getattr(d, key)
         if val is not None and val < 1:
@@ -557,6 +561,42 @@ def _validate_fusion(recipe: Recipe, source: str, model_cls) -> None:
         raise SsftError(f"{source}: eval.fusion: 'auto' tunes the weight on data.validation_split, which is not set")
     if isinstance(f, float) and f < 0:
         raise SsftError(f"{source}: eval.fusion: expected a number >= 0, got {f}")
+
+
+def _validate_training_data(recipe: Recipe, source: str, model_cls, loss_cls) -> None:
+    """``data.num_negatives`` (0: in-batch negatives alone) and ``data.train`` against the model and the loss."""
+    d = recipe.data
+    if d.num_negatives < 0:
+        raise SsftError(f"{source}: data.num_negatives: must be >= 0")
+    if d.train_format not in TRAIN_FORMS:
+        raise SsftError(f"{source}: data.train_format: expected {_either(list(TRAIN_FORMS))}, got '{d.train_format}'")
+    if d.train is None and (d.train_format != "auto" or d.train_subset is not None):
+        raise SsftError(f"{source}: data.train_format / data.train_subset: only with data.train (a dataset of training rows)")
+    if d.train is not None and d.max_train_queries is not None:
+        raise SsftError(f"{source}: data.max_train_queries: subsamples the BEIR training qrels, not data.train's rows")
+    if loss_cls.needs_teacher_scores:
+        if d.train is None or d.train_format not in ("auto", "scored"):
+            raise SsftError(f"{source}: loss.name: '{recipe.loss.name}' distils teacher scores: set data.train to a dataset "
+                            f"in the scored form (query_id, document_ids, scores; e.g. what ssft-mine writes)")
+        if recipe.distillation is not None:
+            raise SsftError(f"{source}: distillation: loss '{recipe.loss.name}' distils the data's teacher scores; "
+                            f"use one or the other")
+    elif d.train_format == "scored":
+        raise SsftError(f"{source}: data.train_format: scored rows train with a distillation loss (loss.name: "
+                        f"{_either(LOSSES.matching(lambda c: c.needs_teacher_scores))})")
+    if d.num_negatives > 0:
+        return
+    if not model_cls.in_batch_negatives:
+        readers = MODELS.matching(lambda c: c.in_batch_negatives)
+        raise SsftError(f"{source}: data.num_negatives: 0 trains on in-batch negatives alone, which only "
+                        f"model.architecture {_either(readers)} has; '{recipe.model.architecture}' needs >= 1 negative")
+    if loss_cls.needs_teacher_scores or loss_cls.needs_teacher:
+        raise SsftError(f"{source}: data.num_negatives: 0 leaves loss '{recipe.loss.name}' no candidates to distil over; "
+                        f"set it >= 1")
+    k = recipe.distillation
+    if k is not None and k.teacher_kind == "cross_dual_pooled" and k.score_weight:
+        raise SsftError(f"{source}: data.num_negatives: 0 leaves the cross-encoder teacher's score distillation one "
+                        f"document per query (a constant); set it >= 1 or distillation.score_weight: 0")
 
 
 def _validate_teacher_loss(recipe: Recipe, source: str, model_cls, loss_cls) -> None:

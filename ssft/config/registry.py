@@ -125,6 +125,8 @@ LOSSES = Registry("loss", {
     "listwise_ce": "ssft.losses.listwise_ce:ListwiseSoftmaxCELoss",
     "contrastive": "ssft.losses.contrastive:ContrastiveLoss",
     "tct": "ssft.losses.tct:TightlyCoupledDistillationLoss",
+    "margin_mse": "ssft.losses.margin_mse:MarginMSELoss",
+    "listwise_kl": "ssft.losses.listwise_kl:ListwiseKLLoss",
 })
 
 CALLBACKS = Registry("callback", {

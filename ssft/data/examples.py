@@ -101,9 +101,58 @@ class TrainingGroups(Dataset):
         return {"query": self.dataset.queries[ex.qid], "documents": [self.dataset.corpus[d].full_text for d in docs]}
 
 
+class TextGroups(TrainingGroups):
+    """``TrainingGroups`` of a ``data.train`` source in the text form (``ssft.data.hf_sources.TextExample``): the
+    texts come with the rows; a row with fewer negatives than ``num_negatives`` is topped up with random
+    documents of the recipe's corpus."""
+
+    def lengths(self) -> list[int]:
+        return [len(ex.query) + len(ex.positive) for ex in self.examples]
+
+    def __getitem__(self, i: int) -> dict:
+        ex = self.examples[i]
+        rng = random.Random(f"{self.seed}:{self.epoch}:{i}")
+        if len(ex.negatives) >= self.num_negatives:
+            negatives = rng.sample(ex.negatives, self.num_negatives)
+        else:
+            negatives = list(ex.negatives)
+            while len(negatives) < self.num_negatives:
+                text = self.dataset.corpus[rng.choice(self.corpus_ids)].full_text
+                if text != ex.positive and text not in negatives:
+                    negatives.append(text)
+        return {"query": ex.query, "documents": [ex.positive, *negatives]}
+
+
+class ScoredGroups(TrainingGroups):
+    """``TrainingGroups`` of a scored ``data.train`` source (``ssft.data.hf_sources.ScoredExample``: a query's
+    document ids with a teacher's scores): each item is the list's first document and ``num_negatives`` others
+    drawn anew each epoch, with their teacher scores (``teacher_scores``, what the distillation losses
+    ``margin_mse`` / ``listwise_kl`` compare the student's scores with)."""
+
+    def __init__(self, examples: list, dataset: IRDataset, num_negatives: int, seed: int | str = 0, name: str = "data.train"):
+        super().__init__(examples, dataset, num_negatives, seed)
+        for row, ex in enumerate(examples, start=1):
+            if len(ex.document_ids) < 1 + num_negatives:
+                raise SsftError(f"data.train: {name}: column 'document_ids', row {row}: {len(ex.document_ids)} "
+                                f"documents, fewer than 1 + data.num_negatives = {1 + num_negatives}")
+
+    def lengths(self) -> list[int]:
+        return [len(self.dataset.queries[ex.qid]) + len(self.dataset.corpus[ex.document_ids[0]].full_text)
+                for ex in self.examples]
+
+    def __getitem__(self, i: int) -> dict:
+        ex = self.examples[i]
+        rng = random.Random(f"{self.seed}:{self.epoch}:{i}")
+        picked = [0, *sorted(rng.sample(range(1, len(ex.document_ids)), self.num_negatives))]
+        return {"query": self.dataset.queries[ex.qid],
+                "documents": [self.dataset.corpus[ex.document_ids[j]].full_text for j in picked],
+                "teacher_scores": [ex.scores[j] for j in picked]}
+
+
 class RankerCollator:
     """Tokenises a batch for a ranker: training groups (query + [positive, negatives...]) are flattened into
-    (batch x group) pairs with ``group_size`` set; scoring items (query, document) become plain pairs.
+    (batch x group) pairs with ``group_size`` set (and ``teacher_scores`` (batch, group) when the items carry
+    precomputed teacher scores, ``ScoredGroups``); scoring items (query, document) become plain pairs.
     With a ``teacher`` (``ssft.teachers.in_loop.FrozenTeacher``), training batches also carry the teacher's own
     inputs for the same distinct queries and documents (``teacher_*`` keys)."""
 
@@ -118,6 +167,8 @@ class RankerCollator:
             docs = [d for it in items for d in it["documents"]]
             batch = self.ranker.tokenize(queries, docs)
             batch["group_size"] = torch.tensor(group)
+            if "teacher_scores" in items[0]:
+                batch["teacher_scores"] = torch.tensor([it["teacher_scores"] for it in items], dtype=torch.float32)
             if self.teacher is not None:
                 batch.update(self.teacher.tokenize(queries, docs))
             return batch

@@ -10,13 +10,21 @@ from ssft.firststage.bm25 import BM25
 
 def first_stage_run(spec: str, dataset, bm25_cache: dict, queries: dict[str, str], depth: int):
     """``bm25`` / ``bm25-stem``: retrieve now; anything else: a TREC run file, restricted to the corpus's documents
-    (the others counted into ``dataset.warnings``; a run with none of them is refused now, before any training)."""
+    (the others counted into ``dataset.warnings``; a run with none of them is refused now, before any training).
+    A BM25 index built here is kept in ``bm25_cache`` and goes to the on-disk cache only with ``save_indexes``,
+    which the caller runs once it has succeeded."""
     if spec in ("bm25", "bm25-stem"):
         if spec not in bm25_cache:
-            bm25_cache[spec] = BM25(dataset, stem=spec == "bm25-stem")
+            bm25_cache[spec] = BM25(dataset, stem=spec == "bm25-stem", save=False)
         return spec, bm25_cache[spec].search(queries, depth)
     run = restrict_to_corpus(read_run(spec), dataset.corpus, spec, dataset.warnings)
     return first_stage_name(spec), run
+
+
+def save_indexes(bm25_cache: dict) -> None:
+    """Write the BM25 indexes ``first_stage_run`` built to the on-disk cache (those loaded from it stay as they are)."""
+    for index in bm25_cache.values():
+        index.save()
 
 
 def first_stage_name(spec: str) -> str:

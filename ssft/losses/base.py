@@ -21,6 +21,9 @@ class RankingLoss(nn.Module):
     # capability flag: forward(student, teacher, positive, excluded) over every query x document of the batch, with
     # the scores of a frozen teacher RankingTrainer computes (tct); the student must be a bi-encoder
     needs_teacher: bool = False
+    # capability flag: forward(student, teacher) over each query's own candidate list, both (batch, 1 + n), with the
+    # teacher scores precomputed in the training data (data.train in the scored form; margin_mse, listwise_kl)
+    needs_teacher_scores: bool = False
 
     @classmethod
     def config_from(cls, options: dict[str, Any] | None, where: str = "loss"):

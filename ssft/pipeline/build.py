@@ -16,7 +16,7 @@ from ssft.adapters.semi_siamese import tower_parameter_counts
 from ssft.config.recipe import Recipe
 from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
-from ssft.data.examples import TrainingGroups, build_examples
+from ssft.data.examples import ScoredGroups, TextGroups, TrainingGroups, build_examples
 from ssft.pipeline.inputs import RunInputs
 from ssft.teachers.in_loop import FrozenTeacher
 from ssft.training.distillation import DistillationObjective, QueryTexts
@@ -33,8 +33,14 @@ class GroupSource:
     examples: list
     inputs: RunInputs
     num_negatives: int
+    form: str = "qrels"  # qrels (the BEIR training split) or data.train's form: text | ids | scored
 
     def training_set(self, seed: Any) -> TrainingGroups:
+        if self.form == "text":
+            return TextGroups(self.examples, self.inputs.dataset, self.num_negatives, seed=seed)
+        if self.form == "scored":
+            return ScoredGroups(self.examples, self.inputs.dataset, self.num_negatives, seed=seed,
+                                name=self.inputs.train_source.name)
         return TrainingGroups(self.examples, self.inputs.dataset, self.num_negatives, seed=seed)
 
 
@@ -56,6 +62,10 @@ def training_source(recipe: Recipe, inputs: RunInputs) -> GroupSource | QuerySou
             qrels = inputs.train_qrels if split == d.train_split else inputs.dataset.qrels(split)
             query_ids += [q for q in sorted(qrels) if q in inputs.dataset.queries and q not in inputs.test_qrels]
         return QuerySource([inputs.dataset.queries[q] for q in query_ids])
+    if inputs.train_source is not None:  # data.train: the rows bring their own positives and negatives
+        source = GroupSource(inputs.train_source.examples, inputs, d.num_negatives, inputs.train_source.form)
+        source.training_set(d.sample_seed)  # a scored list shorter than 1 + num_negatives is refused now
+        return source
     examples = build_examples(inputs.train_qrels, list(inputs.dataset.corpus), inputs.negatives_run, d.min_relevance,
                               d.max_positives_per_query, d.sample_seed)
     return GroupSource(examples, inputs, d.num_negatives)

@@ -8,8 +8,10 @@ from typing import Any
 
 from ssft.config.recipe import Recipe
 from ssft.config.registry import LOSSES
+from ssft.core.errors import SsftError
 from ssft.data.beir import IRDataset, Qrels, load_dataset
 from ssft.data.examples import subsample_queries
+from ssft.data.hf_sources import TrainSource, load_train_source
 from ssft.data.trec import Run
 from ssft.firststage.runs import first_stage_run, report_name
 from ssft.losses.base import RankingLoss
@@ -35,6 +37,8 @@ class RunInputs:
     validation_first: Run | None
     validation_depth: int
     negatives_run: Run | None  # BM25 candidates of the training queries (data.negatives: bm25)
+    train_source: TrainSource | None  # data.train's rows (then train_qrels is empty)
+    bm25_indexes: dict  # the BM25 indexes built now, cached on disk once the run has succeeded (save_indexes)
     loss: RankingLoss
     in_loop_teacher: str | None  # a loss with needs_teacher (tct): the teacher it scores batches with
     distillation_teacher: Any | None  # the distillation section's frozen teacher
@@ -43,7 +47,17 @@ class RunInputs:
 def load_inputs(recipe: Recipe) -> RunInputs:
     d, e = recipe.data, recipe.eval
     dataset = load_dataset(d.dataset)
-    train_qrels = subsample_queries(dataset.qrels(d.train_split), d.max_train_queries, d.sample_seed)
+    train_source = None
+    if d.train is not None:  # training rows from a Hugging Face dataset, checked against the corpus and queries now
+        train_source = load_train_source(d.train, dataset, d.train_format, d.train_subset)
+        if loss_needs_scores(recipe) != (train_source.form == "scored"):
+            raise SsftError(f"{recipe.source}: data.train: {d.train} is in the {train_source.form} form; "
+                            + ("the scored form (query_id, document_ids, scores) is what loss '" + recipe.loss.name
+                               + "' trains on" if loss_needs_scores(recipe) else
+                               "scored rows train with a distillation loss (loss.name: margin_mse or listwise_kl)"))
+        train_qrels: Qrels = {}
+    else:
+        train_qrels = subsample_queries(dataset.qrels(d.train_split), d.max_train_queries, d.sample_seed)
     validation_qrels = (subsample_queries(dataset.qrels(d.validation_split), d.max_validation_queries, d.sample_seed)
                         if d.validation_split else None)
     test_qrels = subsample_queries(dataset.qrels(d.test_split), d.max_test_queries, d.sample_seed)
@@ -64,10 +78,14 @@ def load_inputs(recipe: Recipe) -> RunInputs:
         teacher.set_precision(e.precision)
     query_only = recipe.distillation is not None and recipe.distillation.query_only
     negatives_run = None
-    if d.negatives == "bm25" and not query_only:
+    if d.negatives == "bm25" and not query_only and d.num_negatives > 0 and train_source is None:
         _, negatives_run = first_stage_run("bm25", dataset, bm25_cache, _texts(dataset, train_qrels), d.negatives_depth)
     return RunInputs(dataset, train_qrels, validation_qrels, test_qrels, report_name(test_name, d.test_split), test_first,
-                     validation_first, validation_depth, negatives_run, loss, in_loop_teacher, teacher)
+                     validation_first, validation_depth, negatives_run, train_source, bm25_cache, loss, in_loop_teacher, teacher)
+
+
+def loss_needs_scores(recipe: Recipe) -> bool:
+    return LOSSES.get(recipe.loss.name).needs_teacher_scores
 
 
 def load_distillation_teacher(recipe: Recipe):

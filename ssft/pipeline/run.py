@@ -29,6 +29,7 @@ from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_text
 from ssft.core.run_folder import OutputFolder
 from ssft.data.examples import PairDataset
+from ssft.firststage.runs import save_indexes
 from ssft.pipeline.build import BuiltRun, GroupSource, build
 from ssft.pipeline.folder import RESUMABLE_CHANGES, USER_TENSORBOARD_DIR, run_folder_state, train_output_folder
 from ssft.pipeline.inputs import RunInputs, load_inputs
@@ -83,6 +84,7 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
                      "processes": plan.args.world_size if plan.args.world_size > 1 else None}
             info = run_info(recipe, inputs, built, trained, evaluation, notes, plan.started, extra)
             write_finished_run(plan.folder.path, recipe, results, info, plan.default_checkpoints)
+            save_indexes(inputs.bm25_indexes)  # the BM25 indexes built for this run, cached once it has succeeded
             print_summary(recipe, results, info, plan.folder.path, plan.started)
         return results
     finally:
@@ -128,10 +130,15 @@ def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str) 
     if not isinstance(built.source, GroupSource):
         notes = [f"training: query-only distillation from {distill.teacher} on {len(built.source.texts)} queries of "
                  f"{d.dataset}/{'+'.join(distill.query_splits)} (test queries excluded), " + schedule]
+    elif inputs.train_source is not None:
+        negatives = "in-batch negatives only" if d.num_negatives == 0 else f"{d.num_negatives} negative(s) each"
+        notes = [f"training: {len(built.source.examples)} rows of {d.train} ({inputs.train_source.form} form), "
+                 f"{negatives}, " + schedule]
     else:
         notes = [f"training: {len(inputs.train_qrels)} queries of {d.dataset}/{d.train_split} "
                  f"({'all' if d.max_train_queries is None else 'subsampled'}), {len(built.source.examples)} (query, "
-                 f"positive) examples, {d.num_negatives} {d.negatives} negative(s) each, " + schedule]
+                 f"positive) examples, " + (f"{d.num_negatives} {d.negatives} negative(s) each, " if d.num_negatives
+                                            else "in-batch negatives only, ") + schedule]
         if distill is not None:
             notes.append(f"distillation from {distill.teacher}: weights one-hot {distill.one_hot_weight:g}, score "
                          f"({distill.score_loss}) {distill.score_weight:g}, query embedding "

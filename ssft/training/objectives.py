@@ -9,6 +9,9 @@ the unwrapped ranker -- and names the collator that builds its batches (``collat
 - ``InLoopDistillationObjective``: 003's tightly coupled teacher (the ``tct`` loss): a frozen bi-encoder teacher
   scores every query of the batch against every document of it, in the loop; batches from
   ``RankerCollator(ranker, teacher)``, which adds the teacher's own tokens.
+- ``PrecomputedDistillationObjective``: a distillation loss (``needs_teacher_scores``: ``margin_mse``,
+  ``listwise_kl``) on the student's scores of each query's own candidates against the teacher scores the
+  training data carries (``data.train`` in the scored form); batches from ``RankerCollator(ranker)``.
 - ``ssft.training.distillation.DistillationObjective``: embedding / score distillation from a frozen dense or
   cross-encoder teacher (004, 002); batches from ``DistillationCollator(ranker, teacher)``.
 
@@ -55,6 +58,9 @@ class RankingObjective(Objective):
     def __init__(self, loss: RankingLoss):
         if getattr(loss, "needs_teacher", False):  # any callable over scores may be a loss, not only a RankingLoss
             raise ValueError(f"the loss {type(loss).__name__} distils a teacher: pass teacher=FrozenTeacher(...)")
+        if getattr(loss, "needs_teacher_scores", False):
+            raise ValueError(f"the loss {type(loss).__name__} distils precomputed teacher scores: use "
+                             "PrecomputedDistillationObjective")
         self.loss = loss
 
     def collator(self, ranker):
@@ -93,11 +99,36 @@ class InLoopDistillationObjective(Objective):
         return self.loss(rows, teacher[item_q], item_pos, excluded), rows
 
 
+class PrecomputedDistillationObjective(Objective):
+    """Distillation from teacher scores the batch carries (``teacher_scores``, (batch, group), from ``ScoredGroups``):
+    the student scores each query against its own group only (every architecture, any adapter: the ranker's plain
+    pair scores), and ``loss`` (``margin_mse``, ``listwise_kl``) compares the two (batch, group) matrices."""
+
+    def __init__(self, loss: RankingLoss):
+        self.loss = loss
+
+    def collator(self, ranker):
+        return RankerCollator(ranker)
+
+    def compute(self, model, ranker, inputs):
+        inputs = dict(inputs)
+        group = int(inputs.pop("group_size"))
+        if "teacher_scores" not in inputs:
+            raise ValueError("a batch without teacher_scores: the distillation losses train on data.train in the scored form")
+        teacher = inputs.pop("teacher_scores")
+        student = model(**inputs).view(-1, group)
+        return self.loss(student, teacher.to(student.device)), student
+
+
 def objective_for(loss: RankingLoss, teacher=None) -> Objective:
-    """The objective of a ranking loss: in-loop distillation with a ``teacher``, the plain ranking loss without."""
+    """The objective of a ranking loss: in-loop distillation with a ``teacher``, distillation from the data's
+    teacher scores for a loss that ``needs_teacher_scores``, the plain ranking loss otherwise."""
     if teacher is not None:
         return InLoopDistillationObjective(loss, teacher)
+    if getattr(loss, "needs_teacher_scores", False):
+        return PrecomputedDistillationObjective(loss)
     return RankingObjective(loss)
 
 
-__all__ = ["InLoopDistillationObjective", "Objective", "RankingObjective", "objective_for", "ranking_loss"]
+__all__ = ["InLoopDistillationObjective", "Objective", "PrecomputedDistillationObjective", "RankingObjective", "objective_for",
+           "ranking_loss"]
