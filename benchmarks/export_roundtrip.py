@@ -124,6 +124,7 @@ def main() -> int:
                         help="queries (the first by id) the new cross model built from the export scores (CPU time)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/export_roundtrip"))
     parser.add_argument("--no-write", action="store_true", help="print, do not write BENCHMARKS.md")
+    parser.add_argument("--note", action="append", default=[], help="a line for the section (how the runs were made)")
     parser.add_argument("--reuse", action="store_true",
                         help="take a run's rows from an earlier call's OUT/<kind>/rows.json (same run, data, depth)")
     ns = parser.parse_args()
@@ -185,7 +186,7 @@ def main() -> int:
         "(`CrossEncoder` with the export's identity activation; `MultiVectorEncoder`), which scores the same pairs. "
         "|Δ| nDCG@10 against the row above; max |Δ score| over all pairs.", "",
         "| model | run | nDCG@10 | abs. diff. | max abs. score diff. |", "|---|---|---|---|---|", *rows, "",
-        *[f"- {n}" for n in notes], "",
+        *[f"- {n}" for n in notes + ns.note], "",
         f"Command: `OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} SSFT_DATA_HOME=../shared/data HF_HUB_OFFLINE=1 "
         "python benchmarks/export_roundtrip.py "
         f"--cross-run {ns.cross_run} --colbert-run {ns.colbert_run} --data {ns.data} --split {ns.split} --depth {ns.depth}"

@@ -23,7 +23,7 @@ def build(tiny_model_dir, **options):
 def test_trainable_set_is_prefix_and_head(tiny_model_dir):
     ranker = build(tiny_model_dir)
     trainable = {n for n, p in ranker.named_parameters() if p.requires_grad}
-    expected = {"head.weight", "head.bias", "backbone.hidden_prefix.source"}
+    expected = {"head.weight", "head.bias", "pooler.weight", "pooler.bias", "backbone.hidden_prefix.source"}  # head: classifier
     expected |= {f"backbone.hidden_prefix.mlps.{layer}.{i}.{w}" for layer in range(2) for i in (0, 2) for w in ("weight", "bias")}
     assert trainable == expected
 
@@ -38,7 +38,7 @@ def test_parameter_count_matches_formula(tiny_model_dir, options):
     assert formula == HiddenPrefix.expected_parameters(layers, hidden, length, source, mlp)
     assert sum(p.numel() for p in ranker.backbone.hidden_prefix.parameters()) == formula
     trainable, _ = count_parameters(ranker)
-    assert trainable == formula + hidden + 1  # + the linear head
+    assert trainable == formula + hidden * hidden + hidden + hidden + 1  # + the head: pooler (h x h + h) and linear (h + 1)
 
 
 def test_gradients_reach_source_and_every_layer_mlp_backbone_frozen(tiny_model_dir):

@@ -83,7 +83,7 @@ def model_card(spec: dict[str, Any], info: dict[str, Any], recipe: dict[str, Any
         eval_results=results or None, pipeline_tag="text-ranking")
     usage = USAGE[info["loader"]].format(path=repo_id or "PATH")
     lines = [f"# {name}", "",
-             f"A {spec['architecture']} ranker trained with [ssft](https://github.com/) (method `{spec['method']}`) from "
+             f"A {spec['architecture']} ranker trained with ssft (semi-Siamese fine-tuning; method `{spec['method']}`) from "
              f"`{base}`, exported by `ssft-export` as a {info['format']} model for sentence-transformers' "
              f"`{info['loader']}`.", "", "## Load it", "", "```python", usage, "```", ""]
     if info.get("notes"):
@@ -97,7 +97,7 @@ def model_card(spec: dict[str, Any], info: dict[str, Any], recipe: dict[str, Any
             if isinstance(values, dict):
                 lines.append(f"| {row} | " + " | ".join(f"{values.get(m, float('nan')):.4f}" for m in measures) + " |")
         lines.append("")
-    return ModelCard.from_template(card_data, template_str="---\n{{ card_data }}\n---\n\n" + "\n".join(lines))
+    return ModelCard.from_template(card_data, template_str="---\n{{ card_data }}\n---\n\n" + "\n".join(lines) + "\n")
 
 
 def check_output(output: Path, overwrite: bool) -> None:

@@ -140,7 +140,7 @@ def _with_max_length(tokenizer, length: int):
 
 def _save_encoder(encoder: nn.Module, tokenizer, folder: Path, sentence_config: dict[str, Any]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    encoder.save_pretrained(folder, safe_serialization=True)
+    encoder.save_pretrained(folder)  # safetensors: the default
     lengths = [v for k, v in sentence_config.items() if k.endswith("_length")]
     _with_max_length(tokenizer, max(lengths)).save_pretrained(folder)
     _write_json(folder / "sentence_bert_config.json", {
@@ -207,7 +207,7 @@ def export_cross_encoder(ranker, folder: Path) -> dict[str, Any]:
     if missing or unexpected:
         raise SsftError(f"cross-encoder export: the {type(model).__name__} does not match the encoder (missing {missing[:3]}, "
                         f"unexpected {unexpected[:3]})")
-    model.eval().save_pretrained(folder, safe_serialization=True)
+    model.eval().save_pretrained(folder)  # safetensors: the default
     _with_max_length(ranker.tokenizer, ranker.spec["max_length"]).save_pretrained(folder)
     _write_json(folder / "modules.json", [_module(0, "", TRANSFORMER)])
     _write_json(folder / "sentence_bert_config.json", {
