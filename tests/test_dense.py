@@ -520,14 +520,14 @@ def test_train_dense_end_to_end_writes_the_output_contract(tiny_model_dir, wide_
                      "learning_rate": 1e-3, "lr_scheduler_type": "constant"},
     }, "dense.yaml")
     results = run_recipe(recipe)
-    assert set(results) == {"test", "bm25"}
+    assert set(results) == {"test", "bm25", "start"}  # start: the untrained model retrieving (issue 21, epoch 0)
     assert json.loads((out / "metrics.json").read_text()) == results
     lines = (out / "run.test.trec").read_text().splitlines()
     assert len(lines) == 2 * 5  # 2 test queries x top-5 of the whole 6-document corpus
     daft = json.loads((out / "daft.json").read_text())
     assert [c["stage"] for c in daft["stage_changes"]] == ["alignment", "fine-tuning"]
     info = json.loads((out / "run_info.json").read_text())
-    assert info["retrieval"].startswith("full corpus") and len(info["validation_history"]) == 1  # stage-2 epoch only
+    assert info["retrieval"].startswith("full corpus") and len(info["validation_history"]) == 2  # epoch 0 + stage-2 epoch
     assert json.loads((out / "collapse.json").read_text())["history"]
 
 

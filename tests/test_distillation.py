@@ -282,7 +282,7 @@ def test_run_recipe_distills_and_writes_the_output_contract(teacher_dir, tiny_da
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
     out = tmp_path / "run"
     results = run_recipe(_recipe(teacher_dir, tiny_dataset, out, distillation, **model))
-    assert set(results) == {"test", "bm25"} and json.loads((out / "metrics.json").read_text()) == results
+    assert set(results) == {"test", "bm25", "start"} and json.loads((out / "metrics.json").read_text()) == results
     info = json.loads((out / "run_info.json").read_text())
     assert info["train_loss"] > 0
     if distillation.get("query_only"):
@@ -373,7 +373,7 @@ def test_run_recipe_with_a_cross_encoder_teacher(teacher_dir, tiny_dataset, tmp_
     out = tmp_path / "run"
     recipe = _recipe(teacher_dir, tiny_dataset, out, {"teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep"},
                      query_layers=[1])
-    assert set(run_recipe(recipe)) == {"test", "bm25"}
+    assert set(run_recipe(recipe)) == {"test", "bm25", "start"}
     with pytest.raises(SsftError, match="cls_sep or segment_mean"):
         _recipe(teacher_dir, tiny_dataset, out, {"teacher_kind": "cross_dual_pooled"})
     with pytest.raises(SsftError, match="no document index to inherit"):

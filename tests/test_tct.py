@@ -269,7 +269,7 @@ def test_train_tct_end_to_end_with_fusion(tiny_model_dir, tiny_dataset, tmp_path
         "training": {"output_dir": str(out), "num_train_epochs": 1, "per_device_train_batch_size": 2, "use_cpu": True},
     }, "tct.yaml")
     results = run_recipe(recipe)
-    assert set(results) == {"test", "bm25", "test+bm25.fusion"}
+    assert set(results) == {"test", "bm25", "test+bm25.fusion", "start"}
     assert json.loads((out / "metrics.json").read_text()) == results
     info = json.loads((out / "run_info.json").read_text())
     assert info["fusion_alpha"] >= 0 and any("distillation (003 Eq. 6)" in n for n in info["notes"])

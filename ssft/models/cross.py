@@ -10,6 +10,7 @@ from ssft.models.base import Ranker
 
 class CrossEncoder(Ranker):
     architecture = "cross"
+    ranks_untrained = False  # the ranker head starts random (001 §3.1): the untrained model cannot rank
 
     def __init__(self, backbone: Backbone, tokenizer, spec):
         super().__init__(backbone, tokenizer, spec)

@@ -51,6 +51,7 @@ class TwinBert(BiEncoder):
         if self.scorer not in SCORERS:
             raise SsftError(f"model.scorer: expected one of {', '.join(SCORERS)}, got '{self.scorer}'")
         self.combiner = ResidualCombiner(backbone.config.hidden_size) if self.scorer == "combiner" else None
+        self.ranks_untrained = self.scorer != "combiner"  # a fresh combiner is random; cosine / dot rank untrained
 
     def represent(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
         return Encoded(hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, attention_mask))
