@@ -427,3 +427,23 @@ def test_distillation_refuses_several_processes_before_writing(teacher_dir, tiny
     with pytest.raises(SsftError, match="distillation trains in one process"):
         run_recipe(_recipe(teacher_dir, tiny_dataset, out, {"inherit_documents": True}))
     assert not out.exists()
+
+
+def test_a_dense_teacher_by_name_may_score_by_the_raw_dot_product(tiny_model_dir):
+    """002 / 004 distil from dot-product teachers: distillation.teacher_normalize false loads a teacher by name without
+    the L2 normalisation (score scale 1); the default keeps sentence-transformers' cosine (20 x)."""
+    from ssft.teachers.dense import load_teacher, teacher_reference
+
+    texts = ["vitamin d and bone health", "omega three fatty acids"]
+    cosine = load_teacher(teacher_reference(str(tiny_model_dir), max_length=32))
+    dot = load_teacher(teacher_reference(str(tiny_model_dir), max_length=32, normalize=False))
+    assert (cosine.score_scale, dot.score_scale) == (20.0, 1.0) and dot.reference["normalize"] is False
+    tokens = dot.tokenize(texts)
+    q_cos = cosine.queries(tokens["t_q_input_ids"], tokens["t_q_attention_mask"])
+    q_dot = dot.queries(tokens["t_q_input_ids"], tokens["t_q_attention_mask"])
+    torch.testing.assert_close(q_cos.norm(dim=1), torch.ones(2))
+    assert float(q_dot.norm(dim=1).min()) > 1.5  # the pooled states themselves
+    torch.testing.assert_close(torch.nn.functional.normalize(q_dot, dim=1), q_cos)
+    with pytest.raises(SsftError, match="distillation.teacher_normalize: only for a dense teacher"):
+        recipe_from_dict({"model": {"architecture": "dense"}, "distillation": {
+            "teacher": "x", "teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep", "teacher_normalize": False}})

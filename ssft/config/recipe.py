@@ -59,7 +59,7 @@ class ModelConfig:
     scorer: str = "combiner"  # twin: combiner (TwinBERT's residual network) | cosine | dot
     colbert_dim: int = 128  # colbert: token embedding size after the projection
     document_name: str | None = None  # dense: document tower model (own tokenizer); null = one shared backbone
-    query_layers: int | list[int] | None = None  # dense: N = the first N layers of the query tower, or a list of layers
+    query_layers: int | list[int] | None = None  # dense: 002's layer-subset student: the first N layers, or a list
     projection_dim: int | None = None  # dense: shared projection size a (000 Eq. 10-11); null = none
     score_scale: float = 20.0  # dense: scores are scale * dot product of the final vectors
     normalize: bool = True  # dense: L2-normalise the final vectors (false: raw dot product, 003 Eq. 2/5)
@@ -162,6 +162,7 @@ class DistillationConfig:
     teacher: str = ""  # hub id / folder of a transformers model (a sentence embedder), or a saved ssft model
     teacher_kind: str = "dense"  # dense | cross_dual_pooled (CE -> DE, 004 §4.2)
     teacher_pooling: str = "mean"  # dense teacher by name: mean | cls; cross_dual_pooled: cls_sep | segment_mean
+    teacher_normalize: bool = True  # dense teacher by name: 20 x cosine; false = raw dot product (002's msmarco-*-dot, 004)
     inherit_documents: bool = False  # asymmetric student: the teacher encodes the documents, only queries train
     query_only: bool = False  # train on query texts alone (002): needs inherit_documents
     query_splits: list[str] = field(default_factory=lambda: ["train"])  # query_only: the queries of these qrels splits
@@ -617,6 +618,8 @@ def _validate_distillation(recipe: Recipe, source: str, model_cls, adapter_cls, 
     if k.teacher_pooling not in poolings:
         raise SsftError(f"{where}.teacher_pooling: a {k.teacher_kind} teacher pools {' or '.join(poolings)}, "
                         f"got '{k.teacher_pooling}'")
+    if k.teacher_kind != "dense" and not k.teacher_normalize:
+        raise SsftError(f"{where}.teacher_normalize: only for a dense teacher (teacher_kind: dense)")
     if k.teacher_kind == "cross_dual_pooled" and (k.inherit_documents or k.query_only):
         raise SsftError(f"{where}: a cross-encoder teacher has no document index to inherit and needs (query, document) "
                         f"pairs; set inherit_documents and query_only to false")

@@ -21,6 +21,8 @@ class RankingLoss(nn.Module):
     # capability flag: forward(student, teacher, positive, excluded) over every query x document of the batch, with
     # the scores of a frozen teacher RankingTrainer computes (tct); the student must be a bi-encoder
     needs_teacher: bool = False
+    # with needs_teacher: the student starts from the teacher's backbone weights (003 §4; ``loss.init_from_teacher``)
+    init_from_teacher: bool = False
 
     @classmethod
     def config_from(cls, options: dict[str, Any] | None, where: str = "loss"):

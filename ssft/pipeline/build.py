@@ -86,6 +86,8 @@ def build(recipe: Recipe, inputs: RunInputs) -> BuiltRun:
     in_loop = None
     if inputs.in_loop_teacher:  # loaded after the student, so the student starts from the same weights either way
         in_loop = FrozenTeacher.load(inputs.in_loop_teacher, recipe.model)
+        if inputs.loss.init_from_teacher:  # 003 §4: the student starts from the trained teacher's weights
+            in_loop.initialise_student(ranker)
     objective = distillation_objective(recipe, ranker, inputs) or objective_for(inputs.loss, in_loop)
     return BuiltRun(ranker, objective, source, in_loop, count(recipe, ranker))
 

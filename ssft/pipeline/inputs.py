@@ -76,7 +76,8 @@ def load_distillation_teacher(recipe: Recipe):
     if distill.teacher_kind == "cross_dual_pooled":
         return load_cross_teacher(distill.teacher, distill.teacher_pooling, model.max_length,
                                   trust_remote_code=model.trust_remote_code)
-    reference = teacher_reference(distill.teacher, distill.teacher_pooling, model.max_length, model.query_max_length)
+    reference = teacher_reference(distill.teacher, distill.teacher_pooling, model.max_length, model.query_max_length,
+                                  distill.teacher_normalize)
     return load_teacher(reference, trust_remote_code=model.trust_remote_code)
 
 
