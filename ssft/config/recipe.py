@@ -140,6 +140,7 @@ class DataConfig:
     num_negatives: int = 1  # per training example (001 trains on triplets: 1 negative)
     negatives_depth: int = 100  # BM25 negatives are drawn from this top-k minus the positives
     sample_seed: int = 0  # which queries a max_*_queries subsample keeps
+    fold: str | None = None  # the fold these splits are (a K-fold sweep sets it); tables average folds per seed (001 §4.1)
 
 
 @dataclass
