@@ -518,6 +518,12 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
     _validate_model_keys(recipe, source, model_cls, adapter_cls)
     _validate_fusion(recipe, source, model_cls)
     _validate_distillation(recipe, source, model_cls, adapter_cls, loss_cls)
+    for entry in recipe.callbacks:  # what a callback needs of the training section (e.g. DAFT's epochs)
+        callback = _callback_class(entry, f"{source}: callbacks")
+        problem = callback.training_problem(callback.config_from(_callback_options(entry), f"{source}: callbacks"),
+                                            recipe.training)
+        if problem:
+            raise SsftError(f"{source}: callbacks.{callback.name}: {problem}")
     if isinstance(e.interpolation, str) and e.interpolation != "auto":
         raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1] or 'auto', got '{e.interpolation}'")
     if e.interpolation == "auto" and not d.validation_split:
