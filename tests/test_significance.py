@@ -203,3 +203,10 @@ def test_folds_must_match_across_seeds_and_methods(tmp_path):
     shutil.copytree(runs[0], tmp_path / "b" / "dup")
     with pytest.raises(SsftError, match="fold 0 appears twice"):
         collect_runs([*runs, tmp_path / "b" / "dup"], "test")
+
+
+def test_prefix_tables_footnote_how_001_counts_prefix_parameters():
+    rows = [MethodScores("Full FT", {"nDCG@10": [0.3, 0.31]}, 110_000_000),
+            MethodScores("hidden_prefix", {"nDCG@10": [0.32, 0.33]}, 4_700_000)]
+    assert "001's tables count the prefix without its MLPs (0.1M" in render_markdown(build_table(rows, ["nDCG@10"]))
+    assert "MLPs" not in render_markdown(build_table(rows[:1] + [MethodScores("lora", {"nDCG@10": [0.3, 0.3]})], ["nDCG@10"]))

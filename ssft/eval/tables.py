@@ -117,6 +117,10 @@ def render_markdown(table: ResultTable, digits: int = 4) -> str:
     per_seed = f"per seed the mean over {len(folds)} folds, " if folds else ""
     lines += ["", "\\* p <= 0.05, \\*\\* p <= 0.01 (one-tailed t-test over seeds, equal variances, against "
                   f"{table.baseline}); {per_seed}means over seeds."]
+    if any("prefix" in row.method.lower() for row, _ in table.rows):
+        lines.append("Trainable parameters count every parameter that trains, a prefix's reparameterisation MLP "
+                     "included; 001's tables count the prefix without its MLPs (0.1M for BERT-base, against ~4.7M with "
+                     "them).")
     return "\n".join(lines) + "\n"
 
 
