@@ -444,6 +444,21 @@ def test_a_dense_teacher_by_name_may_score_by_the_raw_dot_product(tiny_model_dir
     torch.testing.assert_close(q_cos.norm(dim=1), torch.ones(2))
     assert float(q_dot.norm(dim=1).min()) > 1.5  # the pooled states themselves
     torch.testing.assert_close(torch.nn.functional.normalize(q_dot, dim=1), q_cos)
-    with pytest.raises(SsftError, match="distillation.teacher_normalize: only for a dense teacher"):
-        recipe_from_dict({"model": {"architecture": "dense"}, "distillation": {
-            "teacher": "x", "teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep", "teacher_normalize": False}})
+
+
+def test_a_cross_teacher_may_score_by_the_inner_product_of_its_proxies(teacher_dir):
+    """004 App. B: s_t(q, d) = <emb_q, emb_d> of the dual-pooled proxies; teacher_normalize false keeps them raw (score
+    scale 1), the default normalises them (20 x cosine)."""
+    from ssft.teachers.cross import load_cross_teacher
+
+    cosine = load_cross_teacher(str(teacher_dir), "segment_mean", 64)
+    inner = load_cross_teacher(str(teacher_dir), "segment_mean", 64, normalize=False)
+    assert (cosine.score_scale, inner.score_scale) == (20.0, 1.0) and inner.reference["normalize"] is False
+    tok = inner.tokenizer(QUERIES[:2], DOCUMENTS[:2], padding=True, return_tensors="pt", return_token_type_ids=True)
+    q_raw, d_raw = inner.pairs(tok["input_ids"], tok["attention_mask"], tok["token_type_ids"])
+    q_cos, d_cos = cosine.pairs(tok["input_ids"], tok["attention_mask"], tok["token_type_ids"])
+    assert float(q_raw.norm(dim=1).min()) > 1.5
+    torch.testing.assert_close(torch.nn.functional.normalize(q_raw, dim=1), q_cos)
+    torch.testing.assert_close(torch.nn.functional.normalize(d_raw, dim=1), d_cos)
+    recipe_from_dict({"model": {"architecture": "dense"}, "distillation": {
+        "teacher": "x", "teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep", "teacher_normalize": False}})

@@ -163,7 +163,7 @@ class DistillationConfig:
     teacher: str = ""  # hub id / folder of a transformers model (a sentence embedder), or a saved ssft model
     teacher_kind: str = "dense"  # dense | cross_dual_pooled (CE -> DE, 004 §4.2)
     teacher_pooling: str = "mean"  # dense teacher by name: mean | cls; cross_dual_pooled: cls_sep | segment_mean
-    teacher_normalize: bool = True  # dense teacher by name: 20 x cosine; false = raw dot product (002's msmarco-*-dot, 004)
+    teacher_normalize: bool = True  # 20 x cosine; false = raw dot product (002's msmarco-*-dot; 004 App. B's CE proxies)
     inherit_documents: bool = False  # asymmetric student: the teacher encodes the documents, only queries train
     query_only: bool = False  # train on query texts alone (002): needs inherit_documents
     query_splits: list[str] = field(default_factory=lambda: ["train"])  # query_only: the queries of these qrels splits
@@ -625,8 +625,6 @@ def _validate_distillation(recipe: Recipe, source: str, model_cls, adapter_cls, 
     if k.teacher_pooling not in poolings:
         raise SsftError(f"{where}.teacher_pooling: a {k.teacher_kind} teacher pools {' or '.join(poolings)}, "
                         f"got '{k.teacher_pooling}'")
-    if k.teacher_kind != "dense" and not k.teacher_normalize:
-        raise SsftError(f"{where}.teacher_normalize: only for a dense teacher (teacher_kind: dense)")
     if k.teacher_kind == "cross_dual_pooled" and (k.inherit_documents or k.query_only):
         raise SsftError(f"{where}: a cross-encoder teacher has no document index to inherit and needs (query, document) "
                         f"pairs; set inherit_documents and query_only to false")
