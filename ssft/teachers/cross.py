@@ -11,9 +11,10 @@ last-layer states as *proxy* query and document embeddings, and its score is the
 By default the proxies are L2-normalised, as the dense student's vectors are, and the teacher's score is
 ``score_scale`` (20) × their cosine; ``normalize=False`` (``distillation.teacher_normalize: false``) keeps them raw
 and scores by their inner product, score scale 1 — 004 App. B's s^t(q, d) = <emb_q, emb_d>. The teacher is any
-transformers encoder (hub id / folder) or the backbone of a saved ssft cross-encoder; 004 first converts a [CLS]-pooled cross-encoder into a dual-pooled one (score
-distillation plus a token reconstruction loss) — that conversion is not part of ssft: a cross-encoder that was
-not trained with dual pooling gives proxies without the meaning the paper relies on.
+transformers encoder (hub id / folder) or the backbone of a saved ssft cross-encoder; 004 first converts a
+[CLS]-pooled cross-encoder into a dual-pooled one (score distillation plus a token reconstruction loss, §4.2) — that
+conversion is not part of ssft: a cross-encoder that was not trained with dual pooling gives proxies without the
+meaning the paper relies on.
 """
 from __future__ import annotations
 
