@@ -148,3 +148,15 @@ def test_a_resumed_run_reads_the_start_it_scored_before_the_kill(tmp_path):
     metrics, info = evaluate_start(recipe, inputs, built, tmp_path, write=True, resumed=True)
     assert info == {"scored": True, "split": "test"}
     assert metrics == pytest.approx(evaluate_run(qrels, run, ["nDCG@10", "RR@10"])[0]) and metrics["RR@10"] == 0.75
+
+
+def test_without_per_epoch_validation_the_start_is_weighed_against_the_end(tiny_model_dir, synthetic, tmp_path):
+    """training.eval_strategy "no" with a validation set: epoch 0 and the final model are both evaluated, the better
+    is handed back (here the start: the learning rate destroys the model)."""
+    trainer, ranker, best = _trainer(tiny_model_dir, synthetic, tmp_path / "out", DESTROY)
+    trainer.args.eval_strategy = "no"
+    start = {n: p.detach().clone() for n, p in ranker.named_parameters()}
+    evaluate_start(trainer)
+    trainer.train()
+    assert [h["epoch"] for h in best.history] == [0.0, 2.0]  # the start and the end, nothing in between
+    assert best.start_selected and all(torch.equal(p.detach(), start[n]) for n, p in ranker.named_parameters())

@@ -58,6 +58,13 @@ class BestEpochCallback(RecipeCallback):
             self._snapshot = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
             logger.info("best %s so far: %.4f (epoch %.2f)", self.key, value, epoch)
 
+    def on_step_end(self, args, state, control, **kwargs):
+        # no per-epoch validation (training.eval_strategy "no") but epoch 0 was scored: the final model is evaluated
+        # too, so the run still hands back the better of the start and the end (never worse than its start)
+        if (getattr(args, "eval_strategy", None) == "no" and self.history and state.max_steps
+                and state.global_step >= state.max_steps):
+            control.should_evaluate = True
+
     @property
     def start_selected(self) -> bool:
         """The starting model (epoch 0) was the best validation evaluation, and training was evaluated after it."""
@@ -139,9 +146,10 @@ class BestEpochCallback(RecipeCallback):
 def evaluate_start(trainer) -> dict[str, float] | None:
     """Epoch 0: the Trainer's validation evaluation of the model as it is before the first training step. Its
     ``on_evaluate`` reaches the ``BestEpochCallback`` like any epoch's, so best-epoch selection includes the starting
-    weights. Nothing when the Trainer has no validation set. Call it only for a run that starts training (not one
-    that resumes from a checkpoint: the checkpoint's best-epoch state already holds epoch 0)."""
-    if trainer.eval_dataset is None or trainer.args.eval_strategy == "no":
+    weights; with ``eval_strategy: "no"`` the callback then has the final model evaluated as well (start against end).
+    Nothing when the Trainer has no validation set. Call it only for a run that starts training (not one that resumes
+    from a checkpoint: the checkpoint's best-epoch state already holds epoch 0)."""
+    if trainer.eval_dataset is None:
         return None
     model = trainer.model
     was_training = model.training
