@@ -63,7 +63,8 @@ def run_metrics(out: Path, dataset) -> dict:
     result = {"info": info, "full": json.loads((out / "metrics.json").read_text())}
     short_qrels = dataset.qrels("test_short")
     short = {}
-    for name, file in [("test", "run.test.trec"), ("bm25", "run.bm25.test.trec"), ("test+bm25", "run.test+bm25.trec")]:
+    for name, file in [("test", "run.test.trec"), ("bm25", "run.bm25.test.trec"), ("test+bm25", "run.test+bm25.trec"),
+                       ("start", "run.start.test.trec")]:
         if (out / file).is_file():
             run = read_run(out / file)
             short[name], _ = evaluate_run(short_qrels, {q: run[q] for q in short_qrels if q in run}, METRICS)
@@ -161,6 +162,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="42")
     parser.add_argument("--out", default=str(ROOT / "runs" / "bench" / "bi"))
     parser.add_argument("--skip-speed", action="store_true", help="skip the encode-count and prefix-overhead measurements")
+    parser.add_argument("--section", default="bi_methods",
+                        help="the BENCHMARKS.md section written (a subset re-run can go to its own section)")
     parser.add_argument("overrides", nargs="*", help="extra key=value recipe overrides for every run")
     ns = parser.parse_args()
     archs, methods = ns.archs.split(","), ns.methods.split(",")
@@ -176,11 +179,20 @@ def main() -> None:
         "## Bi-encoders (TwinBERT, ColBERT) and semi-Siamese methods on NFCorpus (BM25 top-100 rerank)",
         "",
         f"Command: `SSFT_DATA_HOME=../shared/data python benchmarks/bi_methods.py --seeds {ns.seeds}"
+        + (f" --archs {ns.archs}" if ns.archs != "twin,colbert" else "")
+        + (f" --methods {ns.methods}" if ns.methods != ",".join(METHODS) else "")
+        + (" --skip-speed" if ns.skip_speed else "") + (f" --section {ns.section}" if ns.section != "bi_methods" else "")
         + (" " + " ".join(ns.overrides) if ns.overrides else "") + "`",
         "Recipes: `recipes/grid/<arch>_<method>.yaml` + `eval.interpolation=auto`; all-MiniLM-L6-v2; 2 CPU cores. "
         "Budget, the same for each run: " + "; ".join(first["info"]["notes"][:2]) + ".",
         "Full test = all 323 test queries; short = the 192 queries of `qrels/test_short.tsv` (1–3 words), "
         "evaluated on the same run files. Mean over seeds (± standard deviation when more than one).",
+        "Start = the starting model (all-MiniLM-L6-v2 before any training, the head as built) scoring the same BM25 "
+        "top-100 (metrics.json's `start`; – where the starting model cannot rank: TwinBERT's combiner head starts "
+        "random). Best epoch = the validation epoch handed back; 0 = the starting model won on validation (epoch 0 "
+        "takes part in the selection), marked ⚠. Trainable parameters count every parameter that trains, the "
+        "(hidden) prefix's reparameterisation MLP included; 001's tables count the prefix without its MLPs (0.1M for "
+        "BERT-base, against ~4.7M with them).",
         "",
     ]
     bm25_full, bm25_short = first["full"]["bm25"], first["short"]["bm25"]
@@ -190,23 +202,29 @@ def main() -> None:
             f"### {label}",
             "",
             "| model | method | trainable params | query / document encoder (+ head) | " + " | ".join(METRICS)
-            + " | + BM25 interp. nDCG@10 |",
-            "|---|---|---:|---:|" + "---:|" * len(METRICS) + "---:|",
-            "| BM25 (bm25s) | – | – | – | " + " | ".join(f"{bm25[k]:.4f}" for k in METRICS) + " | – |",
+            + " | + BM25 interp. nDCG@10 | start nDCG@10 | best epoch |",
+            "|---|---|---:|---:|" + "---:|" * len(METRICS) + "---:|---:|---:|",
+            "| BM25 (bm25s) | – | – | – | " + " | ".join(f"{bm25[k]:.4f}" for k in METRICS) + " | – | – | – |",
         ]
         for (a, m), rs in runs.items():
             table = [r["full"] if split == "full" else r["short"] for r in rs]
             fused = [t.get("test+bm25", {}).get("nDCG@10") for t in table]
+            start = [t.get("start", {}).get("nDCG@10") for t in table]
+            epochs = [r["info"]["best_validation"]["epoch"] for r in rs]
+            best = ", ".join("?" if e is None else ("0 ⚠" if e == 0 else f"{e:g}") for e in epochs)
             lines.append(
                 f"| {ARCH_TITLES[a]} | {m} | {rs[0]['info']['trainable_parameters']:,} | "
                 f"{towers[a, m]['query_tower']:,} / {towers[a, m]['document_tower']:,} (+ {towers[a, m]['head']:,}) | "
                 + " | ".join(fmt([t["test"][k] for t in table]) for k in METRICS)
-                + f" | {fmt(fused) if None not in fused else '–'} |"
+                + f" | {fmt(fused) if None not in fused else '–'} | {fmt(start) if None not in start else '–'} | {best} |"
             )
         lines.append("")
     alphas = {f"{a}/{m}": [r["info"].get("interpolation_alpha") for r in rs] for (a, m), rs in runs.items()}
     lines.append("Interpolation weights α (model share, tuned on dev per run): "
                  + "; ".join(f"{k} {', '.join(f'{x:.2f}' for x in v if x is not None)}" for k, v in alphas.items()) + ".")
+    lines.append("Validation nDCG@10 by epoch (epoch 0 = the starting model): " + "; ".join(
+        f"{a}/{m} " + " → ".join(f"{h['eval_nDCG@10']:.4f}" for h in rs[0]["info"]["validation_history"])
+        for (a, m), rs in runs.items()) + ".")
     lines.append("Training seconds per run: " + "; ".join(
         f"{a}/{m} {statistics.mean(r['info']['train_seconds'] for r in rs):.0f}" for (a, m), rs in runs.items()) + ".")
     lines.append("")
@@ -236,7 +254,7 @@ def main() -> None:
             "",
         ]
     lines.append(f"Benchmark wall time: {time.time() - started:.0f} s (runs reused from earlier invocations count 0).")
-    write_section("bi_methods", "\n".join(lines))
+    write_section(ns.section, "\n".join(lines))
     print("\n".join(lines))
 
 

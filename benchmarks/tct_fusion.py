@@ -6,9 +6,14 @@ Three ``ssft-train`` runs (in this process, through ``run_recipe``), each skippe
 
 1. ``teacher``: recipes/tct_nfcorpus_teacher.yaml — ColBERT (all-MiniLM-L6-v2) fine-tuned briefly; reranks the
    BM25 top-100 of the test queries.
-2. ``tct``: recipes/tct_nfcorpus.yaml — the dense student distilled from that frozen teacher (gamma 0.1, tau 0.25).
+2. ``tct``: recipes/tct_nfcorpus.yaml — the dense student (raw dot product of mean-pooled states, 003 Eq. 2; started
+   from the teacher's weights, 003 §4) distilled from that frozen teacher (gamma 0.1, tau 0.25).
 3. ``ce``: the same recipe with ``loss={name: contrastive}``: the same student, data, steps, learning rate and
-   seed without the teacher (the gamma = 1 case of Eq. 6).
+   seed without the teacher (the gamma = 1 case of Eq. 6; it starts from all-MiniLM-L6-v2, having no teacher).
+4. ``tct-cos`` (only reported, when its folder exists): the student at the earlier setting (20 x cosine, from
+   all-MiniLM-L6-v2), i.e. ``model.normalize=true model.score_scale=20.0 loss.init_from_teacher=false``.
+
+Every student row shows its starting point beside it (metrics.json's ``start``: the model before the first step).
 
 Both students retrieve from the whole corpus (faiss exact); BM25 and the Eq. 7 fusion of each student with BM25
 (alpha tuned on the dev queries, ``eval.fusion: auto``) are reported beside them. Writes the 'tct_fusion'
@@ -112,22 +117,28 @@ def write_report(ns) -> None:
         m, info = got[name]
         return [row(label, m["test"], f"listwise CE, {info['train_seconds']:.0f} s")]
 
-    def student_rows(name: str, label: str, loss: str) -> list[str]:
+    def student_rows(name: str, label: str, loss: str, start: str = "") -> list[str]:
         m, info = got[name]
         fused = next(k for k in m if k.endswith(".fusion"))
         train = f"{loss}, {info['train_seconds']:.0f} s" if info["train_seconds"] else loss
-        return [row(f"{label}: dense", m["test"], train),
-                row(f"{label} + BM25, fusion α = {info['fusion_alpha']:g}", m[fused], "—")]
+        rows = [row(f"{label}: dense", m["test"], train)]
+        if "start" in m:
+            rows.append(row(f"{label}: its starting point ({start or 'before training'})", m["start"], "—"))
+        if info.get("start_selected"):
+            rows[0] += " ⚠ epoch 0 kept"
+        return rows + [row(f"{label} + BM25, fusion α = {info['fusion_alpha']:g}", m[fused], "—")]
 
-    names = ("teacher", "zeroshot", "ce", "tct", "teacher-128d", "tct-128d")
+    names = ("teacher", "zeroshot", "ce", "tct", "tct-cos", "teacher-128d", "tct-128d")
     got = {name: read(ns, name) for name in names}
     lines = ["## TCT-ColBERT distillation and dense-sparse fusion on NFCorpus (003)", "",
              f"`OMP_NUM_THREADS=1 python benchmarks/tct_fusion.py --out {ns.out} --train-queries {ns.train_queries} "
              f"--teacher-queries {ns.teacher_queries} --batch {ns.batch}` (CPU, 1 thread, 2 cores shared with other "
              "jobs; recipes/tct_nfcorpus_teacher.yaml and recipes/tct_nfcorpus.yaml). all-MiniLM-L6-v2 everywhere. "
              f"Teacher: ColBERT, MaxSim over the 384-d token vectors (square projection starting as the identity), "
-             f"fine-tuned 1 epoch on {ns.teacher_queries} NFCorpus train queries. Students: the dense bi-encoder (mean "
-             f"pooling, 20 × cosine), 1 epoch on {ns.train_queries} train queries (seed 0), 1 positive + 1 BM25 hard "
+             f"fine-tuned 1 epoch on {ns.teacher_queries} NFCorpus train queries. Students: the dense bi-encoder scoring by "
+             "the raw dot product of mean-pooled states (003 Eq. 2: `model.normalize: false`, `score_scale: 1`), the TCT "
+             "student starting from the teacher's trained weights (003 §4, `loss.init_from_teacher`), the CE student from "
+             f"all-MiniLM-L6-v2; 1 epoch on {ns.train_queries} train queries (seed 0), 1 positive + 1 BM25 hard "
              f"negative each, batches of {ns.batch} queries (so 2 × {ns.batch} in-batch documents), lr 5e-5, the same "
              "seed, data and steps with and without the teacher; with: γ 0.1, τ 0.25 (003's values), the teacher scoring "
              "every query × in-batch document of each batch. Documents ≤ 128 tokens, queries ≤ 32. Test: all 323 "
@@ -142,9 +153,12 @@ def write_report(ns) -> None:
     if got["zeroshot"]:
         lines += student_rows("zeroshot", "student before training (MiniLM zero-shot)", "—")
     if got["ce"]:
-        lines += student_rows("ce", "student without TCT", "contrastive (= tct with γ 1)")
+        lines += student_rows("ce", "student without TCT", "contrastive (= tct with γ 1)", "MiniLM, raw dot product")
     if got["tct"]:
-        lines += student_rows("tct", "student with TCT", "tct (γ 0.1, τ 0.25)")
+        lines += student_rows("tct", "student with TCT", "tct (γ 0.1, τ 0.25)", "the teacher's weights, raw dot product")
+    if got["tct-cos"]:
+        lines += student_rows("tct-cos", "student with TCT at the earlier setting (20 × cosine, from MiniLM)",
+                              "tct (γ 0.1, τ 0.25)", "MiniLM, 20 × cosine")
     if got["teacher-128d"] or got["tct-128d"]:
         lines += ["", "A first attempt with a weaker teacher (ColBERT with a 128-d projection trained from random, "
                   "head lr 1e-4, backbone lr 3e-5, 192 queries — the same as the students'):", "",

@@ -108,4 +108,10 @@ CASES: list[tuple] = [
      "model.colbert_dim: only for model.architecture 'colbert', not 'cross'"),
     ("train-twin-scorer-on-dense", "ssft.train", lambda w: _train(w, "model.architecture=dense", "model.scorer=dot"),
      "model.scorer: only for model.architecture 'twin', not 'dense'"),
+    # ---- issue 21: ssft-train --check on a dataset that is nowhere; a fold file beside a random-split seed
+    ("train-check-dataset-missing", "ssft.train", lambda w: ["--check", *_train(w, f"data.dataset={w.root / 'nodata'}")],
+     "data.dataset"),
+    ("sweep-folds-file-and-seed", "ssft.sweep",
+     lambda w: _grid(w, "recipe: recipe.yaml\noutput_root: OUT\nfolds: {file: f.txt, seed: 1}\n"),
+     "seed draws a random split, file names published folds"),
 ]

@@ -326,13 +326,22 @@ def test_daft_stage_switching_freezes_then_unfreezes_the_document_tower(tiny_mod
     assert len(saved["kl_history"]) == 3
 
 
-def test_daft_threshold_ends_alignment(tiny_model_dir, wide_model_dir, tmp_path):
+def _scripted_kl(monkeypatch, values):
+    """DAFT's KL estimates, scripted: each check takes the next value."""
+    from ssft.training.callbacks import daft
+
+    values = list(values)
+    monkeypatch.setattr(daft, "alignment_kl", lambda model, texts: values.pop(0))
+
+
+def test_daft_threshold_ends_alignment(tiny_model_dir, wide_model_dir, tmp_path, monkeypatch):
     from transformers import TrainerControl
 
     from ssft.training.callbacks.daft import DaftCallback
 
+    _scripted_kl(monkeypatch, [500.0, 100.0])  # before training above delta, at step 2 below it
     model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
-    callback = DaftCallback(delta=1e9, patience=5, finetune_epochs=1, check_every_steps=2)
+    callback = DaftCallback(delta=250, patience=5, finetune_epochs=1, check_every_steps=2)
     callback._texts = QUERIES + DOCUMENTS
     args = SimpleNamespace(output_dir=str(tmp_path), max_steps=-1, num_train_epochs=5)
     callback.on_train_begin(args, _state(), TrainerControl(), model=model)
@@ -342,7 +351,63 @@ def test_daft_threshold_ends_alignment(tiny_model_dir, wide_model_dir, tmp_path)
     assert callback.stage == "fine-tuning" and "delta" in callback.stage_changes[-1]["reason"]
 
 
-def test_daft_in_training_keeps_the_document_tower_fixed_during_alignment(tiny_model_dir, wide_model_dir, tiny_dataset, tmp_path):
+def test_daft_ends_alignment_before_training_when_already_aligned(tiny_model_dir, wide_model_dir, tmp_path, monkeypatch):
+    """000 Algorithm 1: `while not early_stop(...)` tests first, so a KL already below delta skips stage 1."""
+    from transformers import TrainerControl
+
+    from ssft.training.callbacks.daft import DaftCallback
+
+    _scripted_kl(monkeypatch, [100.0])
+    model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
+    callback = DaftCallback(delta=250, patience=5, finetune_epochs=1)
+    callback._texts = QUERIES + DOCUMENTS
+    args = SimpleNamespace(output_dir=str(tmp_path), max_steps=-1, num_train_epochs=5)
+    callback.on_train_begin(args, _state(), TrainerControl(), model=model)
+    assert callback.stage == "fine-tuning" and callback.stage_changes[-1]["step"] == 0
+    assert "initial KL 100.00 < delta 250" in callback.stage_changes[-1]["reason"]
+    assert all(p.requires_grad for p in model.tower_parameters("document"))
+
+
+def test_daft_epochs_that_cannot_fit_both_stages_are_refused():
+    base = {**_recipe(document_name="m2", projection_dim=16)}
+    with pytest.raises(SsftError, match=r"^r.yaml: callbacks.daft: training.num_train_epochs 10 cannot fit stage 1 "
+                                        r"\(1 alignment epoch\(s\) at least\) plus finetune_epochs 10 \(N_e"):
+        recipe_from_dict({**base, "callbacks": ["daft"], "training": {"output_dir": "x", "num_train_epochs": 10}}, "r.yaml")
+    with pytest.raises(SsftError, match=r"cannot fit stage 1 \(3 alignment epoch\(s\) at least\) plus finetune_epochs 2"):
+        recipe_from_dict({**base, "callbacks": [{"name": "daft", "finetune_epochs": 2, "max_alignment_checks": 3}],
+                          "training": {"output_dir": "x", "num_train_epochs": 4}}, "r.yaml")
+    recipe_from_dict({**base, "callbacks": [{"name": "daft", "finetune_epochs": 2}],
+                      "training": {"output_dir": "x", "num_train_epochs": 3}}, "r.yaml")
+    recipe_from_dict({**base, "callbacks": [{"name": "daft", "finetune_epochs": 2}],
+                      "training": {"output_dir": "x", "max_steps": 50}}, "r.yaml")  # a step budget: not in epochs
+
+
+def test_daft_warns_without_a_shared_projection_and_when_stage_two_is_cut_short(tiny_model_dir, tmp_path, monkeypatch,
+                                                                                caplog):
+    from transformers import TrainerControl
+
+    from ssft.training.callbacks.daft import DaftCallback
+
+    _scripted_kl(monkeypatch, [500.0, 400.0])
+    model = build_dense(tiny_model_dir, tiny_model_dir)  # two copies, same size: no projection needed, none set
+    assert model.projection is None
+    callback = DaftCallback(delta=250, patience=5, finetune_epochs=2, max_alignment_checks=1)
+    callback._texts = QUERIES + DOCUMENTS
+    args = SimpleNamespace(output_dir=str(tmp_path), max_steps=-1, num_train_epochs=2)
+    with caplog.at_level(logging.WARNING, logger="ssft.training.callbacks.daft"):
+        callback.on_train_begin(args, _state(), TrainerControl(), model=model)
+        callback.on_epoch_end(args, _state(1, 1.0), TrainerControl(), model=model)  # stage 1 ends after its 1 check
+        assert callback.stage == "fine-tuning"
+        callback.on_epoch_end(args, _state(2, 2.0), TrainerControl(), model=model)
+        callback.on_train_end(args, _state(2, 2.0), TrainerControl(), model=model)  # the Trainer's 2 epochs are over
+    text = caplog.text
+    assert "without a shared projection" in text and "§7.1" in text
+    assert "stage 2 ran 1.00 of its 2 epochs" in text
+    assert json.loads((tmp_path / "daft.json").read_text())["finetune_epochs_done"] == 1.0
+
+
+def test_daft_in_training_keeps_the_document_tower_fixed_during_alignment(tiny_model_dir, wide_model_dir, tiny_dataset, tmp_path,
+                                                                          monkeypatch):
     """A real Trainer run: stage 1 leaves every document-tower weight as it was, stage 2 changes them."""
     from transformers import TrainerCallback, TrainingArguments
 
@@ -363,7 +428,8 @@ def test_daft_in_training_keeps_the_document_tower_fixed_during_alignment(tiny_m
 
     start = [p.detach().clone() for p in model.tower_parameters("document")]
     query_start = [p.detach().clone() for p in model.tower_parameters("query")]
-    daft = DaftCallback(delta=1e9, finetune_epochs=1)  # any KL is below delta: alignment ends after epoch 1
+    _scripted_kl(monkeypatch, [1e3, 10.0])  # above delta before training, below it after epoch 1
+    daft = DaftCallback(delta=250, finetune_epochs=1)  # alignment ends after epoch 1
     args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=2, num_train_epochs=3, learning_rate=1e-2,
                              report_to=[], save_strategy="no", eval_strategy="no", remove_unused_columns=False,
                              disable_tqdm=True, use_cpu=True, lr_scheduler_type="constant")
@@ -520,14 +586,14 @@ def test_train_dense_end_to_end_writes_the_output_contract(tiny_model_dir, wide_
                      "learning_rate": 1e-3, "lr_scheduler_type": "constant"},
     }, "dense.yaml")
     results = run_recipe(recipe)
-    assert set(results) == {"test", "bm25"}
+    assert set(results) == {"test", "bm25", "start"}  # start: the untrained model retrieving (issue 21, epoch 0)
     assert json.loads((out / "metrics.json").read_text()) == results
     lines = (out / "run.test.trec").read_text().splitlines()
     assert len(lines) == 2 * 5  # 2 test queries x top-5 of the whole 6-document corpus
     daft = json.loads((out / "daft.json").read_text())
     assert [c["stage"] for c in daft["stage_changes"]] == ["alignment", "fine-tuning"]
     info = json.loads((out / "run_info.json").read_text())
-    assert info["retrieval"].startswith("full corpus") and len(info["validation_history"]) == 1  # stage-2 epoch only
+    assert info["retrieval"].startswith("full corpus") and len(info["validation_history"]) == 2  # epoch 0 + stage-2 epoch
     assert json.loads((out / "collapse.json").read_text())["history"]
 
 

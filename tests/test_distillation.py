@@ -282,7 +282,7 @@ def test_run_recipe_distills_and_writes_the_output_contract(teacher_dir, tiny_da
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
     out = tmp_path / "run"
     results = run_recipe(_recipe(teacher_dir, tiny_dataset, out, distillation, **model))
-    assert set(results) == {"test", "bm25"} and json.loads((out / "metrics.json").read_text()) == results
+    assert set(results) == {"test", "bm25", "start"} and json.loads((out / "metrics.json").read_text()) == results
     info = json.loads((out / "run_info.json").read_text())
     assert info["train_loss"] > 0
     if distillation.get("query_only"):
@@ -373,7 +373,7 @@ def test_run_recipe_with_a_cross_encoder_teacher(teacher_dir, tiny_dataset, tmp_
     out = tmp_path / "run"
     recipe = _recipe(teacher_dir, tiny_dataset, out, {"teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep"},
                      query_layers=[1])
-    assert set(run_recipe(recipe)) == {"test", "bm25"}
+    assert set(run_recipe(recipe)) == {"test", "bm25", "start"}
     with pytest.raises(SsftError, match="cls_sep or segment_mean"):
         _recipe(teacher_dir, tiny_dataset, out, {"teacher_kind": "cross_dual_pooled"})
     with pytest.raises(SsftError, match="no document index to inherit"):
@@ -427,3 +427,38 @@ def test_distillation_refuses_several_processes_before_writing(teacher_dir, tiny
     with pytest.raises(SsftError, match="distillation trains in one process"):
         run_recipe(_recipe(teacher_dir, tiny_dataset, out, {"inherit_documents": True}))
     assert not out.exists()
+
+
+def test_a_dense_teacher_by_name_may_score_by_the_raw_dot_product(tiny_model_dir):
+    """002 / 004 distil from dot-product teachers: distillation.teacher_normalize false loads a teacher by name without
+    the L2 normalisation (score scale 1); the default keeps sentence-transformers' cosine (20 x)."""
+    from ssft.teachers.dense import load_teacher, teacher_reference
+
+    texts = ["vitamin d and bone health", "omega three fatty acids"]
+    cosine = load_teacher(teacher_reference(str(tiny_model_dir), max_length=32))
+    dot = load_teacher(teacher_reference(str(tiny_model_dir), max_length=32, normalize=False))
+    assert (cosine.score_scale, dot.score_scale) == (20.0, 1.0) and dot.reference["normalize"] is False
+    tokens = dot.tokenize(texts)
+    q_cos = cosine.queries(tokens["t_q_input_ids"], tokens["t_q_attention_mask"])
+    q_dot = dot.queries(tokens["t_q_input_ids"], tokens["t_q_attention_mask"])
+    torch.testing.assert_close(q_cos.norm(dim=1), torch.ones(2))
+    assert float(q_dot.norm(dim=1).min()) > 1.5  # the pooled states themselves
+    torch.testing.assert_close(torch.nn.functional.normalize(q_dot, dim=1), q_cos)
+
+
+def test_a_cross_teacher_may_score_by_the_inner_product_of_its_proxies(teacher_dir):
+    """004 App. B: s_t(q, d) = <emb_q, emb_d> of the dual-pooled proxies; teacher_normalize false keeps them raw (score
+    scale 1), the default normalises them (20 x cosine)."""
+    from ssft.teachers.cross import load_cross_teacher
+
+    cosine = load_cross_teacher(str(teacher_dir), "segment_mean", 64)
+    inner = load_cross_teacher(str(teacher_dir), "segment_mean", 64, normalize=False)
+    assert (cosine.score_scale, inner.score_scale) == (20.0, 1.0) and inner.reference["normalize"] is False
+    tok = inner.tokenizer(QUERIES[:2], DOCUMENTS[:2], padding=True, return_tensors="pt", return_token_type_ids=True)
+    q_raw, d_raw = inner.pairs(tok["input_ids"], tok["attention_mask"], tok["token_type_ids"])
+    q_cos, d_cos = cosine.pairs(tok["input_ids"], tok["attention_mask"], tok["token_type_ids"])
+    assert float(q_raw.norm(dim=1).min()) > 1.5
+    torch.testing.assert_close(torch.nn.functional.normalize(q_raw, dim=1), q_cos)
+    torch.testing.assert_close(torch.nn.functional.normalize(d_raw, dim=1), d_cos)
+    recipe_from_dict({"model": {"architecture": "dense"}, "distillation": {
+        "teacher": "x", "teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep", "teacher_normalize": False}})

@@ -83,8 +83,10 @@ def test_hybrid_builds_prefix_beside_lora(tiny_model_dir):
 
 def test_sequential_hybrid_phases_freeze_and_keep_best_epochs(tiny_model_dir, tiny_dataset, tmp_path):
     ranker, config = build(tiny_model_dir)
+    # each phase's first value is its epoch 0 (the weights it received, issue 21);
     # phase 1 best at its 2nd epoch (not the last); phase 2 best at its 1st epoch
-    make_trainer, made, _ = make_factory(ranker, tiny_dataset, tmp_path, {"first": [0.5, 0.9, 0.1], "second": [0.8, 0.2]})
+    make_trainer, made, _ = make_factory(ranker, tiny_dataset, tmp_path,
+                                         {"first": [0.2, 0.5, 0.9, 0.1], "second": [0.7, 0.8, 0.2]})
     phases = train_hybrid(ranker, config, make_trainer)
     assert [(p.name, p.modules, p.epochs) for p in phases] == [("first", ("prefix", "head"), 3), ("second", ("lora", "head"), 2)]
     first, second = made["first"], made["second"]
@@ -95,24 +97,39 @@ def test_sequential_hybrid_phases_freeze_and_keep_best_epochs(tiny_model_dir, ti
     opt_ids = {id(p) for g in phases[1].trainer.optimizer.param_groups for p in g["params"]}
     assert opt_ids == {id(p) for _, p in hybrid_modules(ranker)["lora"] + hybrid_modules(ranker)["head"]}
     assert phases[0].best.best_epoch == pytest.approx(2) and phases[1].best.best_epoch == pytest.approx(1)
+    assert [h["epoch"] for h in phases[0].best.history] == [0, 1, 2, 3]
     params = dict(ranker.named_parameters())
     prefix_names = names(ranker, "prefix")
     # training moved the prefix between epochs 2 and 3, so "best" and "last" differ
-    assert any(not torch.equal(first.snapshots[1][n], first.snapshots[2][n]) for n in prefix_names)
+    assert any(not torch.equal(first.snapshots[2][n], first.snapshots[3][n]) for n in prefix_names)
     # the prefix holds phase 1's best epoch (epoch 2), not its last, and phase 2 did not change it
     for n in prefix_names:
-        assert torch.equal(params[n], first.snapshots[1][n])
-        assert torch.equal(second.snapshots[0][n], first.snapshots[1][n])
+        assert torch.equal(params[n], first.snapshots[2][n])
+        assert torch.equal(second.snapshots[0][n], first.snapshots[2][n])
     # LoRA did not move in phase 1 and holds phase 2's best epoch (epoch 1), not its last
     lora_names = names(ranker, "lora")
-    assert all(torch.equal(first.snapshots[2][n], first.snapshots[0][n]) for n in lora_names)
-    assert any(not torch.equal(second.snapshots[0][n], second.snapshots[1][n]) for n in lora_names)
-    assert all(torch.equal(params[n], second.snapshots[0][n]) for n in lora_names)
+    assert all(torch.equal(first.snapshots[3][n], first.snapshots[0][n]) for n in lora_names)
+    assert any(not torch.equal(second.snapshots[1][n], second.snapshots[2][n]) for n in lora_names)
+    assert all(torch.equal(params[n], second.snapshots[1][n]) for n in lora_names)
+
+
+def test_a_phase_that_only_hurts_hands_over_what_it_received(tiny_model_dir, tiny_dataset, tmp_path):
+    """Phase 2's epoch 0 (phase 1's best) beats both of its epochs: LoRA and the head end as phase 2 received them."""
+    ranker, config = build(tiny_model_dir)
+    make_trainer, made, _ = make_factory(ranker, tiny_dataset, tmp_path,
+                                         {"first": [0.2, 0.5, 0.9, 0.1], "second": [0.95, 0.8, 0.2]})
+    phases = train_hybrid(ranker, config, make_trainer)
+    second = made["second"]
+    assert phases[1].best.best_epoch == 0 and phases[1].best.start_selected and not phases[0].best.start_selected
+    params = dict(ranker.named_parameters())
+    moved = names(ranker, "lora") + names(ranker, "head")
+    assert any(not torch.equal(second.snapshots[0][n], second.snapshots[2][n]) for n in moved)  # phase 2 did train
+    assert all(torch.equal(params[n], second.snapshots[0][n]) for n in moved)
 
 
 def test_concurrent_hybrid_trains_both(tiny_model_dir, tiny_dataset, tmp_path):
     ranker, config = build(tiny_model_dir, mode="concurrent")
-    make_trainer, made, _ = make_factory(ranker, tiny_dataset, tmp_path, {"concurrent": [0.1] * 5})
+    make_trainer, made, _ = make_factory(ranker, tiny_dataset, tmp_path, {"concurrent": [0.1] * 6})
     phases = train_hybrid(ranker, config, make_trainer)
     assert [(p.name, p.epochs) for p in phases] == [("concurrent", 5)]
     assert made["concurrent"].trainable_at_begin == sorted(names(ranker, "prefix") + names(ranker, "lora")
@@ -122,7 +139,7 @@ def test_concurrent_hybrid_trains_both(tiny_model_dir, tiny_dataset, tmp_path):
 def test_hybrid_save_load_same_scores(tiny_model_dir, tiny_dataset, tmp_path):
     ranker, config = build(tiny_model_dir, first={"method": "lora", "r": 2},
                            second={"method": "hidden_prefix", "length": 2, "mlp_dim": 8}, first_epochs=1, second_epochs=1)
-    make_trainer, _, pairs = make_factory(ranker, tiny_dataset, tmp_path, {"first": [0.1], "second": [0.2]})
+    make_trainer, _, pairs = make_factory(ranker, tiny_dataset, tmp_path, {"first": [0.0, 0.1], "second": [0.0, 0.2]})
     train_hybrid(ranker, config, make_trainer)  # LoRA -> prefix
     ranker.eval()
     ranker.save(tmp_path / "model")
@@ -198,7 +215,7 @@ training: {{output_dir: {out}, per_device_train_batch_size: 2, learning_rate: 1.
     info = json.loads((out / "run_info.json").read_text())
     phases = info["hybrid_phases"]
     assert [(p["phase"], p["modules"], p["epochs"], len(p["validation_history"])) for p in phases] == \
-        [("first", ["prefix", "head"], 2, 2), ("second", ["lora", "head"], 1, 1)]
+        [("first", ["prefix", "head"], 2, 3), ("second", ["lora", "head"], 1, 2)]  # each phase's epoch 0 included
     assert (out / "model" / "adapter").is_dir() and (out / "model" / "hidden_prefix.safetensors").is_file()
     args = [str(out), "--data", str(tiny_dataset), "--first-stage", str(out / "run.bm25.test.trec"), "--split", "test",
             "--output", str(tmp_path / "rr"), "--depth", "6", "--metrics", "nDCG@10"]

@@ -32,7 +32,7 @@ def test_quickstart_recipe_shortened_on_nfcorpus(tmp_path):
     assert set(metrics) == {"test", "bm25", "test+bm25"}
     info = json.loads((out / "run_info.json").read_text())
     assert 14 <= info["queries"] <= 16 and info["pairs"] <= 160  # queries BM25 found candidates for
-    assert len(info["validation_history"]) == 2
+    assert len(info["validation_history"]) == 3  # epoch 0 (the starting model) + 2 evaluations
     assert 0 < info["trainable_parameters"] < 200_000 < info["total_parameters"]
     # BM25's row is the BM25 run itself: recompute it from the written run file
     from ssft.data.beir import load_dataset

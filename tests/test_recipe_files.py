@@ -62,3 +62,45 @@ def test_ss_lora_colbert_recipe():
     assert ((recipe.model.architecture, recipe.adapter.method, recipe.adapter.options["sharing"])
             == ("colbert", "ss_lora", "hetero_value"))
     assert recipe.model.query_max_length == 20 and recipe.data.max_train_queries is not None
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(RECIPES)) for p in FILES])
+def test_every_recipe_passes_the_dry_check_and_writes_nothing(path, tmp_path, monkeypatch):
+    """`ssft-train --check` on every committed recipe: parsed, models and data looked up offline (no weights, no
+    download), the plan printed; a missing hub model or a licensed / remote collection is reported, not fatal."""
+    from ssft.cli.train import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SSFT_DATA_HOME", str(tmp_path / "data"))  # nothing local: every dataset is "not here"
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--check", str(path)]) == 0
+    text = out.getvalue()
+    for part in ("architecture:", "method:", "loss:", "data:", "training:", "evaluation:", "models and data:"):
+        assert part in text, part
+    assert not list(tmp_path.iterdir()), "--check wrote something"
+
+
+def test_paper_recipes_name_where_their_data_comes_from():
+    for path in sorted((RECIPES / "paper").glob("*.yaml")):
+        head = path.read_text().split("\nseed:")[0]
+        assert "at the paper's settings" in head and ("Data:" in head or "data:" in head.lower()), path.name
+
+
+def test_cpu_sized_recipes_say_so_first():
+    for path in sorted(RECIPES.glob("*.yaml")):
+        first = path.read_text().splitlines()[0]
+        assert first.startswith("#") and "CPU-sized" in first, f"{path.name}: the first comment says it is CPU-sized"
+
+
+def test_check_fails_in_one_line_on_a_dataset_that_is_nowhere(tmp_path, capsys):
+    from ssft.cli.train import main
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"data: {{dataset: {tmp_path / 'missing'}}}\n")
+    assert main(["--check", str(recipe)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("ssft-train: error: ") and "data.dataset" in err[-1] and "no BEIR folder" in err[-1]

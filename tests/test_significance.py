@@ -149,3 +149,64 @@ def test_collect_runs(tmp_path):
         ("lora -> hidden_prefix", [0.6], 1000), ("lora -> hidden_prefix (concurrent)", [0.7], 1000)]
     with pytest.raises(SsftError, match="no results for split 'dev'"):
         collect_runs([tmp_path / "run0"], "dev")
+
+
+def _fold_runs(root, design):
+    """Run folders of a K-fold sweep: design = {(method, seed, fold): value}."""
+    import json
+
+    import yaml
+
+    for i, ((method, seed, fold), value) in enumerate(sorted(design.items())):
+        run = root / f"run{i}"
+        run.mkdir()
+        (run / "metrics.json").write_text(json.dumps({"test": {"nDCG@10": value}, "bm25": {"nDCG@10": 0.1}}))
+        (run / "run_info.json").write_text(json.dumps({"trainable_parameters": 10}))
+        (run / "recipe.yaml").write_text(yaml.safe_dump({"adapter": {"method": method}, "seed": seed,
+                                                         "data": {"dataset": f"folds/fold{fold}", "fold": str(fold)}}))
+    return sorted(root.iterdir())
+
+
+def test_a_five_fold_three_seed_sweep_is_a_three_versus_three_seed_test(tmp_path):
+    """001 §4.1.3: scores are averaged over folds per seed, then 3 values per side are t-tested (not 15)."""
+    import random
+
+    from scipy import stats
+
+    rng = random.Random(0)
+    design = {(m, s, f): rng.uniform(0.2, 0.3) + (0.03 if m == "lora" else 0.0) + 0.01 * f
+              for m in ("full", "lora") for s in (1, 2, 3) for f in range(5)}
+    rows = collect_runs(_fold_runs(tmp_path, design), "test", {"full": "Full FT"})
+    by = {r.method: r for r in rows}
+    fold_means = {m: [sum(design[m, s, f] for f in range(5)) / 5 for s in (1, 2, 3)] for m in ("full", "lora")}
+    assert by["Full FT"].scores["nDCG@10"] == pytest.approx(fold_means["full"])
+    assert by["lora"].scores["nDCG@10"] == pytest.approx(fold_means["lora"]) and by["lora"].folds == ["0", "1", "2", "3", "4"]
+    table = build_table(rows, ["nDCG@10"])
+    cell = dict((r.method, c) for r, c in table.rows)["lora"]["nDCG@10"]
+    expected = stats.ttest_ind(fold_means["lora"], fold_means["full"], equal_var=True, alternative="greater")
+    assert cell.pvalue == pytest.approx(expected.pvalue)
+    flat = stats.ttest_ind([design["lora", s, f] for s in (1, 2, 3) for f in range(5)],
+                           [design["full", s, f] for s in (1, 2, 3) for f in range(5)], equal_var=True, alternative="greater")
+    assert cell.pvalue != pytest.approx(flat.pvalue)  # the 15-vs-15 test the tables used to run
+    assert "per seed the mean over 5 folds" in render_markdown(table)
+
+
+def test_folds_must_match_across_seeds_and_methods(tmp_path):
+    design = {(m, s, f): 0.3 for m in ("full", "lora") for s in (1, 2) for f in range(3)}
+    del design["lora", 2, 1]
+    with pytest.raises(SsftError, match="method 'lora', seed 2: folds 0, 2; other runs have 0, 1, 2"):
+        collect_runs(_fold_runs(tmp_path / "a", design) if (tmp_path / "a").mkdir() is None else [], "test")
+    design = {("full", 1, 0): 0.3, ("full", 1, 1): 0.3}
+    runs = _fold_runs(tmp_path / "b", design) if (tmp_path / "b").mkdir() is None else []
+    import shutil
+
+    shutil.copytree(runs[0], tmp_path / "b" / "dup")
+    with pytest.raises(SsftError, match="fold 0 appears twice"):
+        collect_runs([*runs, tmp_path / "b" / "dup"], "test")
+
+
+def test_prefix_tables_footnote_how_001_counts_prefix_parameters():
+    rows = [MethodScores("Full FT", {"nDCG@10": [0.3, 0.31]}, 110_000_000),
+            MethodScores("hidden_prefix", {"nDCG@10": [0.32, 0.33]}, 4_700_000)]
+    assert "001's tables count the prefix without its MLPs (0.1M" in render_markdown(build_table(rows, ["nDCG@10"]))
+    assert "MLPs" not in render_markdown(build_table(rows[:1] + [MethodScores("lora", {"nDCG@10": [0.3, 0.3]})], ["nDCG@10"]))

@@ -116,6 +116,33 @@ def test_sweep_with_folds_sets_data_per_fold(tiny_dataset, tmp_path):
     assert len(rows) == 12 and {r["fold"] for r in rows} == {0, 1, 2}
     assert all(r["overrides"]["data.dataset"].endswith(f"fold{r['fold']}") and r["overrides"]["data.test_split"] == "test"
                for r in rows)
+    # each run is labelled with its fold (tables average a seed's folds), and the fold folder says how it was made
+    assert all(r["overrides"]["data.fold"] == str(r["fold"]) for r in rows)
+    made = json.loads((grid.output_root / "folds" / "fold0" / "fold.json").read_text())
+    assert made["definition"].startswith("seeded random split into 3 folds (seed 0; not a published fold definition)")
+
+
+def test_published_folds_from_a_file(tiny_dataset, tmp_path):
+    """001 §4.1.1 follows Huston & Croft's folds: a file of query ids per fold, rotated as 001 does."""
+    (tmp_path / "folds.txt").write_text("# three folds\nq1 q2\nq3 q4  # a comment\n\nq5 q6\n")
+    grid = load_grid(write_grid(tmp_path, {"folds": {"file": "folds.txt", "dataset": str(tiny_dataset)}}))
+    assert grid.folds.file == str(tmp_path / "folds.txt") and grid.folds.description == f"folds from {tmp_path / 'folds.txt'}"
+    paths = write_fold_datasets(str(tiny_dataset), grid.folds, tmp_path / "out")
+    tests = [sorted(load_dataset(str(p)).qrels("test")) for p in paths]
+    devs = [sorted(load_dataset(str(p)).qrels("dev")) for p in paths]
+    assert tests == [["q1", "q2"], ["q3", "q4"], ["q5", "q6"]] and devs == [["q3", "q4"], ["q5", "q6"], ["q1", "q2"]]
+    assert sorted(load_dataset(str(paths[0])).qrels("train")) == ["q5", "q6"]
+    (tmp_path / "bad.txt").write_text("q1 q2\nq2 q3\nq4\n")
+    with pytest.raises(SsftError, match=r"bad.txt:2: query 'q2' is already in the fold of line 1"):
+        write_fold_datasets(str(tiny_dataset), Folds(file=str(tmp_path / "bad.txt")), tmp_path / "x")
+    (tmp_path / "two.txt").write_text("q1 q2\nq3\n")
+    with pytest.raises(SsftError, match="2 fold.s.; 001's rotation needs >= 3"):
+        write_fold_datasets(str(tiny_dataset), Folds(file=str(tmp_path / "two.txt")), tmp_path / "x")
+    (tmp_path / "unjudged.txt").write_text("q1 q2\nq3 zz\nq4\n")
+    with pytest.raises(SsftError, match="1 query id.s. without judgments.*zz"):
+        write_fold_datasets(str(tiny_dataset), Folds(file=str(tmp_path / "unjudged.txt")), tmp_path / "x")
+    with pytest.raises(SsftError, match="seed draws a random split, file names published folds"):
+        load_grid(write_grid(tmp_path, {"folds": {"file": "folds.txt", "seed": 1}}))
 
 
 def test_variants_tie_overrides_and_cross_the_grid(tmp_path):

@@ -269,7 +269,7 @@ def test_train_tct_end_to_end_with_fusion(tiny_model_dir, tiny_dataset, tmp_path
         "training": {"output_dir": str(out), "num_train_epochs": 1, "per_device_train_batch_size": 2, "use_cpu": True},
     }, "tct.yaml")
     results = run_recipe(recipe)
-    assert set(results) == {"test", "bm25", "test+bm25.fusion"}
+    assert set(results) == {"test", "bm25", "test+bm25.fusion", "start"}
     assert json.loads((out / "metrics.json").read_text()) == results
     info = json.loads((out / "run_info.json").read_text())
     assert info["fusion_alpha"] >= 0 and any("distillation (003 Eq. 6)" in n for n in info["notes"])
@@ -332,3 +332,85 @@ def test_retrieve_cli_fusion(tiny_model_dir, tiny_dataset, tmp_path, capsys):
     assert "--tune-split" in capsys.readouterr().err
     assert retrieve_main(common + ["--output", str(tmp_path / "c"), "--fusion", "-1"]) == 2
     assert not (tmp_path / "c").exists()
+
+
+# ---------------------------------------------------------------- 003's raw dot product and teacher initialisation
+
+
+def test_raw_dot_products_reach_the_tct_loss_unbounded(tiny_model_dir, tiny_dataset, tmp_path):
+    """003 Eq. 2/5: a student with model.normalize false and score_scale 1 hands the loss the raw dot products of its
+    mean-pooled states (recomputed here from known vectors: the pooled states themselves), unbounded — where the
+    normalised student's scores stay within +-score_scale."""
+    teacher, _ = _teacher_and_student(tiny_model_dir, tmp_path)
+    student = _build("dense", tiny_model_dir, normalize=False, score_scale=1.0)
+    seen = []
+
+    class Spy(TightlyCoupledDistillationLoss):
+        def forward(self, s, t, positive, excluded=None):
+            seen.append(s.detach().clone())
+            return super().forward(s, t, positive, excluded)
+
+    trainer, groups = _trainer(student, teacher, tiny_dataset, tmp_path, loss=Spy(teacher="tiny"))
+    items = [groups[0], groups[1]]
+    loss = trainer.compute_loss(student, dict(trainer.data_collator(items)))
+    docs = list(dict.fromkeys(d for it in items for d in it["documents"]))
+    with torch.no_grad():  # the known vectors: each text's pooled state, then their plain inner products
+        q = torch.cat([student.encode_queries([it["query"]]).vectors for it in items])
+        d = torch.cat([student.encode_documents([x]).vectors for x in docs])
+    torch.testing.assert_close(seen[-1], q @ d.T, rtol=1e-5, atol=1e-4)
+    assert float(seen[-1].abs().max()) > 1.0 and float(q.norm(dim=1).min()) > 1.5  # not unit vectors, not a cosine
+    assert torch.isfinite(loss)
+
+
+def test_student_initialised_from_the_teacher_equals_it_before_training(tiny_model_dir, tmp_path):
+    """003 §4: loss.init_from_teacher copies the teacher's trained transformer into the student. With a dense teacher
+    of the student's own kind (raw dot product, mean pooling) the two score every pair identically before training;
+    from a ColBERT teacher the backbone is the teacher's and the ColBERT projection is left out."""
+    from ssft.teachers.in_loop import FrozenTeacher
+
+    torch.manual_seed(1)
+    trained = _build("dense", tiny_model_dir, normalize=False, score_scale=1.0)
+    with torch.no_grad():  # "trained": moved away from the student's starting weights
+        for p in trained.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    teacher = FrozenTeacher(trained, "dense-teacher")
+    student = _build("dense", tiny_model_dir, normalize=False, score_scale=1.0)
+    queries, docs = ["vitamin d bones", "fish oil"], ["vitamin d and bone health", "omega three fatty acids", "coffee"]
+    with torch.no_grad():
+        before = student(**student.tokenize(queries, docs), all_pairs=True)
+        wanted = trained(**trained.tokenize(queries, docs), all_pairs=True)
+    assert not torch.allclose(before, wanted, atol=1e-3)
+    assert teacher.initialise_student(student) > 0
+    with torch.no_grad():
+        torch.testing.assert_close(student(**student.tokenize(queries, docs), all_pairs=True), wanted)
+
+    colbert = _build("colbert", tiny_model_dir)
+    with torch.no_grad():
+        for p in colbert.backbone.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    lora_student = _build("dense", tiny_model_dir, "lora", {"r": 2}, normalize=False, score_scale=1.0)
+    FrozenTeacher(colbert, "colbert").initialise_student(lora_student)
+    source = colbert.backbone.base_model.state_dict()
+    for key, value in lora_student.backbone.base_model.state_dict().items():
+        if ".lora_" not in key:
+            assert torch.equal(value, source[key.replace(".base_layer.", ".")]), key
+
+
+def test_init_from_teacher_refuses_another_transformer(tiny_model_dir, tmp_path):
+    from ssft.teachers.in_loop import FrozenTeacher
+    from tests.helpers import save_tiny_bert
+
+    other = save_tiny_bert(tmp_path / "wide", hidden_size=48, layers=2, seed=3)
+    teacher = FrozenTeacher(_build("colbert", other), "wide")
+    with pytest.raises(SsftError, match="loss.init_from_teacher: the teacher wide .* is not the student's transformer"):
+        teacher.initialise_student(_build("dense", tiny_model_dir))
+
+
+def test_tct_recipe_uses_the_paper_s_dot_product_and_teacher_initialisation():
+    from pathlib import Path
+
+    from ssft.recipe import load_recipe
+
+    recipe = load_recipe(Path(__file__).resolve().parents[1] / "recipes" / "tct_nfcorpus.yaml")
+    assert recipe.model.normalize is False and recipe.model.score_scale == 1.0 and recipe.model.pooling == "mean"
+    assert recipe.loss.config.init_from_teacher is True

@@ -49,7 +49,7 @@ POS_TAGS = ("n", "v", "a", "r", "s")
 class AmbiguityRule:
     method: str = "senses"  # senses (001 §5.1) | confidence (pywsd Lesk sense confidence)
     max_words: int = 1  # 001 classifies one-word queries only; longer queries are excluded
-    min_senses: int = 2  # senses: ambiguous when the lemma has at least this many WordNet senses
+    min_senses: int = 2  # senses: ambiguous with at least this many WordNet senses (ssft's reading of 001 §5.1, not its words)
     pos: str | None = None  # count senses of this part of speech only (n, v, a, r, s); None: all
     confidence_threshold: float = 0.5  # confidence: ambiguous when the best sense's share is at most this
     unknown: str = NON_AMBIGUOUS  # label of words WordNet does not know: non-ambiguous | excluded

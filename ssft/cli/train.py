@@ -1,4 +1,6 @@
 """ssft-train RECIPE.yaml [key=value ...] — build, train, keep the best validation epoch, evaluate.
+``ssft-train --check RECIPE.yaml``: validate the recipe, look up its models and data offline, print the plan; train
+nothing, write nothing (``ssft.pipeline.check``).
 
 Also ``python -m ssft.cli.train``, ``python -m ssft.train`` and ``accelerate launch ssft/train.py RECIPE``."""
 from __future__ import annotations
@@ -22,13 +24,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume-with-changes", action="store_true",
                         help="resume from the checkpoints of a run whose recipe differs only in its optimiser settings "
                              "(learning rates, max_grad_norm), e.g. a lower learning rate after a NaN stop")
+    parser.add_argument("--check", action="store_true",
+                        help="dry validation: parse the recipe, look up its models and datasets offline (no download, "
+                             "no weights), print the plan; train nothing, write nothing")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     ns = parse_args(parser, argv)
     setup_logging(ns.log_level)
     from ssft.config.recipe import load_recipe
-    from ssft.pipeline.run import run_recipe
 
     recipe = load_recipe(ns.recipe, ns.overrides)
+    if ns.check:
+        if ns.overwrite or ns.resume_with_changes:
+            raise SsftError("--check trains nothing: --overwrite and --resume-with-changes do not apply")
+        from ssft.pipeline.check import check_recipe
+
+        text, _ready = check_recipe(recipe)
+        print(text)
+        return 0
+    from ssft.pipeline.run import run_recipe
+
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if ns.overwrite and ns.resume_with_changes:
         raise SsftError("--overwrite starts over and --resume-with-changes continues: pass one of them")

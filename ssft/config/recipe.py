@@ -71,7 +71,7 @@ class ModelConfig:
     scorer: str = "combiner"  # twin: combiner (TwinBERT's residual network) | cosine | dot
     colbert_dim: int = 128  # colbert: token embedding size after the projection
     document_name: str | None = None  # dense: document tower model (own tokenizer); null = one shared backbone
-    query_layers: int | list[int] | None = None  # dense: N = the first N layers of the query tower, or a list of layers
+    query_layers: int | list[int] | None = None  # dense: 002's layer-subset student: the first N layers, or a list
     projection_dim: int | None = None  # dense: shared projection size a (000 Eq. 10-11); null = none
     score_scale: float = 20.0  # dense: scores are scale * dot product of the final vectors
     normalize: bool = True  # dense: L2-normalise the final vectors (false: raw dot product, 003 Eq. 2/5)
@@ -156,6 +156,7 @@ class DataConfig:
     num_negatives: int = 1  # per training example (001 trains on triplets: 1 negative); 0: in-batch negatives alone
     negatives_depth: int = 100  # BM25 negatives are drawn from this top-k minus the positives
     sample_seed: int = 0  # which queries a max_*_queries subsample keeps
+    fold: str | None = None  # the fold these splits are (a K-fold sweep sets it); tables average folds per seed (001 §4.1)
 
 
 @dataclass
@@ -179,6 +180,7 @@ class DistillationConfig:
     teacher: str = ""  # hub id / folder of a transformers model (a sentence embedder), or a saved ssft model
     teacher_kind: str = "dense"  # dense | cross_dual_pooled (CE -> DE, 004 §4.2)
     teacher_pooling: str = "mean"  # dense teacher by name: mean | cls; cross_dual_pooled: cls_sep | segment_mean
+    teacher_normalize: bool = True  # 20 x cosine; false = raw dot product (002's msmarco-*-dot; 004 App. B's CE proxies)
     inherit_documents: bool = False  # asymmetric student: the teacher encodes the documents, only queries train
     query_only: bool = False  # train on query texts alone (002): needs inherit_documents
     query_splits: list[str] = field(default_factory=lambda: ["train"])  # query_only: the queries of these qrels splits
@@ -535,6 +537,12 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
     _validate_model_keys(recipe, source, model_cls, adapter_cls)
     _validate_fusion(recipe, source, model_cls)
     _validate_distillation(recipe, source, model_cls, adapter_cls, loss_cls)
+    for entry in recipe.callbacks:  # what a callback needs of the training section (e.g. DAFT's epochs)
+        callback = _callback_class(entry, f"{source}: callbacks")
+        problem = callback.training_problem(callback.config_from(_callback_options(entry), f"{source}: callbacks"),
+                                            recipe.training)
+        if problem:
+            raise SsftError(f"{source}: callbacks.{callback.name}: {problem}")
     if isinstance(e.interpolation, str) and e.interpolation != "auto":
         raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1] or 'auto', got '{e.interpolation}'")
     if e.interpolation == "auto" and not d.validation_split:

@@ -3,6 +3,10 @@
 Rows are fine-tuning methods, columns the number of trainable parameters and one column per metric holding the
 mean over seeds. A method's mean is marked ``*`` (p <= 0.05) or ``**`` (p <= 0.01) when it beats the baseline
 (full fine-tuning) in 001's one-tailed, equal-variance t-test over seeds (§4.1.3; ``ssft.eval.significance``).
+Folds (001 §4.1.1: five folds, three seeds): "the results in the tables are calculated by averaging the test scores
+of all folds of the three experiments" and the test compares "the three performance values of each LFT method with
+the three performance values" of full fine-tuning — so ``collect_runs`` gives one value per seed, the mean over that
+seed's folds (runs carry their fold as ``data.fold``, set by ``ssft-sweep`` with ``folds``), never one per run.
 The last row, "Improvement (%)", is the best non-baseline mean of each column over the baseline mean,
 ``100 * (best - base) / base``, or "-" when no method beats the baseline (as 001 prints it).
 """
@@ -16,6 +20,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -32,6 +37,7 @@ class MethodScores:
     method: str
     scores: dict[str, list[float]]
     trainable_parameters: int | None = None
+    folds: list[str] | None = None  # the folds each seed's value averages (a K-fold sweep), else None
 
 
 @dataclass
@@ -107,8 +113,14 @@ def render_markdown(table: ResultTable, digits: int = 4) -> str:
         lines.append(f"| {row.method} | {format_parameters(row.trainable_parameters)} | " + " | ".join(values) + " |")
     improvement = ["-" if table.improvement[m] is None else f"{table.improvement[m]:.2f}%" for m in table.metrics]
     lines.append(f"| {IMPROVEMENT_ROW} | - | " + " | ".join(improvement) + " |")
+    folds = next((r.folds for r, _ in table.rows if r.folds), None)
+    per_seed = f"per seed the mean over {len(folds)} folds, " if folds else ""
     lines += ["", "\\* p <= 0.05, \\*\\* p <= 0.01 (one-tailed t-test over seeds, equal variances, against "
-                  f"{table.baseline}); means over seeds."]
+                  f"{table.baseline}); {per_seed}means over seeds."]
+    if any("prefix" in row.method.lower() for row, _ in table.rows):
+        lines.append("Trainable parameters count every parameter that trains, a prefix's reparameterisation MLP "
+                     "included; 001's tables count the prefix without its MLPs (0.1M for BERT-base, against ~4.7M with "
+                     "them).")
     return "\n".join(lines) + "\n"
 
 
@@ -148,9 +160,15 @@ def run_method_name(adapter: dict) -> str:
 
 def collect_runs(run_dirs: Iterable[str | Path], split: str, labels: dict[str, str] | None = None) -> list[MethodScores]:
     """Rows from finished run folders (``metrics.json``, ``run_info.json``, ``recipe.yaml``), grouped by
-    ``run_method_name`` (renamed through ``labels``, e.g. {"full": "Full FT"}); one value per run = per seed."""
+    ``run_method_name`` (renamed through ``labels``, e.g. {"full": "Full FT"}); one value per seed.
+
+    Runs without a fold (``data.fold`` null) are one value each. Runs of a K-fold sweep (``data.fold`` set) are
+    averaged per seed over their folds first (001 §4.1.3: three values per side, not folds × seeds): every seed of
+    every method must cover the same folds, once each, or the table would compare unlike things (one SsftError)."""
     labels = labels or {}
     grouped: dict[str, MethodScores] = {}
+    by_fold: dict[str, dict[Any, dict[str, dict[str, float]]]] = {}  # method -> seed -> fold -> metrics
+    folded: dict[str, bool] = {}
     for run in run_dirs:
         run = Path(run)
         try:
@@ -163,9 +181,32 @@ def collect_runs(run_dirs: Iterable[str | Path], split: str, labels: dict[str, s
             raise SsftError(f"{run}/metrics.json: no results for split '{split}' (has {', '.join(metrics)})")
         method = run_method_name(recipe.get("adapter", {}))
         name = labels.get(method, method)
+        fold = (recipe.get("data") or {}).get("fold")
+        if folded.setdefault(name, fold is not None) != (fold is not None):
+            raise SsftError(f"{run}: method '{name}' mixes runs with and without data.fold")
         row = grouped.setdefault(name, MethodScores(name, {}, info.get("trainable_parameters")))
-        for metric, value in metrics[split].items():
-            row.scores.setdefault(metric, []).append(float(value))
+        if fold is None:
+            for metric, value in metrics[split].items():
+                row.scores.setdefault(metric, []).append(float(value))
+            continue
+        seeds = by_fold.setdefault(name, {})
+        folds = seeds.setdefault(recipe.get("seed"), {})
+        if str(fold) in folds:
+            raise SsftError(f"{run}: method '{name}', seed {recipe.get('seed')}: fold {fold} appears twice")
+        folds[str(fold)] = {m: float(v) for m, v in metrics[split].items()}
+    expected = None
+    for name, seeds in by_fold.items():
+        row = grouped[name]
+        for seed, folds in sorted(seeds.items(), key=lambda kv: str(kv[0])):
+            fold_names = sorted(folds)
+            if expected is None:
+                expected = fold_names
+            if fold_names != expected:
+                raise SsftError(f"method '{name}', seed {seed}: folds {', '.join(fold_names)}; other runs have "
+                                f"{', '.join(expected)} (every seed of every method needs the same folds)")
+            for metric in folds[fold_names[0]]:
+                row.scores.setdefault(metric, []).append(statistics.fmean(folds[f][metric] for f in fold_names))
+        row.folds = expected
     return list(grouped.values())
 
 

@@ -24,6 +24,8 @@ class RankingLoss(nn.Module):
     # capability flag: forward(student, teacher) over each query's own candidate list, both (batch, 1 + n), with the
     # teacher scores precomputed in the training data (data.train in the scored form; margin_mse, listwise_kl)
     needs_teacher_scores: bool = False
+    # with needs_teacher: the student starts from the teacher's backbone weights (003 §4; ``loss.init_from_teacher``)
+    init_from_teacher: bool = False
 
     @classmethod
     def config_from(cls, options: dict[str, Any] | None, where: str = "loss"):

@@ -15,6 +15,7 @@ class TctOptions(Checked):
     gamma: float = 0.1  # weight of the hard-label term (003 §3.1)
     temperature: float = 0.25  # applied to the teacher's scores (003 §3.1)
     teacher: str | None = None  # a saved ssft model (run folder or its model/) or a hub name built as a ColBERT; required
+    init_from_teacher: bool = False  # the student starts from the teacher's backbone weights (003 §4)
 
     def problem(self) -> str | None:
         if not 0.0 <= self.gamma <= 1.0:
@@ -45,17 +46,22 @@ class TightlyCoupledDistillationLoss(RankingLoss):
         L = \frac{1}{|B|}\sum_{i \in B} \Big[-\gamma \log P(d_i^+ | q_i)
             + (1 - \gamma)\, \mathrm{KL}\big(\hat P(\cdot|q_i) \,\|\, P(\cdot|q_i)\big)\Big]
 
-    The paper sums over the batch; this averages (the same gradient direction, a learning rate |B| times
-    smaller). The student's scores enter Eq. 5 untempered, as in the paper (a dense student's ``score_scale``
-    is its temperature). In the cross-entropy term, the item's query's *other* positives in the batch are left
-    out of the denominator (as the contrastive loss does); the KL term keeps every document of the batch (the
-    teacher grades them all).
+    The paper sums over the batch; this averages (the same gradient direction, a learning rate |B| times smaller). The
+    student's scores enter Eq. 5 untempered, as in the paper: 003's student scores by the raw dot product of
+    average-pooled states (Eq. 2), unbounded like the teacher's MaxSim — a dense student with ``model.normalize:
+    false`` and ``score_scale: 1`` (recipes/tct_nfcorpus.yaml); a normalised student's ``score_scale`` acts as its
+    temperature, and its bounded scores cannot follow the teacher's distribution. In the cross-entropy term, the
+    item's query's *other* positives in the batch are left out of the denominator (as the contrastive loss does); the
+    KL term keeps every document of the batch (the teacher grades them all).
 
     Options:
         gamma: :math:`\gamma`, weight of the hard-label term (default 0.1, 003 §3.1).
         temperature: :math:`\tau` applied to the teacher's scores (default 0.25, 003 §3.1).
         teacher: the frozen teacher — a saved ssft model folder or run folder (its ``model/``), or a hub name /
             local transformers folder built as a ColBERT (``ssft.teachers.in_loop``). Required.
+        init_from_teacher: the student starts from the teacher's trained backbone weights (003 §4: "at the second
+            stage, we initialize the student model using the trained weights of the teacher model"); the teacher's
+            ColBERT projection is not copied (003 §3.1 removes it). Default false.
     Inputs:
         student: (items, documents) student scores of every item's query against every document of the batch.
         teacher: (items, documents) teacher scores of the same pairs (no gradient).
@@ -70,12 +76,14 @@ class TightlyCoupledDistillationLoss(RankingLoss):
     Config = TctOptions
     needs_teacher = True  # RankingTrainer scores the batch with the teacher and calls forward(student, teacher, ...)
 
-    def __init__(self, gamma: float = 0.1, temperature: float = 0.25, teacher: str | None = None):
+    def __init__(self, gamma: float = 0.1, temperature: float = 0.25, teacher: str | None = None,
+                 init_from_teacher: bool = False):
         super().__init__()
-        TctOptions(gamma, temperature, teacher).raise_problem()
+        TctOptions(gamma, temperature, teacher, init_from_teacher).raise_problem()
         self.gamma = float(gamma)
         self.temperature = float(temperature)
         self.teacher = teacher
+        self.init_from_teacher = bool(init_from_teacher)
 
     def forward(self, student: torch.Tensor, teacher: torch.Tensor, positive: torch.Tensor,
                 excluded: torch.Tensor | None = None) -> torch.Tensor:

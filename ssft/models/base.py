@@ -209,6 +209,9 @@ class Ranker(nn.Module):
     in_batch_negatives: bool = False  # training rows from forward(..., group_size=g): every document of the batch
     cache_document_embeddings: bool = False  # a frozen model's document representations go to the on-disk cache
     distillation_student: bool = False  # can be the student of a recipe's distillation section (a dense teacher)
+    # the model as built ranks before any training (no freshly initialised, random scoring head): ssft-train scores it
+    # on the test split as the run's 'start' entry; a subclass whose head may be random overrides it
+    ranks_untrained: bool = True
 
     def __init__(self, backbone: Backbone, tokenizer, spec: dict[str, Any]):
         super().__init__()

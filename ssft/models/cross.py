@@ -25,6 +25,7 @@ from ssft.models.interop.checkpoint import classifier_head
 class CrossEncoder(Ranker):
     architecture = "cross"
     model_options = ("head",)
+    ranks_untrained = False  # the ranker head starts random (001 §3.1): the untrained model cannot rank
 
     def __init__(self, backbone: Backbone, tokenizer, spec):
         super().__init__(backbone, tokenizer, spec)
@@ -71,6 +72,7 @@ class CrossEncoder(Ranker):
                 self.pooler.bias.copy_(head["pooler.bias"])
                 self.head.weight.copy_(head["linear.weight"])
                 self.head.bias.copy_(head["linear.bias"])
+                self.ranks_untrained = True  # a trained head: the starting model ranks (epoch 0 is scored on test too)
                 return
             for key in ("pooler.dense", f"{pretrained.config.get('model_type', 'bert')}.pooler.dense"):
                 if pretrained.has(f"{key}.weight") and pretrained.has(f"{key}.bias"):

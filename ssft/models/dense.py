@@ -3,10 +3,12 @@
 - Towers: ``model.name`` is the query tower; ``model.document_name`` the document tower — a different model
   with its own tokenizer (heterogeneous, e.g. a MiniLM-L6 query tower with an MPNet-base document tower), or
   the same name for two separately trained copies. ``document_name: null`` shares one backbone (Siamese).
-- ``model.query_layers``: keep only some transformer layers of the query tower: N = the first N (000's
-  BERT_{L=2} query encoders), a list = those layer indices (002 §2.1, e.g. [0, 5] of a 6-layer teacher),
-  embeddings and pooling kept (``ssft.adapters.backbone.select_layers``). With a shared backbone
-  (``document_name: null``) both towers are that subset.
+  000's lightweight query encoders (BERT_{L=2}, …) are separately pre-trained small BERTs (Turc et al. 2019,
+  000 §5.3.2 ref. [29]) named as the query tower (``model.name``) beside a BERT-base document tower.
+- ``model.query_layers``: 002's layer-subset student (002 §2.1): keep only some transformer layers of the query
+  tower, N = the first N, a list = those layer indices (e.g. [0, 5] of a 6-layer teacher), embeddings and pooling
+  kept (``ssft.adapters.backbone.select_layers``). With a shared backbone (``document_name: null``) both towers
+  are that subset. Not 000's set-up (see Towers).
 - Inherited documents (asymmetric student, 002 and 004 §4.1): ``inherit_documents(teacher)`` makes another
   frozen dense model encode the documents — its final document embeddings are this model's, and its corpus
   index (and on-disk embedding cache) is the one this model retrieves from; only the query tower trains. The
@@ -18,9 +20,10 @@
   the larger size before the shared projection (so W's first columns act on both). A square projection starts
   as the identity (keeps the pretrained geometry); a rectangular one starts at PyTorch's default. ``null``:
   no projection, only L2 normalisation (then the hidden sizes must match).
-- ``model.normalize`` (default true): L2-normalise the final vectors, so the score is a scaled cosine (000 Eq. 11,
-  002 / 004's students). ``false``: the raw dot product of the pooled (projected) states — 003's TCT student
-  (Eq. 2, 5: average-pooled states, inner product), with ``score_scale: 1``.
+- ``model.normalize`` (default true): L2-normalise the final vectors, so the score is a scaled cosine (000 Eq. 11).
+  ``false``: the raw dot product of the pooled (projected) states — 003's TCT student (Eq. 2, 5: average-pooled
+  states, inner product), with ``score_scale: 1``; 002's teacher (msmarco-bert-base-dot-v5) and 004's encoders
+  (Eq. 1) also score by the raw dot product.
 - Score: ``model.score_scale`` (20, 000 §5.3.2 after Lindgren et al.) × ζ(q)·η(d).
 
 Training (``forward(..., group_size=g)``) returns, for every (query, positive) item of the batch, the

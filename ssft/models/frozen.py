@@ -2,14 +2,14 @@
 (002, 004 §4.1), and the base of the dense distillation teacher (``ssft.teachers.dense.DenseTeacher``).
 
 ``FrozenDense`` wraps a dense dual encoder in eval mode without gradient: a saved ssft dense model (a run folder or
-its ``model/``), or a transformers model by hub id / folder used as a sentence embedder (``pooling``,
-L2-normalised, no projection). Its final document embeddings are kept by token ids (each distinct document encoded
-once), and may be filled once from its corpus index (``keep_corpus``, read from the on-disk embedding cache when it
-encoded this corpus before).
+its ``model/``), or a transformers model by hub id / folder used as a sentence embedder (``pooling``, no projection;
+L2-normalised unless the reference says ``normalize: false``, a dot-product model such as 002's teacher). Its final
+document embeddings are kept by token ids (each distinct document encoded once), and may be filled once from its
+corpus index (``keep_corpus``, read from the on-disk embedding cache when it encoded this corpus before).
 
-It is named by a *reference* ``{"name", "pooling", "max_length", "query_max_length"}`` (``dense_reference``) that a
-student keeps in its spec (``document_encoder``), so that loading the student rebuilds it (``load_frozen_dense``).
-It lives with the models, below the teachers, because loading a model rebuilds it.
+It is named by a *reference* ``{"name", "pooling", "max_length", "query_max_length", "normalize"}``
+(``dense_reference``) that a student keeps in its spec (``document_encoder``), so that loading the student rebuilds it
+(``load_frozen_dense``). It lives with the models, below the teachers, because loading a model rebuilds it.
 """
 from __future__ import annotations
 
@@ -26,11 +26,14 @@ from ssft.models.bi import row_keys
 from ssft.models.corpus import corpus_vectors
 
 
-def dense_reference(name: str, pooling: str = "mean", max_length: int = 256, query_max_length: int = 32) -> dict[str, Any]:
-    """What ``load_frozen_dense`` takes; a saved-model folder is recorded by its absolute path."""
+def dense_reference(name: str, pooling: str = "mean", max_length: int = 256, query_max_length: int = 32,
+                    normalize: bool = True) -> dict[str, Any]:
+    """What ``load_frozen_dense`` takes; a saved-model folder is recorded by its absolute path. ``normalize`` applies
+    to a model by name (a saved ssft model carries its own): L2-normalised, 20 × cosine (true), or the raw dot
+    product with score scale 1 (false)."""
     folder = saved_model_folder(name)
     return {"name": str(folder.resolve()) if folder is not None else name, "pooling": pooling,
-            "max_length": int(max_length), "query_max_length": int(query_max_length)}
+            "max_length": int(max_length), "query_max_length": int(query_max_length), "normalize": bool(normalize)}
 
 
 def load_dense_model(reference: dict[str, Any], trust_remote_code: bool = False):
@@ -46,9 +49,11 @@ def load_dense_model(reference: dict[str, Any], trust_remote_code: bool = False)
             raise SsftError(f"distillation.teacher: {name} is a '{model.architecture}' model; a dense teacher must be "
                             f"architecture 'dense' (a cross-encoder teacher is teacher_kind: cross_dual_pooled)")
         return model
+    normalize = bool(reference.get("normalize", True))  # references saved before the key existed: normalised
     cfg = ModelConfig(architecture="dense", name=name, pooling=reference.get("pooling", "mean"),
                       max_length=int(reference.get("max_length", 256)),
-                      query_max_length=int(reference.get("query_max_length", 32)), trust_remote_code=trust_remote_code)
+                      query_max_length=int(reference.get("query_max_length", 32)), trust_remote_code=trust_remote_code,
+                      normalize=normalize, score_scale=ModelConfig.score_scale if normalize else 1.0)
     return MODELS.get("dense").build(cfg, "full", {})
 
 

@@ -51,6 +51,7 @@ class TwinBert(BiEncoder):
         if self.scorer not in SCORERS:
             raise SsftError(f"model.scorer: expected one of {', '.join(SCORERS)}, got '{self.scorer}'")
         self.combiner = ResidualCombiner(backbone.config.hidden_size) if self.scorer == "combiner" else None
+        self.ranks_untrained = self.scorer != "combiner"  # a fresh combiner is random; cosine / dot rank untrained
 
     @classmethod
     def spec_from_pretrained(cls, spec, pretrained) -> None:

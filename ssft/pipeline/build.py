@@ -95,7 +95,10 @@ def build(recipe: Recipe, inputs: RunInputs) -> BuiltRun:
                                                          config=recipe.adapter.config)
     in_loop = None
     if inputs.in_loop_teacher:  # loaded after the student, so the student starts from the same weights either way
-        in_loop = FrozenTeacher.load(inputs.in_loop_teacher, recipe.model).set_precision(recipe.eval.precision)
+        in_loop = FrozenTeacher.load(inputs.in_loop_teacher, recipe.model)
+        if inputs.loss.init_from_teacher:  # 003 §4: the student starts from the trained teacher's weights
+            in_loop.initialise_student(ranker)
+        in_loop.set_precision(recipe.eval.precision)  # after initialise_student: int8 makes a quantised copy
     objective = distillation_objective(recipe, ranker, inputs) or objective_for(inputs.loss, in_loop)
     return BuiltRun(ranker, objective, source, in_loop, count(recipe, ranker))
 

@@ -95,8 +95,9 @@ def load_distillation_teacher(recipe: Recipe):
         return None
     if distill.teacher_kind == "cross_dual_pooled":
         return load_cross_teacher(distill.teacher, distill.teacher_pooling, model.max_length,
-                                  trust_remote_code=model.trust_remote_code)
-    reference = teacher_reference(distill.teacher, distill.teacher_pooling, model.max_length, model.query_max_length)
+                                  trust_remote_code=model.trust_remote_code, normalize=distill.teacher_normalize)
+    reference = teacher_reference(distill.teacher, distill.teacher_pooling, model.max_length, model.query_max_length,
+                                  distill.teacher_normalize)
     return load_teacher(reference, trust_remote_code=model.trust_remote_code)
 
 

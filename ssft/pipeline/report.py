@@ -1,5 +1,7 @@
 """Stages 5 and 6 of ssft-train: evaluate the trained model on the test split (reranking the first stage, or full
-retrieval for a model with ``Ranker.full_retrieval``), then write what a finished run holds, metrics.json last."""
+retrieval for a model with ``Ranker.full_retrieval``), then write what a finished run holds, metrics.json last.
+Before training, ``evaluate_start`` scores the starting model on the test split (the ``start`` entry of metrics.json)
+where it can rank (``Ranker.ranks_untrained``)."""
 from __future__ import annotations
 
 import logging
@@ -11,11 +13,15 @@ from typing import Any
 from ssft.config.recipe import Recipe
 from ssft.core import precision
 from ssft.core.io import atomic_write_json, atomic_write_text
+from ssft.data.examples import PairDataset
+from ssft.data.trec import Run, read_run, top_k, write_run
+from ssft.eval.metrics import evaluate_run, write_per_query
 from ssft.eval.rerank import format_table, rerank_and_report, tune_alpha
-from ssft.eval.retrieve import retrieve_and_report, tune_fusion
+from ssft.eval.retrieve import retrieve, retrieve_and_report, tune_fusion
 from ssft.pipeline.build import BuiltRun
 from ssft.pipeline.inputs import RunInputs
 from ssft.pipeline.schedule import TrainedRun
+from ssft.training.prediction import prediction_trainer
 
 logger = logging.getLogger("ssft")
 
@@ -27,6 +33,54 @@ def freeze(ranker) -> None:
     ranker.requires_grad_(False)
     if ranker.can_merge:
         ranker.merge_adapter()
+
+
+START = "start"  # metrics.json's entry for the starting model; run.start.<split>.trec, per_query.start.<split>.tsv
+
+
+def evaluate_start(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path, write: bool,
+                   resumed: bool) -> tuple[dict[str, float] | None, dict[str, Any]]:
+    """The starting model (before the first training step) on the test split, scored like the trained one
+    (reranking the same first-stage top-k, or full retrieval): (its metrics or None, run_info's ``start`` record).
+    Not scored where the starting model cannot rank (``Ranker.ranks_untrained`` false: a freshly initialised random
+    head). A resumed run reads the start's run file written before it was killed (the weights have moved since)."""
+    e, ranker, split = recipe.eval, built.ranker, recipe.data.test_split
+    if not ranker.ranks_untrained:
+        why = (f"not scored: the {ranker.architecture} ranker starts with a freshly initialised (random) scoring head, "
+               "so the starting model cannot rank")
+        logger.info("start (test): %s", why)
+        return None, {"scored": False, "reason": why}
+    path = out / f"run.{START}.{split}.trec"
+    if resumed:
+        if not path.is_file():
+            why = "not scored: resumed from checkpoints written before the starting model was scored"
+            logger.warning("start (test): %s", why)
+            return None, {"scored": False, "reason": why}
+        run = read_run(path)
+    else:
+        run = start_run(recipe, inputs, built, out)
+    metrics, per_query = evaluate_run(inputs.test_qrels, run, e.metrics)
+    if write and not resumed:
+        write_run(run, path, tag="ssft-start")
+        write_per_query(per_query, out / f"per_query.{START}.{split}.tsv")
+    logger.info("start (test, before training): %s", ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+    return metrics, {"scored": True, "split": split}
+
+
+def start_run(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path) -> Run:
+    """The untrained model's test run: full retrieval, or the first stage's top-``eval.depth`` reranked."""
+    e, ranker = recipe.eval, built.ranker
+    was_training = ranker.training
+    ranker.eval()
+    try:
+        if ranker.full_retrieval:
+            queries = {q: inputs.dataset.queries[q] for q in inputs.test_qrels if q in inputs.dataset.queries}
+            return retrieve(ranker, inputs.dataset, queries, e.depth, e.batch_size)
+        first = top_k({q: inputs.test_first[q] for q in inputs.test_qrels if inputs.test_first.get(q)}, e.depth)
+        pairs = PairDataset(first, e.depth, inputs.dataset)
+        return pairs.to_run(prediction_trainer(ranker, e.batch_size, output_dir=out).score(pairs))
+    finally:
+        ranker.train(was_training)
 
 
 def evaluate(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: TrainedRun, out: Path,
@@ -75,7 +129,8 @@ def run_info(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: Traine
             "trainable_parameters_per_tower": p.per_tower, "train_seconds": round(trained.train_seconds, 1),
             "wall_seconds": round(time.time() - started, 1), "train_loss": trained.train_loss,
             "best_validation": {"metric": e.selection_metric, "value": best.best_value, "epoch": best.best_epoch},
-            "validation_history": best.history, "notes": notes, "data_warnings": inputs.dataset.warnings}
+            "start_selected": trained.start_selected, "validation_history": best.history, "notes": notes,
+            "data_warnings": inputs.dataset.warnings}
     if trained.phases is not None:
         info["hybrid_phases"] = trained.phases
     if trained.resumed_from:
@@ -102,6 +157,9 @@ def print_summary(recipe: Recipe, results: dict, info: dict, out: Path, started:
         print(note)
     if best["value"] is not None:
         print(f"best validation {e.selection_metric} = {best['value']:.4f} at epoch {best['epoch']:g}")
+    if info.get("start_selected"):
+        print(f"WARNING: training never beat the starting model on validation {e.selection_metric}: this run hands "
+              "back the STARTING weights (epoch 0)")
     print(format_table(results, e.metrics))
     print(f"trainable parameters {info['trainable_parameters']:,} / {info['total_parameters']:,}; train "
           f"{info['train_seconds']:.0f} s, total {time.time() - started:.0f} s; outputs in {out}")

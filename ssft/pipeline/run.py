@@ -4,7 +4,9 @@
 2. ``load_inputs`` (pipeline/inputs.py) dataset, splits, first stages, teachers
 3. ``build``    (pipeline/build.py)    ranker, training source, objective
    — everything that can fail on bad input has failed by now; from here on the output folder is written —
-4. ``train``    (pipeline/schedule.py) one Trainer run, or one per hybrid phase; the best validation epoch kept
+   the starting model scored on the test split (metrics.json's ``start``) where it can rank (pipeline/report.py)
+4. ``train``    (pipeline/schedule.py) one Trainer run, or one per hybrid phase; the best validation epoch kept,
+                epoch 0 (the starting model) included
 5. ``evaluate`` (pipeline/report.py)   the test split reranked or retrieved
 6. ``write``    (pipeline/report.py)   run_info.json, the model card, metrics.json last
 """
@@ -33,7 +35,7 @@ from ssft.firststage.runs import save_indexes
 from ssft.pipeline.build import BuiltRun, GroupSource, build
 from ssft.pipeline.folder import RESUMABLE_CHANGES, USER_TENSORBOARD_DIR, run_folder_state, train_output_folder
 from ssft.pipeline.inputs import RunInputs, load_inputs
-from ssft.pipeline.report import evaluate, freeze, print_summary, run_info, write_finished_run
+from ssft.pipeline.report import START, evaluate, evaluate_start, freeze, print_summary, run_info, write_finished_run
 from ssft.pipeline.schedule import TrainingSetup, schedule_for
 from ssft.training.callbacks import build_callbacks, callback_name
 
@@ -71,15 +73,18 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
         schedule = schedule_for(recipe)
         notes = describe(recipe, inputs, built, schedule.describe(plan.args))
         open_output_folder(recipe, plan)
-        trained = schedule.train(training_setup(recipe, plan, inputs, built), plan.args)
         main = plan.args.should_save
+        start, start_info = evaluate_start(recipe, inputs, built, plan.folder.path, main, plan.state == "resume")
+        trained = schedule.train(training_setup(recipe, plan, inputs, built), plan.args)
         built.ranker.eval()
         if main:
             built.ranker.save(plan.folder.path / "model")  # PEFT format, before any merge
         freeze(built.ranker)
         results, evaluation = evaluate(recipe, inputs, built, trained, plan.folder.path, write=main)
+        if start is not None:
+            results[START] = start
         if main:
-            extra = {"precision": precision.resolve(recipe.eval.precision, plan.args.device),
+            extra = {"start": start_info, "precision": precision.resolve(recipe.eval.precision, plan.args.device),
                      "resumed_with_changes": plan.resume_changes,
                      "processes": plan.args.world_size if plan.args.world_size > 1 else None}
             info = run_info(recipe, inputs, built, trained, evaluation, notes, plan.started, extra)

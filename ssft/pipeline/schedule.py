@@ -1,6 +1,6 @@
 """Stage 4 of ssft-train: training, by a schedule the adapter chooses (``Adapter.trains_in_phases``): one Trainer run
 (``SinglePhase``), or one per phase of 001's hybrid (``HybridPhases``, Algorithm 1); either keeps the best validation
-epoch and resumes a killed run from its checkpoints."""
+epoch — epoch 0, the starting model, included — and resumes a killed run from its checkpoints."""
 from __future__ import annotations
 
 import logging
@@ -16,7 +16,7 @@ from ssft.config.registry import ADAPTERS
 from ssft.data.examples import PairDataset
 from ssft.pipeline.build import BuiltRun
 from ssft.pipeline.inputs import RunInputs
-from ssft.training.callbacks.best_epoch import BestEpochCallback
+from ssft.training.callbacks.best_epoch import BestEpochCallback, evaluate_start
 from ssft.training.checkpoints import discard_incomplete_checkpoints, latest_checkpoint
 from ssft.training.phases import train_hybrid
 from ssft.training.trainer import RankingTrainer
@@ -61,6 +61,7 @@ class TrainedRun:
     train_seconds: float
     phases: list[dict] | None  # a hybrid's phases: modules, epochs, validation history, best epoch
     resumed_from: str | list[str] | None
+    start_selected: bool = False  # epoch 0 (the starting model) won the validation: the run hands back its weights
 
 
 class SinglePhase:
@@ -82,9 +83,12 @@ class SinglePhase:
         checkpoint = latest_checkpoint(setup.out) if setup.resume else None
         if checkpoint is not None:
             logger.info("resuming from %s", checkpoint)
+        else:  # epoch 0: the starting model is a candidate of the best-epoch selection
+            evaluate_start(trainer)
         output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         resumed_from = str(checkpoint.relative_to(setup.out)) if checkpoint else None
-        return TrainedRun(trainer, best, output.training_loss, time.time() - started, None, resumed_from)
+        return TrainedRun(trainer, best, output.training_loss, time.time() - started, None, resumed_from,
+                          best.start_selected)
 
 
 class HybridPhases:
@@ -125,9 +129,11 @@ class HybridPhases:
         record = [{"phase": p.name, "modules": list(p.modules), "epochs": p.epochs,
                    "train_loss": p.train_output.training_loss,
                    "best_validation": {"metric": metric, "value": p.best.best_value, "epoch": p.best.best_epoch},
+                   "start_selected": p.best.start_selected,
                    "validation_history": p.best.history} for p in phases]
+        # the run hands back its starting model when every phase kept the weights it received (epoch 0)
         return TrainedRun(last.trainer, last.best, last.train_output.training_loss, time.time() - started, record,
-                          resumed_from)
+                          resumed_from, all(p.best.start_selected for p in phases))
 
 
 def schedule_for(recipe: Recipe) -> SinglePhase | HybridPhases:

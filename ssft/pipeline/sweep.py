@@ -14,7 +14,9 @@ Grid file::
     folds:                           # optional: K-fold query splits (001 §4.1: 5 folds, 3 train / 1 validation / 1 test)
       k: 5
       splits: [test]                 # qrels splits pooled into the queries to divide (default: all of the dataset's)
-      seed: 0                        # which queries land in which fold
+      seed: 0                        # a seeded random split: which queries land in which fold
+      # file: folds/robust04.txt     # or a published fold definition (one fold per line, its query ids), e.g.
+                                     # Huston & Croft's Robust04 / ClueWeb09b folds that 001 uses; seed then unused
 
 Each run is ``python -m ssft.cli.train RECIPE override... training.output_dir=RUN_DIR`` in a subprocess. A run folder
 that already holds ``metrics.json`` (written last by ssft-train) is finished and skipped; an unfinished one with
@@ -24,8 +26,12 @@ Every run's recipe is validated before the first one trains. ``results`` gets on
 already listed as ok is not listed again; a failed run is retried on the next invocation (and listed again).
 
 With ``folds``, fold i is a derived BEIR folder ``<output_root>/folds/fold<i>`` (corpus and queries linked to the
-source, qrels/train.tsv, dev.tsv, test.tsv written): the queries are shuffled once and cut into k parts; fold i
-tests on part i, validates on part i+1 (mod k) and trains on the other k-2, so every query is tested exactly once.
+source, qrels/train.tsv, dev.tsv, test.tsv written, and ``fold.json`` saying which definition made it): the k parts
+are a *seeded random split* (the queries shuffled once with ``seed`` and cut into k parts — ssft's own, not any
+published folds) or the parts a fold file lists (``file``: one fold per line, whitespace-separated query ids, ``#``
+comments; e.g. Huston & Croft's five Robust04 / ClueWeb09b folds that 001 §4.1.1 follows); fold i tests on part i,
+validates on part i+1 (mod k) and trains on the other k-2, so every query is tested exactly once. Each run gets
+``data.fold: "<i>"``, so ``ssft.eval.tables.collect_runs`` averages a seed's folds before the seed t-test.
 """
 from __future__ import annotations
 
@@ -56,19 +62,65 @@ from ssft.data.beir import load_dataset
 logger = logging.getLogger("ssft")
 
 GRID_KEYS = ("recipe", "output_root", "results", "grid", "variants", "folds")
-FOLD_KEYS = ("k", "splits", "seed", "dataset")
+FOLD_KEYS = ("k", "splits", "seed", "dataset", "file")
 
 
 @dataclass
 class Folds:
     k: int = 5
     splits: list[str] | None = None
-    seed: int = 0
+    seed: int | None = None  # a seeded random split (default 0); not with file
     dataset: str | None = None  # default: the base recipe's data.dataset
+    file: str | None = None  # a published fold definition: one fold per line, its query ids (k = its number of lines)
 
     def check(self, where: str) -> None:
         if self.k < 3:
             raise SsftError(f"{where}.k: must be an integer >= 3 (one test, one validation, >= 1 train fold)")
+        if self.file is not None and self.seed is not None:
+            raise SsftError(f"{where}: seed draws a random split, file names published folds; give one of them")
+
+    @property
+    def description(self) -> str:
+        if self.file is not None:
+            return f"folds from {self.file}"
+        return f"seeded random split into {self.k} folds (seed {self.seed or 0}; not a published fold definition)"
+
+
+def read_fold_file(path: str | Path) -> list[list[str]]:
+    """A fold definition file: one fold per non-empty line, whitespace-separated query ids (``#`` starts a comment).
+    Each query in one fold only; at least 3 folds. Errors name the file and line."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise SsftError(f"folds.file: not found: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SsftError(f"folds.file: {path}: not a UTF-8 text file") from None
+    parts: list[list[str]] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        ids = line.split("#", 1)[0].split()
+        if not ids:
+            continue
+        for qid in ids:
+            if qid in seen:
+                raise SsftError(f"{path}:{lineno}: query '{qid}' is already in the fold of line {seen[qid]}")
+            seen[qid] = lineno
+        parts.append(ids)
+    if len(parts) < 3:
+        raise SsftError(f"{path}: {len(parts)} fold(s); 001's rotation needs >= 3 (one test, one validation, >= 1 train)")
+    return parts
+
+
+def rotate_folds(parts: Sequence[Sequence[str]]) -> list[dict[str, list[str]]]:
+    """001's rotation over k parts: fold i = test part i, validation part i+1 (mod k), train the other k-2."""
+    k = len(parts)
+    folds = []
+    for i in range(k):
+        val = (i + 1) % k
+        train = [q for j, part in enumerate(parts) if j not in (i, val) for q in part]
+        folds.append({"train": sorted(train), "dev": sorted(parts[val]), "test": sorted(parts[i])})
+    return folds
 
 
 @dataclass
@@ -143,9 +195,11 @@ def load_grid(path: str | Path) -> Grid:
     if raw.get("folds") is not None:
         f = raw["folds"]
         if not isinstance(f, dict):
-            raise SsftError(f"{path}: folds: expected a mapping (k, splits, seed, dataset)")
+            raise SsftError(f"{path}: folds: expected a mapping ({', '.join(FOLD_KEYS)})")
         folds = parse_dataclass(Folds, f, f"{path}: folds",  # typed: k and seed integers, splits a list of names
                                 unknown=lambda key, names: f"{path}: folds: unknown key '{key}'; known: {', '.join(names)}")
+        if folds.file is not None and not Path(folds.file).expanduser().is_absolute():
+            folds.file = str(base / folds.file)  # like recipe: relative to the grid file's folder
         keys = [*grid, *(k for v in variants for k in v)]
         if any(key.startswith("data.") and key.endswith(("_split", "dataset")) for key in keys):
             raise SsftError(f"{path}: grid: data.dataset and data.*_split are set per fold when folds is given")
@@ -166,13 +220,7 @@ def kfold_splits(query_ids: Sequence[str], k: int = 5, seed: int = 0) -> list[di
     if len(ids) < k:
         raise SsftError(f"folds: {len(ids)} queries cannot be divided into {k} folds")
     random.Random(seed).shuffle(ids)
-    parts = [ids[i::k] for i in range(k)]
-    folds = []
-    for i in range(k):
-        val = (i + 1) % k
-        train = [q for j, part in enumerate(parts) if j not in (i, val) for q in part]
-        folds.append({"train": sorted(train), "dev": sorted(parts[val]), "test": sorted(parts[i])})
-    return folds
+    return rotate_folds([ids[i::k] for i in range(k)])
 
 
 def write_fold_datasets(source: str, folds: Folds, root: Path) -> list[Path]:
@@ -186,8 +234,20 @@ def write_fold_datasets(source: str, folds: Folds, root: Path) -> list[Path]:
             if qid in qrels and qrels[qid] != rels:
                 raise SsftError(f"folds: query '{qid}' has different judgments in two of the splits {', '.join(splits)}")
             qrels[qid] = rels
+    if folds.file is not None:
+        parts = read_fold_file(folds.file)
+        unjudged = [q for part in parts for q in part if q not in qrels]
+        if unjudged:
+            raise SsftError(f"folds.file: {folds.file}: {len(unjudged)} query id(s) without judgments in "
+                            f"{source} ({', '.join(splits)}), e.g. {', '.join(unjudged[:3])}")
+        left_out = len(qrels) - sum(len(part) for part in parts)
+        if left_out:
+            logger.warning("folds: %d judged queries of %s are in no fold of %s (left out)", left_out, source, folds.file)
+        definition = rotate_folds(parts)
+    else:
+        definition = kfold_splits(list(qrels), folds.k, folds.seed or 0)
     paths = []
-    for i, fold in enumerate(kfold_splits(list(qrels), folds.k, folds.seed)):
+    for i, fold in enumerate(definition):
         dest = root / f"fold{i}"
         (dest / "qrels").mkdir(parents=True, exist_ok=True)
         for name in ("corpus.jsonl", "corpus.jsonl.gz", "queries.jsonl", "queries.jsonl.gz"):
@@ -197,6 +257,8 @@ def write_fold_datasets(source: str, folds: Folds, root: Path) -> list[Path]:
         for split, qids in fold.items():
             lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q in qids for d, r in sorted(qrels[q].items())]
             atomic_write_text(dest / "qrels" / f"{split}.tsv", "\n".join(lines) + "\n")
+        atomic_write_text(dest / "fold.json", json.dumps({"fold": i, "folds": len(definition), "source": source,
+                                                           "definition": folds.description}) + "\n")
         paths.append(dest)
     return paths
 
@@ -228,7 +290,10 @@ def expand(grid: Grid, fold_dirs: Sequence[Path] | None = None) -> list[Run]:
             if fold is not None:
                 overrides.update({"data.dataset": str(fold_dirs[fold]), "data.train_split": "train",
                                   "data.validation_split": "dev", "data.test_split": "test"})
+            # the run's name hashes what it trains on (data.fold only labels it: names stay those of earlier sweeps)
             digest = hashlib.sha1(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:8]
+            if fold is not None:
+                overrides["data.fold"] = str(fold)
             slug = "-".join(f"{k.split('.')[-1]}={_slug(v)}" for k, v in [*variant.items(), *zip(keys, combo)])
             name = "-".join(part for part in (slug, f"fold{fold}" if fold is not None else "", digest) if part)
             runs.append(Run(name, overrides, fold, grid.output_root / "runs" / name))
@@ -280,6 +345,7 @@ def run_sweep(grid: Grid, runner: Callable[[list[str], Path], int] = subprocess_
 
         source = grid.folds.dataset or load_recipe(grid.recipe).data.dataset
         fold_dirs = write_fold_datasets(source, grid.folds, grid.output_root / "folds")
+        logger.info("folds: %s of %s", grid.folds.description, source)
     runs = expand(grid, fold_dirs)
     check_runs(grid, runs)
     listed = _listed_ok(grid.results)

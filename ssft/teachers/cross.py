@@ -8,11 +8,13 @@ last-layer states as *proxy* query and document embeddings, and its score is the
 - ``segment_mean`` (Eq. 15): a weighted mean over each segment's own tokens (special tokens left out), every
   token weighted 1/sqrt(segment length) as the paper's weighting scheme says.
 
-The proxies are L2-normalised here, as the dense student's vectors are, and the teacher's score is
-``score_scale`` × their cosine. The teacher is any transformers encoder (hub id / folder) or the backbone of a
-saved ssft cross-encoder; 004 first converts a [CLS]-pooled cross-encoder into a dual-pooled one (score
-distillation plus a token reconstruction loss) — that conversion is not part of ssft: a cross-encoder that was
-not trained with dual pooling gives proxies without the meaning the paper relies on.
+By default the proxies are L2-normalised, as the dense student's vectors are, and the teacher's score is
+``score_scale`` (20) × their cosine; ``normalize=False`` (``distillation.teacher_normalize: false``) keeps them raw
+and scores by their inner product, score scale 1 — 004 App. B's s^t(q, d) = <emb_q, emb_d>. The teacher is any
+transformers encoder (hub id / folder) or the backbone of a saved ssft cross-encoder; 004 first converts a
+[CLS]-pooled cross-encoder into a dual-pooled one (score distillation plus a token reconstruction loss, §4.2) — that
+conversion is not part of ssft: a cross-encoder that was not trained with dual pooling gives proxies without the
+meaning the paper relies on.
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ class DualPooledCrossEncoderTeacher:
     """Frozen cross-encoder teacher: eval mode, no gradient, pairs of the current batch. Not an ``nn.Module``."""
 
     def __init__(self, transformer, tokenizer, pooling: str, reference: dict[str, Any], max_length: int = 256,
-                 score_scale: float = 20.0):
+                 score_scale: float | None = None, normalize: bool = True):
         if pooling not in DUAL_POOLINGS:
             raise SsftError(f"distillation.teacher_pooling: a cross-encoder teacher pools {' or '.join(DUAL_POOLINGS)}, "
                             f"got '{pooling}'")
@@ -64,7 +66,8 @@ class DualPooledCrossEncoderTeacher:
         self.pooling = pooling
         self.reference = dict(reference)
         self.max_length = int(max_length)
-        self.score_scale = float(score_scale)
+        self.normalize = bool(normalize)
+        self.score_scale = float(score_scale if score_scale is not None else (20.0 if self.normalize else 1.0))
         self.special_ids = set(tokenizer.all_special_ids)
         self.sep_id = tokenizer.sep_token_id
         self.precision = "fp32"  # ssft.core.precision; set_precision
@@ -99,7 +102,8 @@ class DualPooledCrossEncoderTeacher:
 
     def pairs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
               token_type_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """L2-normalised proxy query and document embeddings of the pairs (eval mode, no gradient)."""
+        """Proxy query and document embeddings of the pairs, L2-normalised unless ``normalize`` is off (eval mode, no
+        gradient)."""
         self.model.eval()
         device = input_ids.device
         ids, mask, types = (t.to(self.device) for t in (input_ids, attention_mask, token_type_ids))
@@ -108,23 +112,27 @@ class DualPooledCrossEncoderTeacher:
                 hidden = self.model(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
             hidden = hidden.float()
             q, d = dual_pool(hidden, ids, mask, types, self.special_ids, self.sep_id, self.pooling)
-        return F.normalize(q, dim=-1).to(device), F.normalize(d, dim=-1).to(device)
+        if self.normalize:
+            q, d = F.normalize(q, dim=-1), F.normalize(d, dim=-1)
+        return q.to(device), d.to(device)
 
 
-def load_cross_teacher(name: str, pooling: str, max_length: int,
-                       trust_remote_code: bool = False) -> DualPooledCrossEncoderTeacher:
+def load_cross_teacher(name: str, pooling: str, max_length: int, trust_remote_code: bool = False,
+                       normalize: bool = True) -> DualPooledCrossEncoderTeacher:
     """A transformers encoder by hub id / folder, or the backbone of a saved ssft cross-encoder folder.
     ``trust_remote_code``: the user's choice (the recipe's model.trust_remote_code), never a saved folder's."""
     folder = saved_model_folder(name)
-    reference = {"name": str(folder.resolve()) if folder else name, "pooling": pooling, "kind": "cross_dual_pooled"}
+    reference = {"name": str(folder.resolve()) if folder else name, "pooling": pooling, "kind": "cross_dual_pooled",
+                 "normalize": bool(normalize)}
     if folder is not None:
         ranker = load_ranker(folder, trust_remote_code=trust_remote_code)
         if ranker.architecture != "cross":
             raise SsftError(f"distillation.teacher: {name} is a '{ranker.architecture}' model, teacher_kind cross_dual_pooled "
                             f"takes a cross-encoder")
-        return DualPooledCrossEncoderTeacher(ranker.backbone.base_model, ranker.tokenizer, pooling, reference, max_length)
+        return DualPooledCrossEncoderTeacher(ranker.backbone.base_model, ranker.tokenizer, pooling, reference, max_length,
+                                             normalize=normalize)
     transformer, tokenizer = load_transformer(name, trust_remote_code)
-    return DualPooledCrossEncoderTeacher(transformer, tokenizer, pooling, reference, max_length)
+    return DualPooledCrossEncoderTeacher(transformer, tokenizer, pooling, reference, max_length, normalize=normalize)
 
 
 __all__ = ["DUAL_POOLINGS", "DualPooledCrossEncoderTeacher", "dual_pool", "load_cross_teacher"]

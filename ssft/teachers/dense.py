@@ -1,8 +1,9 @@
 """Teachers for distillation: frozen, in eval mode, computed without gradient on the batch they are given.
 
 ``DenseTeacher`` wraps a dense dual encoder: a saved ssft dense model (a run folder or its ``model/``), or a
-transformers model by hub id / folder used as a sentence embedder (``pooling``, L2-normalised, no projection
-— how sentence-transformers models such as all-MiniLM-L6-v2 embed). Its document embeddings may be filled
+transformers model by hub id / folder used as a sentence embedder (``pooling``, no projection; L2-normalised
+— how sentence-transformers' cosine models such as all-MiniLM-L6-v2 embed — unless the reference says
+``normalize: false``: the raw dot product of 002's / 004's dot-product teachers). Its document embeddings may be filled
 from its corpus index once (``keep_corpus``, the on-disk embedding cache), so an asymmetric student trains
 its query encoder only; query embeddings are always computed on the current batch.
 
@@ -21,9 +22,12 @@ from ssft.models.bi import unique_with_index
 from ssft.models.frozen import FrozenDense, dense_reference, load_dense_model
 
 
-def teacher_reference(name: str, pooling: str = "mean", max_length: int = 256, query_max_length: int = 32) -> dict[str, Any]:
-    """What ``load_teacher`` takes; a saved-model folder is recorded by its absolute path."""
-    return dense_reference(name, pooling, max_length, query_max_length)
+def teacher_reference(name: str, pooling: str = "mean", max_length: int = 256, query_max_length: int = 32,
+                      normalize: bool = True) -> dict[str, Any]:
+    """What ``load_teacher`` takes; a saved-model folder is recorded by its absolute path. ``normalize`` (a teacher
+    by name): 20 × cosine (true, as sentence-transformers' cosine models embed) or the raw dot product (false: the
+    dot-product teachers 002 and 004 distil from, e.g. 002's msmarco-bert-base-dot-v5; 004 Eq. 1)."""
+    return dense_reference(name, pooling, max_length, query_max_length, normalize)
 
 
 def load_teacher(reference: dict[str, Any], trust_remote_code: bool = False) -> "DenseTeacher":

@@ -97,6 +97,37 @@ class FrozenTeacher:
         self.ranker = set_model_precision(self.ranker, precision)
         return self
 
+    def initialise_student(self, student: BiEncoder) -> int:
+        """003 §4: "at the second stage, we initialize the student model using the trained weights of the teacher
+        model". Copies the teacher's transformer weights (its backbone, under any adapter) into every transformer
+        tower of ``student`` (the query backbone, and a separate document backbone); the teacher's scoring modules
+        (ColBERT's projection, which 003 §3.1 removes) are not copied. A student adapter's own weights (LoRA, prefix)
+        keep their initialisation. The towers must be the same transformer as the teacher's (names and shapes), else
+        one ``SsftError``. Returns the number of tensors copied."""
+        source = self.ranker.backbone.base_model.state_dict()
+        copied = 0
+        for tower_name in ("backbone", "document_backbone"):
+            tower = getattr(student, tower_name, None)
+            if tower is None:
+                continue
+            target = tower.base_model
+            state = target.state_dict()
+            new = {}
+            for key, value in state.items():
+                if ".lora_" in key or "hidden_prefix" in key:  # the student adapter's own weights
+                    continue
+                plain = key.replace(".base_layer.", ".")
+                if plain not in source or source[plain].shape != value.shape:
+                    found = "missing" if plain not in source else f"shaped {tuple(source[plain].shape)}"
+                    teacher = f"{self.name or ''} ({self.ranker.spec.get('base_model')})"
+                    raise SsftError(f"loss.init_from_teacher: the teacher {teacher} is not the student's transformer: "
+                                    f"its {plain} is {found}, the student's {tower_name} has {tuple(value.shape)}")
+                new[key] = source[plain]
+            target.load_state_dict(new, strict=False)
+            copied += len(new)
+        logger.info("student initialised from the teacher's weights (003 §4): %d tensors", copied)
+        return copied
+
     def tokenize(self, queries: list[str], documents: list[str]) -> dict[str, torch.Tensor]:
         """The teacher's inputs for the distinct queries and documents of a batch (see the module docstring)."""
         unique_q, _ = unique_with_index(queries)

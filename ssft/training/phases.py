@@ -17,7 +17,7 @@ from transformers.trainer_utils import TrainOutput
 from ssft.adapters.hybrid import PREFIX_METHODS, HybridOptions
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_json
-from ssft.training.callbacks.best_epoch import BestEpochCallback
+from ssft.training.callbacks.best_epoch import BestEpochCallback, evaluate_start
 from ssft.training.checkpoints import discard_incomplete_checkpoints, latest_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -78,8 +78,10 @@ def train_hybrid(ranker: nn.Module, config: HybridOptions, make_trainer: Callabl
 
     ``make_trainer(phase_name, epochs, callbacks)`` returns a fresh Trainer over ``ranker`` that evaluates each
     epoch and carries ``callbacks`` (the phase's ``BestEpochCallback``); it is called after the phase's modules
-    are set trainable, so its optimizer holds exactly them. At the end of each phase the best validation weights
-    of the trained modules are restored (by the callback); the next phase freezes them.
+    are set trainable, so its optimizer holds exactly them. Each phase first scores its starting weights on validation
+    (epoch 0, ``evaluate_start``): at the end of the phase the best validation weights of the trained modules,
+    epoch 0 included, are restored (by the callback), so no phase hands over a model worse on validation than the one
+    it received; the next phase freezes them.
 
     With ``resume``, each phase's Trainer needs its own ``output_dir``: a finished phase leaves there ``result/``
     (the ranker after the phase) and ``phase.json`` (its best-epoch record, written last); a later call skips a
@@ -102,6 +104,8 @@ def train_hybrid(ranker: nn.Module, config: HybridOptions, make_trainer: Callabl
             if resume:  # a checkpoint cut short is removed, never trained into or resumed from
                 discard_incomplete_checkpoints(folder)
                 checkpoint = latest_checkpoint(folder)
+            if checkpoint is None:  # epoch 0 of the phase (the weights the previous phase handed over) is a candidate
+                evaluate_start(trainer)
             output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
             if resume and trainer.args.should_save:
                 ranker.save(folder / "result")

@@ -29,6 +29,12 @@ class RecipeCallback(TrainerCallback):
         return parse_dataclass(cls.Config, options or {}, at, unknown=unknown, field_where=at)
 
     @classmethod
+    def training_problem(cls, config, training: dict[str, Any]) -> str | None:
+        """What makes this callback unable to work with the recipe's ``training`` section (TrainingArguments keys),
+        or None; the recipe check raises it as one line before anything is written."""
+        return None
+
+    @classmethod
     def from_config(cls, config) -> "RecipeCallback":
         return cls(**{name: getattr(config, name) for name in field_names(type(config))})
 

@@ -1,4 +1,8 @@
-"""Keep the weights of the best validation evaluation and restore them when training ends (001 §4.1.3)."""
+"""Keep the weights of the best validation evaluation and restore them when training ends (001 §4.1.3).
+
+Epoch 0 takes part: ``evaluate_start`` scores the starting model on validation before the first training step, so a
+run never hands back weights worse on validation than the ones it started from; when epoch 0 wins, the callback
+says so loudly (``start_selected``)."""
 from __future__ import annotations
 
 import json
@@ -46,12 +50,25 @@ class BestEpochCallback(RecipeCallback):
         if not metrics or self.key not in metrics or model is None:
             return
         value = float(metrics[self.key])
-        self.history.append({"epoch": state.epoch, "step": state.global_step, self.key: value})
+        epoch = float(state.epoch or 0.0)  # before the first step (evaluate_start) the Trainer has no epoch yet: 0
+        self.history.append({"epoch": epoch, "step": state.global_step, self.key: value})
         better = self.best_value is None or (value > self.best_value if self.greater_is_better else value < self.best_value)
         if better:
-            self.best_value, self.best_step, self.best_epoch = value, state.global_step, state.epoch
+            self.best_value, self.best_step, self.best_epoch = value, state.global_step, epoch
             self._snapshot = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-            logger.info("best %s so far: %.4f (epoch %.2f)", self.key, value, state.epoch or 0)
+            logger.info("best %s so far: %.4f (epoch %.2f)", self.key, value, epoch)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        # no per-epoch validation (training.eval_strategy "no") but epoch 0 was scored: the final model is evaluated
+        # too, so the run still hands back the better of the start and the end (never worse than its start)
+        if (getattr(args, "eval_strategy", None) == "no" and self.history and state.max_steps
+                and state.global_step >= state.max_steps):
+            control.should_evaluate = True
+
+    @property
+    def start_selected(self) -> bool:
+        """The starting model (epoch 0) was the best validation evaluation, and training was evaluated after it."""
+        return (self.best_step == 0 and len(self.history) > 1 and self.history[0]["step"] == 0)
 
     def on_train_end(self, args, state, control, model=None, **kwargs):
         if self._snapshot is None or model is None:
@@ -60,6 +77,13 @@ class BestEpochCallback(RecipeCallback):
         with torch.no_grad():
             for name, value in self._snapshot.items():
                 params[name].copy_(value)
+        if self.start_selected:
+            later = max(h[self.key] for h in self.history[1:]) if self.greater_is_better else \
+                min(h[self.key] for h in self.history[1:])
+            logger.warning("!!! training never beat the starting model on validation: %s = %.4f at epoch 0, best after "
+                           "training %.4f; this run hands back the STARTING weights (epoch 0) !!!", self.key,
+                           self.best_value, later)
+            return
         logger.info("restored the best validation weights: %s = %.4f at epoch %.2f", self.key, self.best_value,
                     self.best_epoch or 0)
 
@@ -117,3 +141,20 @@ class BestEpochCallback(RecipeCallback):
         self.load_state(json.loads((folder / self.STATE_FILE).read_text()))
         snapshot = folder / self.SNAPSHOT_FILE
         self._snapshot = load_file(snapshot) if snapshot.is_file() else None
+
+
+def evaluate_start(trainer) -> dict[str, float] | None:
+    """Epoch 0: the Trainer's validation evaluation of the model as it is before the first training step. Its
+    ``on_evaluate`` reaches the ``BestEpochCallback`` like any epoch's, so best-epoch selection includes the starting
+    weights; with ``eval_strategy: "no"`` the callback then has the final model evaluated as well (start against end).
+    Nothing when the Trainer has no validation set. Call it only for a run that starts training (not one that resumes
+    from a checkpoint: the checkpoint's best-epoch state already holds epoch 0)."""
+    if trainer.eval_dataset is None:
+        return None
+    model = trainer.model
+    was_training = model.training
+    model.eval()
+    try:
+        return trainer.evaluate()
+    finally:
+        model.train(was_training)

@@ -2,11 +2,20 @@
 
 Stage 1 (alignment): the document tower is frozen (``requires_grad`` off; the optimizer already holds its
 parameters, AdamW skips parameters without a gradient), only the query tower and the shared projection
-train. After every epoch — or every ``check_every_steps`` steps — the 1-NN KL estimate (Eq. 9) of
-KL(document-encoder reps ‖ query-encoder reps) is taken on validation queries (both towers encode the same
-queries); stage 1 ends when it falls below ``delta`` or has not improved for ``patience`` checks
+train. Before the first step, and after every epoch — or every ``check_every_steps`` steps — the 1-NN KL estimate
+(Eq. 9) of KL(document-encoder reps ‖ query-encoder reps) is taken on validation queries (both towers encode the same
+queries); stage 1 ends when it falls below ``delta`` — already at the first estimate, since Algorithm 1's
+``while not early_stop`` tests before it trains — or has not improved for ``patience`` checks
 (000 §5.3.1: δ = 250, patience 3 on MS MARCO; δ depends on the corpus and the representation size);
 ``max_alignment_checks`` optionally bounds stage 1.
+
+The shared projection (``model.projection_dim``, 000 Eq. 10–11) is what 000 §5.2 / §7.1 find necessary against
+collapse: a DAFT run without one warns. A recipe whose ``training.num_train_epochs`` cannot hold one alignment
+epoch (``max_alignment_checks`` epochs when that bounds stage 1) plus N_e stage-2 epochs is refused (one line); a
+stage 1 that runs so long that fewer than N_e epochs remain warns loudly and records the stage-2 epochs done
+(``daft.json``: ``finetune_epochs_done``), since the Trainer's length is fixed up front.
+Pooling: 000 §5.2 takes the CLS output (``model.pooling: cls``); ssft's dense default is ``mean``
+(sentence-transformers models are trained mean-pooled), so a DAFT recipe at 000's settings sets ``cls``.
 Validation by retrieval is skipped during stage 1, so the best checkpoint is chosen among stage-2 epochs.
 
 Stage 2 (fine-tuning): both towers train for ``finetune_epochs`` epochs (N_e), then training stops; the
@@ -126,12 +135,27 @@ class DaftCallback(RecipeCallback):
         self.best_kl: float | None = None
         self.checks_without_improvement = 0
         self.finetune_start_epoch: float | None = None
+        self.finetune_epochs_done: float | None = None
         self._frozen: set[int] = set()
         self._texts: list[str] | None = None
         self._output_dir: str | None = None
         self._resumed: dict | None = None  # stage state read from a checkpoint, applied at on_train_begin
 
     STATE_FILE = "daft_state.json"
+
+    @classmethod
+    def training_problem(cls, config: DaftOptions, training: dict) -> str | None:
+        """Algorithm 1 needs stage 1 (at least one alignment epoch; ``max_alignment_checks`` of them when checks are
+        per epoch and bounded) plus N_e stage-2 epochs inside the Trainer's fixed length."""
+        if training.get("max_steps", -1) not in (None, -1) and int(training["max_steps"]) > 0:
+            return None  # a step budget: the stage lengths are not in epochs
+        epochs = float(training.get("num_train_epochs", 3.0))  # TrainingArguments' default
+        alignment = config.max_alignment_checks if (config.max_alignment_checks and not config.check_every_steps) else 1
+        if epochs < alignment + config.finetune_epochs:
+            return (f"training.num_train_epochs {epochs:g} cannot fit stage 1 ({alignment} alignment epoch(s) at least) "
+                    f"plus finetune_epochs {config.finetune_epochs} (N_e, Algorithm 1); set training.num_train_epochs "
+                    f">= {alignment + config.finetune_epochs}")
+        return None
 
     # ------------------------------------------------------------ checkpoints (RankingTrainer calls these)
     def save_checkpoint_state(self, folder: Path) -> None:
@@ -172,6 +196,9 @@ class DaftCallback(RecipeCallback):
                 self._texts = _sample(training_queries(kwargs.get("train_dataloader")), self.max_queries, self.seed)
             logger.info("DAFT: resumed in stage '%s' after %d alignment estimate(s)", self.stage, len(self.history))
             return
+        if getattr(model, "projection", None) is None:
+            logger.warning("DAFT without a shared projection (model.projection_dim: null): 000 finds the shared "
+                           "projection necessary to prevent the representations from collapsing (§5.2, ablation §7.1)")
         self.stage = ALIGNMENT
         # freeze only what would train, so stage 2 restores exactly that
         switched = set_tower_trainable(model, "document", False, only=_trainable_ids(model, "document"))
@@ -211,6 +238,12 @@ class DaftCallback(RecipeCallback):
             logger.warning("DAFT: training ended during the alignment stage (raise training.num_train_epochs)")
             if model is not None:  # leave the model as it was given
                 set_tower_trainable(model, "document", True, only=self._frozen)
+        elif self.finetune_start_epoch is not None:
+            self.finetune_epochs_done = round((state.epoch or 0.0) - self.finetune_start_epoch, 4)
+            if self.finetune_epochs_done < self.finetune_epochs - 1e-6:
+                logger.warning("!!! DAFT: stage 1 took so long that stage 2 ran %.2f of its %d epochs (N_e): the run "
+                               "ended before Algorithm 1 did; raise training.num_train_epochs !!!",
+                               self.finetune_epochs_done, self.finetune_epochs)
         self._write()
 
     # ------------------------------------------------------------ logic
@@ -222,6 +255,9 @@ class DaftCallback(RecipeCallback):
                     state.global_step)
         if initial:
             self.best_kl = kl
+            if kl < self.delta:  # Algorithm 1: `while not early_stop(...)` tests before the first alignment step
+                self._start_fine_tuning(state, model, f"initial KL {kl:.2f} < delta {self.delta:g}: already aligned, "
+                                                      "no alignment step")
             return
         if kl < self.best_kl - 1e-9:
             self.best_kl, self.checks_without_improvement = kl, 0
@@ -253,7 +289,8 @@ class DaftCallback(RecipeCallback):
         Path(self._output_dir).mkdir(parents=True, exist_ok=True)
         atomic_write_json(Path(self._output_dir) / "daft.json", {
             "delta": self.delta, "patience": self.patience, "finetune_epochs": self.finetune_epochs,
-            "stage": self.stage, "stage_changes": self.stage_changes, "kl_history": self.history})
+            "stage": self.stage, "stage_changes": self.stage_changes, "kl_history": self.history,
+            "finetune_epochs_done": self.finetune_epochs_done})
 
 
 __all__ = ["DaftCallback", "alignment_kl", "set_tower_trainable", "training_queries"]

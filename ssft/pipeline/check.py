@@ -1,0 +1,205 @@
+"""``ssft-train --check RECIPE``: a dry validation. The recipe is parsed and validated (as ``ssft-train`` does), the
+models and datasets it names are looked up *offline and without side effects* (no download, no unpacking, no weights
+loaded: config.json at most), and the plan is printed — architecture, method, loss, data, steps / epochs, evaluations.
+Nothing is trained and nothing is written.
+
+A model or dataset that is not here is reported, not fatal, when it can come from elsewhere: a hub id (downloaded when
+online), a BEIR dataset name (downloaded when online), or a licensed / remote collection ssft cannot fetch (Robust04,
+ClueWeb09b, MS MARCO: the recipe's comment says where it comes from). A local path that does not exist is fatal,
+except a run folder another recipe produces first (a teacher): that is reported as "to be trained first".
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ssft.config.recipe import Recipe
+from ssft.config.registry import ADAPTERS, LOSSES, MODELS
+from ssft.core.errors import SsftError
+from ssft.core.hub import ALIASES, PIP_SHIPPED, PIP_SPLIT_ZIP, max_input_length
+from ssft.core.paths import SPEC_FILE, cache_home, data_home
+
+# collections ssft cannot download: where they come from (a recipe at the papers' settings names them)
+REMOTE_DATASETS = {
+    "robust04": "licensed: TREC disks 4 & 5 (NIST, https://trec.nist.gov/data-disks.html) + Robust04 topics/qrels; "
+                "build a BEIR folder (corpus.jsonl, queries.jsonl, qrels/) from them, e.g. with ir_datasets "
+                "'disks45/nocr/trec-robust-2004'",
+    "clueweb09b": "licensed: ClueWeb09 Category B (Lemur project, https://lemurproject.org/clueweb09/) + TREC Web Track "
+                  "2009 topics/qrels; build a BEIR folder from them",
+    "msmarco": "MS MARCO passage (https://microsoft.github.io/msmarco/; BEIR's 'msmarco' zip when online, ~1 GB)",
+    "msmarco-passage": "MS MARCO passage (https://microsoft.github.io/msmarco/); BEIR's 'msmarco' folder",
+    "msmarco-document": "MS MARCO document ranking (https://microsoft.github.io/msmarco/TREC-Deep-Learning-2019); "
+                        "build a BEIR folder from it",
+}
+BEIR_NAMES = {"scifact", "nfcorpus", "fiqa", "arguana", "scidocs", "trec-covid", "nq", "hotpotqa", "quora", "dbpedia-entity",
+              "fever", "climate-fever", "webis-touche2020", "cqadupstack", "msmarco", "signal1m", "trec-news", "robust04",
+              "bioasq"}
+
+
+@dataclass
+class Found:
+    what: str  # e.g. "model.name"
+    name: str
+    where: str | None  # where it was found, or None
+    note: str = ""  # why it is not here, when it is not
+    fatal: bool = False
+
+    def line(self) -> str:
+        if self.where is not None:
+            return f"  {self.what}: {self.name} — {self.where}"
+        return f"  {self.what}: {self.name} — NOT HERE: {self.note}"
+
+
+def model_status(what: str, name: str) -> Found:
+    """Where ``name`` would load from, offline, touching nothing (``ssft.core.hub.resolve_model``'s order)."""
+    local = Path(name).expanduser()
+    if local.exists():
+        if (local / SPEC_FILE).is_file() or (local / "model" / SPEC_FILE).is_file():
+            return Found(what, name, "a saved ssft model (local)")
+        if (local / "config.json").is_file():
+            return Found(what, name, "a transformers folder (local)")
+        return Found(what, name, None, f"{local} exists but holds no config.json nor {SPEC_FILE}", fatal=True)
+    hub_id = ALIASES.get(name, name)
+    try:
+        from huggingface_hub import snapshot_download  # noqa: PLC0415 -- only what --check asks
+
+        if (Path(snapshot_download(hub_id, local_files_only=True)) / "config.json").is_file():
+            return Found(what, name, "the Hugging Face cache")
+    except Exception:  # not cached, or not a repo id
+        pass
+    if hub_id in PIP_SHIPPED:
+        module, sub, pip_name = PIP_SHIPPED[hub_id]
+        spec = importlib.util.find_spec(module)
+        if spec and spec.submodule_search_locations and (Path(list(spec.submodule_search_locations)[0]) / sub).is_dir():
+            return Found(what, name, f"pip package {pip_name}")
+    if hub_id in PIP_SPLIT_ZIP:
+        distributions = PIP_SPLIT_ZIP[hub_id][0]
+        if (cache_home() / "models" / hub_id.replace("/", "--") / "config.json").is_file():
+            return Found(what, name, "unpacked from its pip parts (ssft cache)")
+        try:
+            for dist in distributions:
+                importlib.metadata.distribution(dist)
+            return Found(what, name, f"pip packages {distributions[0]} … {distributions[-1]} (unpacked on first use)")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    if "/" in name and (name.startswith((".", "/", "~")) or name.startswith("runs/")):
+        return Found(what, name, None, "a local folder that does not exist yet (a run folder trained by another recipe "
+                                       "first?)")
+    return Found(what, name, None, "not in the Hugging Face cache nor a pip package: a hub id, downloaded when online")
+
+
+def dataset_status(name: str) -> Found:
+    """The BEIR folder ``data.dataset`` names, looked up locally (``ssft.data.beir.resolve_dataset`` without its
+    download)."""
+    candidates = [Path(name).expanduser()]
+    if data_home() is not None:
+        candidates.append(data_home() / name)
+    candidates.append(cache_home() / "datasets" / name)
+    for folder in candidates:
+        if (folder / "corpus.jsonl").exists() or (folder / "corpus.jsonl.gz").exists():
+            return Found("data.dataset", name, str(folder))
+    key = name.lower().rstrip("/").split("/")[-1]
+    if key in REMOTE_DATASETS:
+        return Found("data.dataset", name, None, REMOTE_DATASETS[key])
+    if key in BEIR_NAMES and "/" not in name:
+        return Found("data.dataset", name, None, "a BEIR dataset, downloaded into the ssft cache when online")
+    home = "" if data_home() is not None else " (SSFT_DATA_HOME is not set)"
+    return Found("data.dataset", name, None, f"no BEIR folder at {' or '.join(map(str, candidates))}{home}", fatal=True)
+
+
+def _config_limit(found: Found) -> int | None:
+    """``max_position_embeddings`` from a local config.json (the rule of ``ssft.core.hub.max_input_length``)."""
+    if found.where is None or "transformers folder" not in found.where:
+        return None
+    return max_input_length(found.name)  # a local folder: resolve_model returns it as it is
+
+
+def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
+    """The plan's lines and every model / dataset lookup (for the caller to decide what is fatal)."""
+    m, a, loss, d, e, t = recipe.model, recipe.adapter, recipe.loss, recipe.data, recipe.eval, recipe.training
+    model_cls = MODELS.get(m.architecture)
+    found = [model_status("model.name", m.name)]
+    if "document_name" in model_cls.model_options and m.document_name:
+        found.append(model_status("model.document_name", m.document_name))
+    loss_config = recipe.loss.config
+    if LOSSES.get(loss.name).needs_teacher and getattr(loss_config, "teacher", None):
+        found.append(model_status("loss.teacher", loss_config.teacher))
+    if recipe.distillation is not None:
+        found.append(model_status("distillation.teacher", recipe.distillation.teacher))
+    found.append(dataset_status(d.dataset))
+    for item in found:
+        limit = _config_limit(item)
+        if limit is not None and item.what in ("model.name", "model.document_name"):
+            for key in ("max_length", "query_max_length"):
+                if getattr(m, key) > limit and not (key == "max_length" and item.what == "model.name" and m.document_name):
+                    raise SsftError(f"{recipe.source}: model.{key}: {getattr(m, key)} is beyond what {item.what} "
+                                    f"'{item.name}' can encode ({limit} tokens)")
+
+    arch = f"{m.architecture} ({model_cls.__name__})"
+    towers = f"query tower {m.name}, document tower {m.document_name}" if getattr(m, "document_name", None) else m.name
+    options = {k: v for k, v in a.options.items()}
+    lines = [f"recipe {recipe.source} (seed {recipe.seed})",
+             f"architecture: {arch}; {towers}; max_length {m.max_length}, query_max_length {m.query_max_length}"]
+    if m.architecture == "dense":
+        lines.append(f"  dense: pooling {m.pooling}, projection_dim {m.projection_dim}, normalize {m.normalize}, "
+                     f"score_scale {m.score_scale:g}" + (f", query_layers {m.query_layers}" if m.query_layers else ""))
+    elif m.architecture == "twin":
+        lines.append(f"  twin: pooling {m.pooling}, scorer {m.scorer}")
+    elif m.architecture == "colbert":
+        lines.append(f"  colbert: colbert_dim {m.colbert_dim}")
+    lines.append(f"method: {a.method}" + (f" {json.dumps(options, default=str)}" if options else "")
+                 + (" (phases: see hybrid epochs)" if ADAPTERS.get(a.method).trains_in_phases else ""))
+    lines.append(f"loss: {loss.name}" + (f" {json.dumps(loss.options, default=str)}" if loss.options else ""))
+    if recipe.distillation is not None:
+        k = recipe.distillation
+        lines.append(f"distillation: {k.teacher_kind} teacher {k.teacher} (pooling {k.teacher_pooling}); weights one-hot "
+                     f"{k.one_hot_weight:g}, score ({k.score_loss}) {k.score_weight:g}, query embedding "
+                     f"{k.query_embedding_weight:g}, document embedding {k.document_embedding_weight:g}"
+                     + ("; documents inherited" if k.inherit_documents else "") + ("; queries only" if k.query_only else ""))
+    lines.append(f"data: {d.dataset}: train {d.train_split}"
+                 + (f" (at most {d.max_train_queries} queries)" if d.max_train_queries else " (all queries)")
+                 + f", {d.num_negatives} {d.negatives} negative(s) per positive"
+                 + (f", at most {d.max_positives_per_query} positive(s) per query" if d.max_positives_per_query else "")
+                 + f"; validation {d.validation_split or 'none'}; test {d.test_split}"
+                 + (f"; fold {d.fold}" if d.fold is not None else ""))
+    batch = int(t.get("per_device_train_batch_size", 8))
+    if int(t.get("max_steps", -1) or -1) > 0:
+        budget = f"{int(t['max_steps'])} steps"
+    elif ADAPTERS.get(a.method).trains_in_phases:
+        budget = f"{options.get('first_epochs')} + {options.get('second_epochs')} epochs ({options.get('mode', 'sequential')})"
+    else:
+        budget = f"{float(t.get('num_train_epochs', 3.0)):g} epoch(s)"
+    if d.max_train_queries and int(t.get("max_steps", -1) or -1) <= 0:
+        budget += f" (≈ {math.ceil(d.max_train_queries / batch)} steps per epoch at one positive per query)"
+    lines.append(f"training: {budget}, batches of {batch} queries, learning rate {t.get('learning_rate', 5e-5)}"
+                 + (f", ranker head {m.head_learning_rate:g}" if m.head_learning_rate else "")
+                 + f"; outputs (not written by --check) in {t.get('output_dir')}")
+    if recipe.callbacks:
+        lines.append("callbacks: " + ", ".join(json.dumps(c) if isinstance(c, dict) else c for c in recipe.callbacks))
+    scored = "full retrieval of the corpus" if model_cls.full_retrieval else f"reranking the top-{e.depth} of {e.first_stage}"
+    lines.append(f"evaluation: {scored}; metrics {', '.join(e.metrics)}"
+                 + (f"; validation each epoch (epoch 0 = the starting model included), best by {e.selection_metric}"
+                    if d.validation_split else "; no validation (the last epoch is kept)")
+                 + (f"; BM25 interpolation {e.interpolation}" if e.interpolation is not None else "")
+                 + (f"; dense-sparse fusion (003 Eq. 7) α {e.fusion}" if e.fusion is not None else ""))
+    return lines, found
+
+
+def check_recipe(recipe: Recipe) -> tuple[str, bool]:
+    """The printed plan and whether the recipe can run here as it is (every model and dataset found)."""
+    lines, found = plan(recipe)
+    fatal = [f for f in found if f.fatal]
+    if fatal:
+        raise SsftError(f"{recipe.source}: {fatal[0].what}: {fatal[0].name}: {fatal[0].note}")
+    lines.append("models and data:")
+    lines += [f.line() for f in found]
+    ready = all(f.where is not None for f in found)
+    lines.append("ready to train here" if ready else "not ready to train here: see NOT HERE above (nothing was written)")
+    return "\n".join(lines), ready
+
+
+__all__ = ["REMOTE_DATASETS", "check_recipe", "dataset_status", "model_status", "plan"]

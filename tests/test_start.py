@@ -1,0 +1,162 @@
+"""Epoch 0 (issue 21, point 8): every run scores its starting model, on validation as a candidate of the best-epoch
+selection and on test as metrics.json's ``start``; a run never hands back a model worse on validation than the one it
+started from."""
+import json
+
+import pytest
+import torch
+from transformers import TrainingArguments
+
+from ssft.config.recipe import recipe_from_dict
+from ssft.data.beir import load_dataset
+from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
+from ssft.data.trec import read_run
+from ssft.losses import PairwiseSoftmaxLoss
+from ssft.models.twin import TwinBert
+from ssft.recipe import ModelConfig
+from ssft.trainer import RankingTrainer
+from ssft.training.callbacks.best_epoch import BestEpochCallback, evaluate_start
+from tests.helpers import write_synthetic_beir
+
+DESTROY = 5.0  # a learning rate that wrecks a full fine-tune in a few AdamW steps
+
+
+@pytest.fixture
+def synthetic(tmp_path):
+    return write_synthetic_beir(tmp_path / "syn", queries=30, docs=24)
+
+
+def _trainer(model_dir, data, out, learning_rate, epochs=2):
+    torch.manual_seed(0)
+    ranker = TwinBert.build(ModelConfig(name=str(model_dir), max_length=32, architecture="twin", scorer="cosine"),
+                            "full", {})
+    ds = load_dataset(str(data))
+    examples = build_examples(ds.qrels("train"), list(ds.corpus), None)
+    args = TrainingArguments(output_dir=str(out), per_device_train_batch_size=4, learning_rate=learning_rate,
+                             num_train_epochs=epochs, eval_strategy="epoch", report_to=[], remove_unused_columns=False,
+                             use_cpu=True, save_strategy="no", dataloader_pin_memory=False, lr_scheduler_type="constant")
+    dev = ds.qrels("dev")
+    pairs = PairDataset({q: dict.fromkeys(ds.corpus, 1.0) for q in dev}, len(ds.corpus), ds)
+    best = BestEpochCallback("nDCG@10")
+    trainer = RankingTrainer(model=ranker, args=args, train_dataset=TrainingGroups(examples, ds, 2), eval_dataset=pairs,
+                             data_collator=RankerCollator(ranker), loss=PairwiseSoftmaxLoss(), eval_qrels=dev,
+                             eval_metrics=["nDCG@10"], callbacks=[best])
+    return trainer, ranker, best
+
+
+def test_epoch_zero_wins_when_training_only_hurts(tiny_model_dir, synthetic, tmp_path):
+    trainer, ranker, best = _trainer(tiny_model_dir, synthetic, tmp_path / "out", DESTROY)
+    start = {n: p.detach().clone() for n, p in ranker.named_parameters()}
+    start_value = evaluate_start(trainer)["eval_nDCG@10"]
+    trainer.train()
+    assert [h["epoch"] for h in best.history] == [0.0, 1.0, 2.0]
+    assert best.history[0]["eval_nDCG@10"] == start_value
+    assert max(h["eval_nDCG@10"] for h in best.history[1:]) < start_value  # the learning rate did destroy the model
+    assert best.best_epoch == 0 and best.start_selected
+    # the run hands back the starting weights, exactly
+    for name, p in ranker.named_parameters():
+        assert torch.equal(p.detach(), start[name]), name
+    ranker.eval()
+    assert trainer.evaluate()["eval_nDCG@10"] == pytest.approx(start_value, abs=1e-9)
+
+
+def test_a_later_epoch_wins_when_it_beats_the_start():
+    """The callback alone, on a toy module: epoch 0 is a candidate like any other, not a favourite."""
+    from types import SimpleNamespace
+
+    model = torch.nn.Linear(2, 1)
+    best = BestEpochCallback("nDCG@10")
+    weights = []
+    for epoch, value in [(None, 0.30), (1.0, 0.45), (2.0, 0.40)]:  # before training the Trainer's epoch is None
+        with torch.no_grad():
+            model.weight.add_(1.0)
+        weights.append(model.weight.detach().clone())
+        best.on_evaluate(None, SimpleNamespace(epoch=epoch, global_step=int(epoch or 0) * 5), None,
+                         metrics={"eval_nDCG@10": value}, model=model)
+    best.on_train_end(None, None, None, model=model)
+    assert [h["epoch"] for h in best.history] == [0.0, 1.0, 2.0]
+    assert best.best_epoch == 1.0 and not best.start_selected and torch.equal(model.weight, weights[1])
+    # the same history with the start on top selects the start
+    best = BestEpochCallback("nDCG@10")
+    for epoch, value in [(None, 0.50), (1.0, 0.45)]:
+        best.on_evaluate(None, SimpleNamespace(epoch=epoch, global_step=int(epoch or 0) * 5), None,
+                         metrics={"eval_nDCG@10": value}, model=model)
+    assert best.start_selected
+
+
+def _recipe(model_dir, data, out, architecture="twin", learning_rate=DESTROY, **model):
+    return recipe_from_dict({
+        "model": {"architecture": architecture, "name": str(model_dir), "max_length": 32, **model},
+        "adapter": {"method": "full"},
+        "data": {"dataset": str(data), "num_negatives": 2, "negatives": "random"},
+        "eval": {"depth": 24, "metrics": ["nDCG@10", "RR@10"]},
+        "training": {"output_dir": str(out), "num_train_epochs": 2, "per_device_train_batch_size": 4,
+                     "learning_rate": learning_rate, "lr_scheduler_type": "constant", "use_cpu": True, "report_to": []},
+    }, "start.yaml")
+
+
+def test_run_reports_start_and_hands_back_the_starting_model(tiny_model_dir, synthetic, tmp_path, monkeypatch, capsys):
+    from ssft.pipeline.run import run_recipe
+
+    out = tmp_path / "run"
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(out / "logs"))
+    results = run_recipe(_recipe(tiny_model_dir, synthetic, out, scorer="cosine"))
+    assert set(results) == {"test", "bm25", "start"}
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["start"] == {"scored": True, "split": "test"}
+    assert info["start_selected"] is True and info["best_validation"]["epoch"] == 0
+    assert [h["epoch"] for h in info["validation_history"]] == [0.0, 1.0, 2.0]
+    # the model handed back is the starting model: its test run is the start's run
+    assert results["test"] == pytest.approx(results["start"], abs=1e-6)
+    assert read_run(out / "run.start.test.trec").keys() == read_run(out / "run.test.trec").keys()
+    assert (out / "per_query.start.test.tsv").is_file()
+    assert json.loads((out / "metrics.json").read_text())["start"] == results["start"]
+    assert "hands back the STARTING weights" in capsys.readouterr().out
+
+
+def test_a_random_head_is_not_scored_on_test(tiny_model_dir, synthetic, tmp_path, monkeypatch):
+    """A cross-encoder (and TwinBERT's combiner) starts with a random scoring head: no 'start' entry, and the reason
+    is in run_info; epoch 0 still takes part in the validation selection."""
+    from ssft.pipeline.run import run_recipe
+
+    out = tmp_path / "run"
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(out / "logs"))
+    results = run_recipe(_recipe(tiny_model_dir, synthetic, out, architecture="cross", learning_rate=1e-3))
+    assert set(results) == {"test", "bm25"}
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["start"]["scored"] is False and "random" in info["start"]["reason"]
+    assert info["validation_history"][0]["epoch"] == 0.0 and len(info["validation_history"]) == 3
+    assert not list(out.glob("*start*"))
+
+
+def test_a_resumed_run_reads_the_start_it_scored_before_the_kill(tmp_path):
+    """On resume the weights have moved: the start entry comes from the run file written before training began."""
+    from types import SimpleNamespace
+
+    from ssft.data.trec import write_run
+    from ssft.eval.metrics import evaluate_run
+    from ssft.pipeline.report import evaluate_start
+
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
+    run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"a": 2.0, "b": 1.0}}
+    recipe = SimpleNamespace(eval=SimpleNamespace(metrics=["nDCG@10", "RR@10"]), data=SimpleNamespace(test_split="test"))
+    built = SimpleNamespace(ranker=SimpleNamespace(ranks_untrained=True, architecture="dense"))
+    inputs = SimpleNamespace(test_qrels=qrels)
+    metrics, info = evaluate_start(recipe, inputs, built, tmp_path, write=True, resumed=True)
+    assert metrics is None and info["scored"] is False and "resumed" in info["reason"]  # no file: said, not guessed
+    write_run(run, tmp_path / "run.start.test.trec")
+    metrics, info = evaluate_start(recipe, inputs, built, tmp_path, write=True, resumed=True)
+    assert info == {"scored": True, "split": "test"}
+    assert metrics == pytest.approx(evaluate_run(qrels, run, ["nDCG@10", "RR@10"])[0]) and metrics["RR@10"] == 0.75
+
+
+def test_without_per_epoch_validation_the_start_is_weighed_against_the_end(tiny_model_dir, synthetic, tmp_path):
+    """training.eval_strategy "no" with a validation set: epoch 0 and the final model are both evaluated, the better
+    is handed back (here the start: the learning rate destroys the model)."""
+    trainer, ranker, best = _trainer(tiny_model_dir, synthetic, tmp_path / "out", DESTROY)
+    trainer.args.eval_strategy = "no"
+    start = {n: p.detach().clone() for n, p in ranker.named_parameters()}
+    evaluate_start(trainer)
+    trainer.train()
+    assert [h["epoch"] for h in best.history] == [0.0, 2.0]  # the start and the end, nothing in between
+    assert best.start_selected and all(torch.equal(p.detach(), start[n]) for n, p in ranker.named_parameters())
