@@ -68,6 +68,11 @@ def test_sequence_classification_checkpoint_scores_as_cross_encoder(sequence_cla
     ranker = build("cross", sequence_classification, method)  # head: classifier, the default
     assert ranker.spec["head"] == "classifier"
     assert torch.allclose(scores(ranker), want, atol=TOL), (scores(ranker), want)
+    assert ranker.ranks_untrained  # a trained head: its start is scored on test (issue 21's epoch 0)
+
+
+def test_a_fresh_cross_encoder_head_does_not_rank_untrained(tiny):
+    assert not build("cross", tiny).ranks_untrained  # a random head: no 'start' entry on test
 
 
 def test_unused_head_is_a_warning_listing_it(sequence_classification, caplog):
@@ -154,8 +159,10 @@ def test_sentence_transformer_checkpoint_modules_are_honoured(tiny, tmp_path, no
     q = loaded.encode_query(QUERIES, convert_to_tensor=True)
     d = loaded.encode_document(DOCUMENTS, convert_to_tensor=True)
     want = (q * d).sum(-1) if not normalize else torch.nn.functional.cosine_similarity(q, d)
-    ranker = build("dense", tmp_path / "st", pooling="cls", normalize=normalize, score_scale=1.0)
+    # model.normalize left at its default (null): the folder's Normalize module, or its absence, decides
+    ranker = build("dense", tmp_path / "st", pooling="cls", score_scale=1.0)
     assert ranker.spec["projection_dim"] == 24 and ranker.spec["query_prompt"] == "query: "
+    assert ranker.spec["normalize"] is normalize and ranker.normalize is normalize
     assert torch.allclose(scores(ranker), want.float(), atol=TOL), (scores(ranker), want)
 
 

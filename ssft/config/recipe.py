@@ -74,7 +74,8 @@ class ModelConfig:
     query_layers: int | list[int] | None = None  # dense: 002's layer-subset student: the first N layers, or a list
     projection_dim: int | None = None  # dense: shared projection size a (000 Eq. 10-11); null = none
     score_scale: float = 20.0  # dense: scores are scale * dot product of the final vectors
-    normalize: bool = True  # dense: L2-normalise the final vectors (false: raw dot product, 003 Eq. 2/5)
+    normalize: bool | None = None  # dense: L2-normalise the final vectors (false: raw dot product, 003 Eq. 2/5); null = as
+    # the checkpoint does (a SentenceTransformer folder's Normalize module), else true
     head: str = "classifier"  # cross: classifier (BERT's pooler + linear, transformers' layout) | cls_linear
 
 

@@ -20,7 +20,8 @@
   the larger size before the shared projection (so W's first columns act on both). A square projection starts
   as the identity (keeps the pretrained geometry); a rectangular one starts at PyTorch's default. ``null``:
   no projection, only L2 normalisation (then the hidden sizes must match).
-- ``model.normalize`` (default true): L2-normalise the final vectors, so the score is a scaled cosine (000 Eq. 11).
+- ``model.normalize``: true L2-normalises the final vectors, so the score is a scaled cosine (000 Eq. 11); the
+  default, null, takes what a SentenceTransformer checkpoint does (a Normalize module or not) and is true otherwise.
   ``false``: the raw dot product of the pooled (projected) states — 003's TCT student (Eq. 2, 5: average-pooled
   states, inner product), with ``score_scale: 1``; 002's teacher (msmarco-bert-base-dot-v5) and 004's encoders
   (Eq. 1) also score by the raw dot product.
@@ -78,7 +79,7 @@ class DenseDualEncoder(BiEncoder):
         if self.pooling not in POOLINGS:
             raise SsftError(f"model.pooling: expected one of {', '.join(POOLINGS)}, got '{self.pooling}'")
         self.score_scale = float(spec.get("score_scale", 20.0))
-        self.normalize = bool(spec.get("normalize", True))
+        self.normalize = spec.get("normalize") is not False  # null (not resolved from a checkpoint): true
         q_dim = backbone.config.hidden_size
         d_dim = document_backbone.config.hidden_size if document_backbone is not None else q_dim
         self.hidden_dim = max(q_dim, d_dim)
@@ -142,15 +143,19 @@ class DenseDualEncoder(BiEncoder):
     @classmethod
     def spec_from_pretrained(cls, spec: dict[str, Any], pretrained) -> None:
         """Besides the prompts (``BiEncoder``): a single linear Dense module is the projection (adopted when
-        ``model.projection_dim`` is null or its size); a Normalize module, or its absence, is checked against
-        ``model.normalize`` (a difference is reported; the recipe's value is used)."""
+        ``model.projection_dim`` is null or its size); a Normalize module, or its absence, decides
+        ``model.normalize: null`` (the default) and is checked against a value the recipe sets (a difference is
+        reported; the recipe's value is used). Anything else than an ST folder: null = true."""
         super().spec_from_pretrained(spec, pretrained)
         modules = pretrained.modules
-        if modules is None or pretrained.kind != "sentence-transformers":
+        from_modules = modules is not None and pretrained.kind == "sentence-transformers"
+        if spec.get("normalize") is None:  # model.normalize: null = as the checkpoint does (a Normalize module or not)
+            spec["normalize"] = modules.normalize if from_modules else True
+        if not from_modules:
             return
-        if modules.normalize != bool(spec.get("normalize", True)):
+        if modules.normalize != spec["normalize"]:
             pretrained.notes.append(f"its modules {'end in' if modules.normalize else 'have no'} a Normalize module, "
-                                    f"model.normalize is {str(bool(spec.get('normalize', True))).lower()} (used)")
+                                    f"model.normalize is {str(spec['normalize']).lower()} (used)")
         dense = _linear_dense(modules)
         if dense is None:
             if modules.dense:

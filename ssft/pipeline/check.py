@@ -145,7 +145,8 @@ def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
     lines = [f"recipe {recipe.source} (seed {recipe.seed})",
              f"architecture: {arch}; {towers}; max_length {m.max_length}, query_max_length {m.query_max_length}"]
     if m.architecture == "dense":
-        lines.append(f"  dense: pooling {m.pooling}, projection_dim {m.projection_dim}, normalize {m.normalize}, "
+        normalize = "null (as the checkpoint)" if m.normalize is None else m.normalize
+        lines.append(f"  dense: pooling {m.pooling}, projection_dim {m.projection_dim}, normalize {normalize}, "
                      f"score_scale {m.score_scale:g}" + (f", query_layers {m.query_layers}" if m.query_layers else ""))
     elif m.architecture == "twin":
         lines.append(f"  twin: pooling {m.pooling}, scorer {m.scorer}")
