@@ -2,10 +2,11 @@
 model through the recipe's training section (bf16 / fp16 are checked for real on a GPU; here, their plumbing)."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
-from ssft.core.errors import SsftError
 from tests.helpers import write_synthetic_beir
 from tests.test_trainer import make_trainer
 
@@ -82,17 +83,25 @@ def test_mixed_precision_from_the_recipe_reaches_the_forward(tiny_model_dir, tin
     assert all(p.dtype == torch.float32 for p in ranker.parameters())
 
 
-def test_bf16_without_support_is_a_one_line_recipe_error(tmp_path):
-    """On a machine without bf16 support (no GPU, use_cpu not set) the recipe fails before anything is written."""
+def test_bf16_on_a_cpu_without_native_bf16_trains_with_a_warning(tmp_path, monkeypatch, caplog):
+    """training.bf16 on a CPU works (issue 19: no training.use_cpu trap); where the CPU only emulates bf16 the
+    run says it is likely slower than float32, before anything is written."""
+    from ssft.core import precision
+    from ssft.pipeline.folder import train_output_folder
+    from ssft.pipeline.run import prepare
     from ssft.recipe import recipe_from_dict
-    from ssft.train import run_recipe
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: bf16 is supported")
     recipe = recipe_from_dict({"training": {"bf16": True, "output_dir": str(tmp_path / "out")},
                                "data": {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}}, "r.yaml")
-    with pytest.raises(SsftError, match=r"r\.yaml: training: .*bf16"):
-        run_recipe(recipe)
+    for native in (False, True):
+        monkeypatch.setattr(precision, "cpu_bf16_native", lambda native=native: native)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="ssft"):
+            plan = prepare(recipe, train_output_folder(tmp_path / "out"), overwrite=False, resume_with_changes=False)
+        assert plan.args.bf16 and plan.args.use_cpu
+        assert ("emulates" in caplog.text) is not native
     assert not (tmp_path / "out").exists()
 
 

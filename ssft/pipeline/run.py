@@ -111,6 +111,9 @@ def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_c
         # transformers accepts bf16 without a GPU only with use_cpu (which accelerate then autocasts on the CPU);
         # without a GPU there is nothing else to train on, so training.bf16 alone is enough
         kwargs.setdefault("use_cpu", True)
+        if kwargs.get("bf16") and not precision.cpu_bf16_native():
+            logger.warning("training.bf16 on a CPU without native bf16 (no amx_bf16 / avx512_bf16 flag): torch emulates "
+                           "it, which is usually slower than float32")
     # TensorBoard goes to this run's logs/ (HF reads the variable when a Trainer is built), unless the user set it
     os.environ["TENSORBOARD_LOGGING_DIR"] = USER_TENSORBOARD_DIR or str(folder.path / "logs")
     try:
