@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -43,6 +44,22 @@ def give_umask_modes(root: Path) -> None:
         if path.is_symlink():
             continue
         os.chmod(path, dir_mode if path.is_dir() else file_mode)
+
+
+def replace_folder(tmp: Path, path: Path) -> None:
+    """Put the complete folder ``tmp`` (beside ``path``) in its place with two renames: a previous ``path`` is
+    moved to ``.<name>.old`` first and removed once the new folder is in place, so a kill leaves one whole folder
+    (``ssft.models.base.remove_stale_save_folders`` puts a lone ``.old`` back). Modes as a plain ``mkdir`` gives."""
+    give_umask_modes(tmp)
+    old = None
+    if path.exists():
+        old = path.with_name(f".{path.name}.old")
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(path, old)
+    os.replace(tmp, path)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)  # the new folder is in place; a leftover .old is removed next time
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -33,7 +33,7 @@ from ssft.adapters.loading import PICKLE_WEIGHTS, load_peft_adapter, refuse_pick
 from ssft.config.registry import ADAPTERS, MODELS
 from ssft.core.errors import SsftError
 from ssft.core.hub import resolve_model
-from ssft.core.io import give_umask_modes
+from ssft.core.io import replace_folder
 from ssft.core.paths import SPEC_FILE
 from ssft.data.tokens import TokenCache
 from ssft.models.interop.checkpoint import Pretrained, account_weights, read_checkpoint, read_weights
@@ -305,16 +305,7 @@ class Ranker(nn.Module):
             save_backbone(self.backbone, tmp, self.spec["base_model"], self._frozen_base())
             self._save_extra(tmp)
             save_file(self.ranker_state(), tmp / "ranker.safetensors")
-            give_umask_modes(tmp)
-            old = None
-            if path.exists():
-                old = path.with_name(f".{path.name}.old")
-                if old.exists():
-                    shutil.rmtree(old)
-                os.replace(path, old)
-            os.replace(tmp, path)
-            if old is not None:
-                shutil.rmtree(old)
+            replace_folder(tmp, path)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

@@ -8,7 +8,6 @@ that fails or is killed never leaves a half-written folder, and an existing fold
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,7 +18,7 @@ from huggingface_hub import HfApi, ModelCard, ModelCardData
 from huggingface_hub.repocard_data import EvalResult
 
 from ssft.core.errors import SsftError
-from ssft.core.io import give_umask_modes
+from ssft.core.io import replace_folder
 from ssft.models.base import load_ranker, saved_model_folder
 from ssft.models.interop.export import export_format, export_model
 
@@ -125,16 +124,7 @@ def export_run(run_dir: str | Path, output: str | Path, fmt: str = "auto", overw
     try:
         info = export_model(ranker, tmp, fmt)
         model_card(ranker.spec, info, recipe, metrics, push_to_hub).save(tmp / "README.md")
-        give_umask_modes(tmp)
-        old = None
-        if output.exists():
-            old = output.with_name(f".{output.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(output, old)
-        os.replace(tmp, output)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_folder(tmp, output)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
