@@ -12,6 +12,7 @@ import torch
 import torch.multiprocessing as mp
 
 from ssft.config.recipe import ModelConfig
+from ssft.core import precision
 from ssft.data.beir import load_dataset
 from ssft.models import corpus
 from ssft.models.corpus import corpus_units, encode_shards, read_manifest, read_shards
@@ -150,6 +151,7 @@ def test_encode_then_retrieve_from_the_saved_index(tiny_model_dir, tiny_dataset,
     direct = [line.split()[:3] for line in (tmp_path / "direct" / "run.trec").read_text().splitlines()]
     saved = [line.split()[:3] for line in (tmp_path / "from-index" / "run.trec").read_text().splitlines()]
     assert saved == direct
-    # an index encoded at another precision is not this model's
+    # an index encoded at another precision than the default (auto: bf16 or fp32, by the CPU) is not this model's
+    other = "fp32" if precision.resolve(precision.DEFAULT) == "bf16" else "bf16"
     assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output",
-                          str(tmp_path / "bf16"), "--index-dir", str(tmp_path / "index"), "--precision", "bf16"]) == 2
+                          str(tmp_path / other), "--index-dir", str(tmp_path / "index"), "--precision", other]) == 2

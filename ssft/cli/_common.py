@@ -71,7 +71,7 @@ def add_precision_argument(parser: argparse.ArgumentParser) -> None:
     that ``--help`` answers without importing torch)."""
     parser.add_argument("--precision", default=None, metavar="{auto,fp32,bf16,int8}",
                         help="inference precision: auto (bf16 where the CPU or GPU computes it natively, else fp32), fp32, "
-                             "bf16 (autocast), int8 (CPU only: dynamically quantised linear layers); default: fp32")
+                             "bf16 (autocast), int8 (CPU only: dynamically quantised linear layers); default: auto")
 
 
 def precision_of(ns: argparse.Namespace) -> str:

@@ -33,7 +33,7 @@ with warnings.catch_warnings():  # torch.ao.quantization's eager API says it mov
     from torch.ao.quantization import quantize_dynamic
 
 PRECISIONS = ("auto", "fp32", "bf16", "int8")
-DEFAULT = "fp32"  # eval.precision and the CLIs' --precision when not given
+DEFAULT = "auto"  # eval.precision and the CLIs' --precision when not given
 RESOLVED = ("fp32", "bf16", "int8")
 # what the root of a model run at a precision carries (a plain attribute, never in the state dict)
 ATTRIBUTE = "inference_precision"
