@@ -10,14 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from tests import bad_cases_base, bad_cases_checkpoint, bad_cases_data, bad_cases_output, bad_cases_recipe, bad_cases_sources
+from tests import (
+    bad_cases_base,
+    bad_cases_checkpoint,
+    bad_cases_data,
+    bad_cases_encode,
+    bad_cases_output,
+    bad_cases_recipe,
+    bad_cases_sources,
+)
 from tests.bad_input_world import PROGS, World, saved_ranker  # noqa: F401  (saved_ranker: a module fixture)
 from tests.cli_runner import run_cli
 
 # flags after the culprit: "real" (a real interpreter, not a fork), "out-may-change" (the case may write into its own
 # output folder, e.g. a resume attempt's log)
 CASES = [*bad_cases_base.CASES, *bad_cases_data.CASES, *bad_cases_recipe.CASES, *bad_cases_output.CASES,
-         *bad_cases_checkpoint.CASES, *bad_cases_sources.CASES]
+         *bad_cases_checkpoint.CASES, *bad_cases_sources.CASES, *bad_cases_encode.CASES]
 
 
 def _snapshot(root: Path, skip: Path) -> dict[str, tuple[int, int]]:
