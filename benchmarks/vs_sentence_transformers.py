@@ -306,12 +306,18 @@ def report(results: list[dict], a) -> str:
     import platform
 
     flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").is_file() else []
-    cpu = ", ".join(f for f in ("avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags) or "none of them"
+    wanted = ("avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
+    cpu = ", ".join(f for f in wanted if f in flags) or "none of them"
+    missing = [f for f in wanted if f not in flags]
+    if missing:  # bf16 on AVX-512 alone is ~2x fp32 here; AMX machines gain more (the 3.4x)
+        cpu += f"; without {', '.join(missing)}"
+    model_name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                       if line.startswith("model name")), "?") if Path("/proc/cpuinfo").is_file() else "?"
     default = next((r.get("precision") for r in results if r.get("precision")), "?")
     lines = ["## ssft vs sentence-transformers: training, reranking and encoding throughput, fp32 and bf16", "",
              f"`python benchmarks/vs_sentence_transformers.py --repeats {a.repeats} --threads {a.threads} --tasks "
              f"{','.join(a.tasks)}` — `{MODEL}` on both sides, {a.dataset} texts, {a.threads} CPU thread(s) each, on "
-             f"{platform.machine()} ({os.cpu_count()} cores, CPU flags {cpu}; shared with other jobs: load average "
+             f"{platform.machine()} ({model_name}, {os.cpu_count()} cores, CPU flags {cpu}; shared with other jobs: load average "
              f"{a.load[0]:.1f} at the start, {a.load[1]:.1f} at the end). Each (task, side, repeat) ran in its own process, "
              "the sides interleaved repeat by repeat (rotating which goes first); figures are medians over the repeats "
              "of the throughput per CPU-second of the worker (one thread: work done / process CPU time — steadier than "
