@@ -222,6 +222,7 @@ def test_a_dual_pooled_cross_encoder_trains_and_is_then_a_teacher(trained_ce, be
     assert set(run_recipe(student)) == {"test", "bm25", "start"}
     served = load_ranker(out / "model")
     assert served.document_teacher is not None and served.spec["document_encoder"]["kind"] == "cross_dual_pooled"
+    assert "inherited from a cross-encoder" in export_refusal(served) and "ssft-retrieve" in export_refusal(served)
     expected = teacher.inheritable_documents().documents(**served.tokenize_documents(DOCUMENTS[:2]))
     with torch.no_grad():
         torch.testing.assert_close(served.encode_documents(DOCUMENTS[:2]).vectors, expected)

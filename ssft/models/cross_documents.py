@@ -32,6 +32,7 @@ class CrossDocumentEncoder(nn.Module):
     """Empty-query document proxies of a cross-encoder's transformer (see the module docstring)."""
 
     cache_document_embeddings = True  # a frozen encoder's corpus vectors go to the on-disk embedding cache
+    exportable = False  # a student inheriting these documents has no SentenceTransformer form (DenseDualEncoder)
 
     def __init__(self, transformer: nn.Module, tokenizer, pooling: str, max_length: int, normalize: bool,
                  reference: dict[str, Any]):
