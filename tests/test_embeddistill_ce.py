@@ -132,6 +132,24 @@ def test_reconstruction_gradients_flow_into_the_backbone(bert_dir):
             pass
 
 
+
+def test_a_lora_dual_pooled_cross_encoder_trains_its_adapter_and_reconstruction_head(bert_dir):
+    from ssft.data.examples import RankerCollator
+    from ssft.losses import ListwiseSoftmaxCELoss
+    from ssft.training.objectives import RankingObjective, TokenReconstructionObjective
+
+    cfg = ModelConfig(architecture="cross", name=str(bert_dir), max_length=64, head="dual_pooled")
+    torch.manual_seed(0)
+    ranker = MODELS.get("cross").build(cfg, "lora", {"r": 2, "alpha": 4}).train()
+    batch = RankerCollator(ranker)([{"query": QUERIES[0], "documents": DOCUMENTS[:2]}])
+    loss, _ = TokenReconstructionObjective(RankingObjective(ListwiseSoftmaxCELoss()), 0.5).compute(ranker, ranker, batch)
+    loss.backward()
+    lora = [p for n, p in ranker.named_parameters() if "lora_" in n]
+    assert lora and all(p.grad is not None for p in lora)
+    assert all(p.grad is not None for p in ranker.reconstruction.parameters())
+    assert not ranker.backbone.base_model.get_input_embeddings().weight.requires_grad  # the tied decoder stays frozen
+
+
 def test_the_reconstruction_head_takes_a_checkpoints_mlm_head(tmp_path):
     from transformers import BertConfig, BertForMaskedLM
 
