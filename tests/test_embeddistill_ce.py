@@ -207,7 +207,7 @@ def test_a_dual_pooled_cross_encoder_trains_and_is_then_a_teacher(trained_ce, be
     from ssft.train import run_recipe
 
     info = json.loads((trained_ce / "run_info.json").read_text())
-    assert info["train_loss"] > 0
+    assert info["train_loss"] > 0 and any("token reconstruction loss (004 §4.2), weight 0.5" in n for n in info["notes"])
     loaded = load_ranker(trained_ce / "model")
     assert loaded.head_kind == "dual_pooled" and loaded.dual_pooling == "segment_mean"
     start = load_ranker(trained_ce / "model")  # the saved weights moved off the pretrained ones
@@ -408,7 +408,7 @@ def test_a_run_generates_its_queries_once_and_keeps_them(bart_dir, bert_dir, tin
     again = generate_queries(model, tok, [r["query"] for r in rows], 2, 0.2, 0.1, 6, batch_size=64)
     assert [r["generated"] for r in rows] == [list(dict.fromkeys(g)) for g in again]  # seeded: the same queries
     info = json.loads((out / "run_info.json").read_text())
-    assert info["train_loss"] > 0
+    assert info["train_loss"] > 0 and any(n.startswith("generated queries (004 App. E)") for n in info["notes"])
 
 
 # ---------------------------------------------------------------- bad input: one line naming the key

@@ -157,6 +157,13 @@ def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str) 
             notes.append(f"distillation (003 Eq. 6): frozen {built.in_loop_teacher.ranker.architecture} teacher "
                          f"{inputs.in_loop_teacher} scores every query x document of each batch; gamma "
                          f"{inputs.loss.gamma:g}, teacher temperature {inputs.loss.temperature:g}")
+    if built.generated is not None:
+        notes.append(f"generated queries (004 App. E): {sum(len(g) for g in built.generated.values())} from "
+                     f"{len(built.generated)} training queries by {distill.generated_queries.model}, in the query "
+                     f"embedding matching only (weight {distill.generated_queries.weight:g})")
+    if recipe.loss.reconstruction_weight:
+        notes.append(f"token reconstruction loss (004 §4.2), weight {recipe.loss.reconstruction_weight:g}, beside "
+                     f"{recipe.loss.name}")
     if inputs.validation_qrels:
         notes.append(f"validation: {len(inputs.validation_qrels)} queries of {d.validation_split}, "
                      f"top-{inputs.validation_depth} of the first stage, best epoch by {e.selection_metric}")
