@@ -452,3 +452,17 @@ def test_bad_values_of_the_new_keys_are_one_line_errors(raw, match):
     with pytest.raises(SsftError, match=match) as err:
         recipe_from_dict(raw, "r.yaml")
     assert str(err.value).startswith("r.yaml: ") and "\n" not in str(err.value)
+
+
+def test_the_inherited_documents_follow_the_teachers_precision(bert_dir):
+    from ssft.core.precision import model_precision
+    from ssft.teachers.cross import load_cross_teacher
+
+    teacher = load_cross_teacher(str(bert_dir), "cls_sep", 64).set_precision("int8")
+    documents = teacher.inheritable_documents()
+    assert model_precision(documents.model) == "int8" and documents.model.backbone.base_model is teacher.model
+    vectors = documents.documents(**documents.model.tokenize_documents(DOCUMENTS))
+    fp32 = load_cross_teacher(str(bert_dir), "cls_sep", 64).inheritable_documents()
+    reference = fp32.documents(**fp32.model.tokenize_documents(DOCUMENTS))
+    assert vectors.shape == reference.shape and not torch.equal(vectors, reference)
+    torch.testing.assert_close(vectors, reference, atol=0.5, rtol=0.2)  # int8: close, not equal

@@ -79,7 +79,9 @@ class DualPooledCrossEncoderTeacher:
         if self._documents is None:
             encoder = CrossDocumentEncoder(self.model, self.tokenizer, self.pooling, self.max_length, self.normalize,
                                            self.reference)
-            if self.precision != "int8":
+            if self.precision == "int8":  # its transformer is the teacher's quantised copy: say so (cache keys)
+                object.__setattr__(encoder, precisions.ATTRIBUTE, "int8")
+            else:
                 precisions.set_precision(encoder, self.precision)
             self._documents = FrozenDense(encoder, self.reference)
         return self._documents
