@@ -466,3 +466,54 @@ def test_the_inherited_documents_follow_the_teachers_precision(bert_dir):
     reference = fp32.documents(**fp32.model.tokenize_documents(DOCUMENTS))
     assert vectors.shape == reference.shape and not torch.equal(vectors, reference)
     torch.testing.assert_close(vectors, reference, atol=0.5, rtol=0.2)  # int8: close, not equal
+
+
+# ---------------------------------------------------------------- several processes
+
+
+DDP_ITEMS = [{"query": QUERIES[i % 3], "documents": [DOCUMENTS[i % 3], DOCUMENTS[(i + 1) % 3]]} for i in range(4)]
+
+
+def _reconstruction_grads(model_dir: str, items: list[dict], wrap=None):
+    from ssft.data.examples import RankerCollator
+    from ssft.losses import ListwiseSoftmaxCELoss
+    from ssft.training.objectives import RankingObjective, TokenReconstructionObjective
+
+    torch.manual_seed(0)
+    ranker = MODELS.get("cross").build(ModelConfig(architecture="cross", name=model_dir, max_length=48,
+                                                   head="dual_pooled"), "full", {}).eval()
+    model = wrap(ranker) if wrap else ranker
+    loss, _ = TokenReconstructionObjective(RankingObjective(ListwiseSoftmaxCELoss()), 0.5).compute(
+        model, ranker, RankerCollator(ranker)(items))
+    loss.backward()
+    return {n: p.grad.detach().clone() for n, p in ranker.named_parameters() if p.grad is not None}
+
+
+def _ddp_worker(rank: int, world: int, init_file: str, model_dir: str, out_file: str) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:  # find_unused_parameters=True: what transformers' Trainer gives a model that is not a PreTrainedModel
+        grads = _reconstruction_grads(model_dir, DDP_ITEMS[2 * rank : 2 * rank + 2],
+                                      wrap=lambda r: DistributedDataParallel(r, find_unused_parameters=True))
+        if rank == 0:
+            torch.save(grads, out_file)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_reconstruction_term_trains_under_ddp(bert_dir, tmp_path, monkeypatch):
+    """The reconstruction head is used inside the forward DDP wraps (a head used outside it is 'marked ready twice'
+    under find_unused_parameters): two processes give the mean of their single-process gradients."""
+    import torch.multiprocessing as mp
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    out_file = tmp_path / "ddp.pt"
+    mp.spawn(_ddp_worker, args=(2, str(tmp_path / "init"), str(bert_dir), str(out_file)), nprocs=2, join=True)
+    ddp = torch.load(out_file)
+    parts = [_reconstruction_grads(str(bert_dir), DDP_ITEMS[2 * r : 2 * r + 2]) for r in range(2)]
+    assert set(ddp) == set(parts[0]) and any(n.startswith("reconstruction.") for n in ddp)
+    for name, grad in ddp.items():
+        torch.testing.assert_close(grad, (parts[0][name] + parts[1][name]) / 2, rtol=1e-4, atol=1e-6, msg=name)

@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -38,9 +38,12 @@ DUAL_POOLED = "dual_pooled"  # model.head of 004's dual-pooled cross-encoder
 
 
 class TokenStates:
-    """What a forward inside ``CrossEncoder.keeping_token_states()`` leaves: its last-layer states and inputs."""
+    """What a forward inside ``CrossEncoder.keeping_token_states(term)`` leaves: its last-layer states and inputs, and
+    ``term(hidden, input_ids, attention_mask)`` computed on them inside the forward."""
 
-    def __init__(self):
+    def __init__(self, term: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None):
+        self.term = term
+        self.value: torch.Tensor | None = None
         self.hidden: torch.Tensor | None = None
         self.input_ids: torch.Tensor | None = None
         self.attention_mask: torch.Tensor | None = None
@@ -92,10 +95,18 @@ class CrossEncoder(Ranker):
         hidden = self.backbone(input_ids, attention_mask, token_type_ids)
         if self.head_kind != DUAL_POOLED:
             return self.score_cls(hidden[:, 0])
-        if self._kept is not None:
-            self._kept.hidden, self._kept.input_ids, self._kept.attention_mask = hidden, input_ids, attention_mask
         q, d = self.proxies(hidden, input_ids, attention_mask, token_type_ids)
-        return (q * d).sum(-1)
+        scores = (q * d).sum(-1)
+        kept = self._kept
+        if kept is None:
+            return scores
+        kept.hidden, kept.input_ids, kept.attention_mask = hidden, input_ids, attention_mask
+        if kept.term is None:
+            return scores
+        kept.value = kept.term(hidden, input_ids, attention_mask)
+        # + 0 x the term: the scores (what DDP's find_unused_parameters traces from the forward's output) reach the
+        # reconstruction head, so several processes see it used in this forward; the scores are unchanged
+        return scores + 0.0 * kept.value
 
     def proxies(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,13 +117,15 @@ class CrossEncoder(Ranker):
                          self.dual_pooling)
 
     @contextmanager
-    def keeping_token_states(self) -> Iterator[TokenStates]:
-        """Forwards inside the block leave their last-layer states (with their graph) in the yielded record: what the
-        reconstruction loss reads of the same forward that scored the batch (``head: dual_pooled``)."""
+    def keeping_token_states(self, term: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+                             ) -> Iterator[TokenStates]:
+        """Forwards inside the block leave their last-layer states (with their graph) in the yielded record, and compute
+        ``term(hidden, input_ids, attention_mask)`` (the reconstruction loss) inside the forward that scored the batch
+        (``head: dual_pooled``; one forward per block)."""
         if self.reconstruction is None:
             raise SsftError(f"the reconstruction loss needs model.head: {DUAL_POOLED}, this cross-encoder's head is "
                             f"'{self.head_kind}'")
-        self._kept = TokenStates()
+        self._kept = TokenStates(term)
         try:
             yield self._kept
         finally:

@@ -144,10 +144,12 @@ class TokenReconstructionObjective(Objective):
         return self.inner.collator(ranker)
 
     def compute(self, model, ranker, inputs):
-        with ranker.keeping_token_states() as kept:
+        def term(hidden, input_ids, attention_mask):  # inside the forward: DDP sees the reconstruction head used there
+            return self.loss(hidden, input_ids, attention_mask, ranker.reconstruction_logits, ranker.special_ids)
+
+        with ranker.keeping_token_states(term) as kept:
             loss, scores = self.inner.compute(model, ranker, inputs)
-        reconstruction = self.loss(kept.hidden, kept.input_ids, kept.attention_mask, ranker.reconstruction_logits,
-                                   ranker.special_ids)
+        reconstruction = kept.value
         self.last_parts = {"ranking": float(loss.detach()), "reconstruction": float(reconstruction.detach())}
         return loss + self.weight * reconstruction, scores
 
