@@ -133,6 +133,26 @@ def test_reconstruction_gradients_flow_into_the_backbone(bert_dir):
 
 
 
+def test_score_distillation_from_another_cross_encoders_scores_takes_the_reconstruction_term_too(bert_dir):
+    """004 converts a [CLS] cross-encoder by score distillation: the scored form of data.train (teacher_scores)
+    with margin_mse / listwise_kl, plus the reconstruction term on the same forward."""
+    from ssft.data.examples import RankerCollator
+    from ssft.losses import ListwiseKLLoss
+    from ssft.training.objectives import PrecomputedDistillationObjective, TokenReconstructionObjective, objective_for
+
+    ranker = cross(bert_dir).eval()
+    items = [{"query": QUERIES[0], "documents": DOCUMENTS[:2], "teacher_scores": [3.0, -1.0]},
+             {"query": QUERIES[1], "documents": DOCUMENTS[1:], "teacher_scores": [2.0, 0.5]}]
+    objective = objective_for(ListwiseKLLoss(), None, 0.25)
+    assert isinstance(objective, TokenReconstructionObjective)
+    assert isinstance(objective.inner, PrecomputedDistillationObjective)
+    batch = RankerCollator(ranker)(items)
+    loss, scores = objective.compute(ranker, ranker, dict(batch))
+    plain, plain_scores = PrecomputedDistillationObjective(ListwiseKLLoss()).compute(ranker, ranker, dict(batch))
+    torch.testing.assert_close(scores, plain_scores)  # the + 0 x term leaves the scores as they are
+    assert float(loss.detach()) == pytest.approx(float(plain) + 0.25 * objective.last_parts["reconstruction"], rel=1e-5)
+
+
 def test_a_lora_dual_pooled_cross_encoder_trains_its_adapter_and_reconstruction_head(bert_dir):
     from ssft.data.examples import RankerCollator
     from ssft.losses import ListwiseSoftmaxCELoss
