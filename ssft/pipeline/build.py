@@ -155,7 +155,7 @@ def distillation_objective(recipe: Recipe, ranker, inputs: RunInputs,
 
 def count(recipe: Recipe, ranker) -> Parameters:
     trainable, total = count_parameters(ranker)
-    head = sum(p.numel() for p in ranker.head_parameters())
+    head = sum(p.numel() for p in ranker.head_parameters() if p.requires_grad)  # a frozen unused head is not trained
     logger.info("model %s (%s, method %s): %s trainable of %s parameters (%.3f%%; ranker head %s)",
                 recipe.model.name, recipe.model.architecture, recipe.adapter.method, f"{trainable:,}", f"{total:,}",
                 100 * trainable / total, f"{head:,}")
