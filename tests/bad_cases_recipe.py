@@ -108,6 +108,27 @@ CASES: list[tuple] = [
      "model.colbert_dim: only for model.architecture 'colbert', not 'cross'"),
     ("train-twin-scorer-on-dense", "ssft.train", lambda w: _train(w, "model.architecture=dense", "model.scorer=dot"),
      "model.scorer: only for model.architecture 'twin', not 'dense'"),
+    # ---- issue 21, 004's CE parts: the reconstruction loss needs a dual-pooled cross-encoder; dual pooling, generated
+    # queries and a cross-encoder teacher's query-only training are checked before anything is written
+    ("train-reconstruction-without-dual-pooling", "ssft.train", lambda w: _train(w, "loss.reconstruction_weight=0.1"),
+     "loss.reconstruction_weight: the token reconstruction loss (004 §4.2) trains a model.architecture 'cross' with "
+     "model.head 'dual_pooled', not 'cross' with head 'classifier'"),
+    ("train-dual-pooling-unknown", "ssft.train",
+     lambda w: _train(w, "model.head=dual_pooled", "model.dual_pooling=mean"),
+     "model.dual_pooling: expected cls_sep or segment_mean, got 'mean'"),
+    ("train-generated-queries-bad-sigma", "ssft.train",
+     lambda w: _train(w, "model.architecture=dense", "adapter=full", f"distillation.teacher={w.model}",
+                      f"distillation.generated_queries={{model: {w.model}, sigma: -1}}"),
+     "distillation.generated_queries.sigma: must be >= 0, got -1"),
+    ("train-generated-queries-not-seq2seq", "ssft.train",
+     lambda w: _train(w, "model.architecture=dense", "adapter=full", f"distillation.teacher={w.model}",
+                      "distillation.inherit_documents=true", f"distillation.generated_queries={{model: {w.model}}}"),
+     "is a 'bert' model, not an encoder-decoder (seq2seq) model"),
+    ("train-cross-teacher-query-only", "ssft.train",
+     lambda w: _train(w, "model.architecture=dense", "adapter=full", f"distillation.teacher={w.model}",
+                      "distillation.teacher_kind=cross_dual_pooled", "distillation.teacher_pooling=cls_sep",
+                      "distillation.inherit_documents=true", "distillation.query_only=true"),
+     "distillation.query_only: a cross-encoder teacher's query embedding depends on the document"),
     # ---- issue 21: ssft-train --check on a dataset that is nowhere; a fold file beside a random-split seed
     ("train-check-dataset-missing", "ssft.train", lambda w: ["--check", *_train(w, f"data.dataset={w.root / 'nodata'}")],
      "data.dataset"),

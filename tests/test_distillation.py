@@ -376,9 +376,12 @@ def test_run_recipe_with_a_cross_encoder_teacher(teacher_dir, tiny_dataset, tmp_
     assert set(run_recipe(recipe)) == {"test", "bm25", "start"}
     with pytest.raises(SsftError, match="cls_sep or segment_mean"):
         _recipe(teacher_dir, tiny_dataset, out, {"teacher_kind": "cross_dual_pooled"})
-    with pytest.raises(SsftError, match="no document index to inherit"):
+    with pytest.raises(SsftError, match="query embedding depends on the document"):
         _recipe(teacher_dir, tiny_dataset, out, {"teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep",
-                                                 "inherit_documents": True})
+                                                 "inherit_documents": True, "query_only": True})
+    # inheriting its empty-query document embeddings (004 §5.3) is allowed: tests/test_embeddistill_ce.py
+    _recipe(teacher_dir, tiny_dataset, out, {"teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep",
+                                             "inherit_documents": True})
 
 
 def test_full_fine_tuning_can_keep_the_word_embeddings_fixed(teacher_dir, tmp_path):
@@ -447,12 +450,13 @@ def test_a_dense_teacher_by_name_may_score_by_the_raw_dot_product(tiny_model_dir
 
 
 def test_a_cross_teacher_may_score_by_the_inner_product_of_its_proxies(teacher_dir):
-    """004 App. B: s_t(q, d) = <emb_q, emb_d> of the dual-pooled proxies; teacher_normalize false keeps them raw (score
-    scale 1), the default normalises them (20 x cosine)."""
+    """004 App. B: s_t(q, d) = <emb_q, emb_d> of the dual-pooled proxies, raw (score scale 1): the default;
+    teacher_normalize true normalises them (20 x cosine)."""
+    from ssft.pipeline.inputs import load_distillation_teacher
     from ssft.teachers.cross import load_cross_teacher
 
-    cosine = load_cross_teacher(str(teacher_dir), "segment_mean", 64)
-    inner = load_cross_teacher(str(teacher_dir), "segment_mean", 64, normalize=False)
+    cosine = load_cross_teacher(str(teacher_dir), "segment_mean", 64, normalize=True)
+    inner = load_cross_teacher(str(teacher_dir), "segment_mean", 64)
     assert (cosine.score_scale, inner.score_scale) == (20.0, 1.0) and inner.reference["normalize"] is False
     tok = inner.tokenizer(QUERIES[:2], DOCUMENTS[:2], padding=True, return_tensors="pt", return_token_type_ids=True)
     q_raw, d_raw = inner.pairs(tok["input_ids"], tok["attention_mask"], tok["token_type_ids"])
@@ -462,3 +466,9 @@ def test_a_cross_teacher_may_score_by_the_inner_product_of_its_proxies(teacher_d
     torch.testing.assert_close(torch.nn.functional.normalize(d_raw, dim=1), d_cos)
     recipe_from_dict({"model": {"architecture": "dense"}, "distillation": {
         "teacher": "x", "teacher_kind": "cross_dual_pooled", "teacher_pooling": "cls_sep", "teacher_normalize": False}})
+    # teacher_normalize null (the default): a cross teacher scores by the inner product, a dense one by 20 x cosine
+    for kind, pooling, scale in (("cross_dual_pooled", "cls_sep", 1.0), ("dense", "mean", 20.0)):
+        recipe = recipe_from_dict({"model": {"architecture": "dense", "name": str(teacher_dir)}, "distillation": {
+            "teacher": str(teacher_dir), "teacher_kind": kind, "teacher_pooling": pooling}})
+        assert recipe.distillation.teacher_normalize is None
+        assert load_distillation_teacher(recipe).score_scale == scale

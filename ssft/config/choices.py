@@ -6,17 +6,18 @@ from __future__ import annotations
 POOLINGS = ("mean", "cls")
 SCORERS = ("combiner", "cosine", "dot")
 # model.head (cross): ssft.models.cross
-CROSS_HEADS = ("classifier", "cls_linear")
+CROSS_HEADS = ("classifier", "cls_linear", "dual_pooled")
 
 # distillation (ssft.training.distillation, ssft.teachers)
 TEACHER_KINDS = ("dense", "cross_dual_pooled")  # distillation.teacher_kind
-DUAL_POOLINGS = ("cls_sep", "segment_mean")  # distillation.teacher_pooling of a cross_dual_pooled teacher (ssft.teachers.cross)
+DUAL_POOLINGS = ("cls_sep", "segment_mean")  # model.dual_pooling (cross), distillation.teacher_pooling of a cross teacher
 SCORE_LOSSES = ("softmax_ce", "bce", "mse")  # distillation.score_loss (ssft.losses.score_distillation)
 EMBEDDING_DISTANCES = ("l2", "mse")  # distillation.embedding_distance (ssft.losses.embedding_match)
+GENERATION_DECODINGS = ("greedy", "sample")  # distillation.generated_queries.decoding (ssft.data.query_generation)
 
 # data.negatives
 NEGATIVES = ("bm25", "random")
 TRAIN_FORMS = ("auto", "text", "ids", "scored")  # data.train_format (ssft.data.hf_sources)
 
-__all__ = ["CROSS_HEADS", "DUAL_POOLINGS", "EMBEDDING_DISTANCES", "NEGATIVES", "POOLINGS", "SCORERS", "SCORE_LOSSES",
-           "TEACHER_KINDS", "TRAIN_FORMS"]
+__all__ = ["CROSS_HEADS", "DUAL_POOLINGS", "EMBEDDING_DISTANCES", "GENERATION_DECODINGS", "NEGATIVES", "POOLINGS",
+           "SCORERS", "SCORE_LOSSES", "TEACHER_KINDS", "TRAIN_FORMS"]

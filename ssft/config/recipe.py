@@ -42,6 +42,7 @@ from ssft.config.choices import (
     CROSS_HEADS,
     DUAL_POOLINGS,
     EMBEDDING_DISTANCES,
+    GENERATION_DECODINGS,
     NEGATIVES,
     POOLINGS,
     SCORE_LOSSES,
@@ -76,7 +77,8 @@ class ModelConfig:
     score_scale: float = 20.0  # dense: scores are scale * dot product of the final vectors
     normalize: bool | None = None  # dense: L2-normalise the final vectors (false: raw dot product, 003 Eq. 2/5); null = as
     # the checkpoint does (a SentenceTransformer folder's Normalize module), else true
-    head: str = "classifier"  # cross: classifier (BERT's pooler + linear, transformers' layout) | cls_linear
+    head: str = "classifier"  # cross: classifier (BERT's pooler + linear, transformers' layout) | cls_linear | dual_pooled
+    dual_pooling: str = "cls_sep"  # cross with head dual_pooled (004 App. B): cls_sep (Eq. 14) | segment_mean (Eq. 15)
 
 
 class _NamedSection:
@@ -132,6 +134,8 @@ class LossSection(_NamedSection):
 
     name: str = "pairwise_softmax"
     options: dict[str, Any] = field(default_factory=dict)  # validated by the loss's own config class (``config``)
+    # + this weight x 004 §4.2's token reconstruction loss, beside whichever loss (a dual-pooled cross-encoder); 0 = off
+    reconstruction_weight: float = 0.0
     _parsed: tuple[str, dict[str, Any], Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -175,13 +179,31 @@ class EvalConfig:
 
 
 @dataclass
+class GeneratedQueriesConfig:
+    """004 §4.3 / App. E: queries generated from the training queries by a seq2seq model, x' = Dec(Enc(x) + eps), once
+    before training (``ssft.data.query_generation``); they enter the query embedding matching loss only (Eq. 7 on Q')."""
+
+    model: str = ""  # hub id / folder of a transformers encoder-decoder (004: BART-base)
+    per_query: int = 2  # generated queries per training query (App. E: two)
+    sigma: float = 0.1  # std of the isotropic Gaussian noise on the encoder states (§5: 0.1 or 0.2)
+    mask_probability: float = 0.1  # each query token replaced by the mask token with this probability (§5: 10 %)
+    max_length: int = 32  # new tokens decoded at most
+    decoding: str = "greedy"  # greedy | sample
+    weight: float = 1.0  # of Eq. 7 on the generated queries
+    seed: int = 0  # the masks, the noise (and sampling) are drawn from this seed
+
+
+@dataclass
 class DistillationConfig:
     """A teacher and the distillation objective (``ssft.training.distillation``); absent = no distillation."""
 
     teacher: str = ""  # hub id / folder of a transformers model (a sentence embedder), or a saved ssft model
     teacher_kind: str = "dense"  # dense | cross_dual_pooled (CE -> DE, 004 §4.2)
     teacher_pooling: str = "mean"  # dense teacher by name: mean | cls; cross_dual_pooled: cls_sep | segment_mean
-    teacher_normalize: bool = True  # 20 x cosine; false = raw dot product (002's msmarco-*-dot; 004 App. B's CE proxies)
+    # true: 20 x cosine; false: the raw dot product (002's msmarco-*-dot; 004 App. B's CE proxies); null = as the teacher
+    # scores: a dense teacher by name 20 x cosine (sentence-transformers' cosine models), a cross-encoder the inner
+    # product of its proxies (004 App. B)
+    teacher_normalize: bool | None = None
     inherit_documents: bool = False  # asymmetric student: the teacher encodes the documents, only queries train
     query_only: bool = False  # train on query texts alone (002): needs inherit_documents
     query_splits: list[str] = field(default_factory=lambda: ["train"])  # query_only: the queries of these qrels splits
@@ -193,6 +215,7 @@ class DistillationConfig:
     document_embedding_weight: float = 0.0  # document embedding matching (004 Eq. 8; a student with its own documents)
     embedding_distance: str = "l2"  # l2 (Eq. 7-8, 002 §2.2) | mse (002 §3.3)
     keep_teacher_corpus: bool = True  # fill the teacher's document embeddings from its (cached) corpus index first
+    generated_queries: GeneratedQueriesConfig | None = None  # 004 §4.3 / App. E: extra queries for Eq. 7 only
 
 
 @dataclass
@@ -213,7 +236,8 @@ class Recipe:
             "seed": self.seed,
             "model": dataclasses.asdict(self.model),
             "adapter": {"method": self.adapter.method, **self.adapter.options},
-            "loss": {"name": self.loss.name, **self.loss.options},
+            "loss": {"name": self.loss.name, **self.loss.options,
+                     **({"reconstruction_weight": self.loss.reconstruction_weight} if self.loss.reconstruction_weight else {})},
             "data": dataclasses.asdict(self.data),
             "training": dict(self.training),
             "eval": dataclasses.asdict(self.eval),
@@ -299,6 +323,9 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
     recipe.eval = parse_dataclass(EvalConfig, raw.get("eval"), f"{source}: eval")
     recipe.adapter = _named_section(AdapterSection, raw.get("adapter"), "method", "full", f"{source}: adapter")
     recipe.loss = _named_section(LossSection, raw.get("loss"), "name", "pairwise_softmax", f"{source}: loss")
+    if "reconstruction_weight" in recipe.loss.options:  # beside any loss: not one loss's option
+        recipe.loss.reconstruction_weight = coerce(recipe.loss.options.pop("reconstruction_weight"), float,
+                                                   f"{source}: loss.reconstruction_weight")
     callbacks = raw.get("callbacks") or []
     if not isinstance(callbacks, list) or not all(
             isinstance(c, str) or (isinstance(c, dict) and isinstance(c.get("name"), str)) for c in callbacks):
@@ -307,6 +334,10 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
     recipe.training = _training_section(raw.get("training"), source)
     if raw.get("distillation") is not None:
         recipe.distillation = parse_dataclass(DistillationConfig, raw["distillation"], f"{source}: distillation")
+        generated = recipe.distillation.generated_queries
+        if generated is not None:
+            recipe.distillation.generated_queries = parse_dataclass(GeneratedQueriesConfig, generated,
+                                                                    f"{source}: distillation.generated_queries")
     _expand_paths(recipe)
     _validate_numbers(recipe, source)
     _validate_semantics(recipe, source)
@@ -327,6 +358,8 @@ def _expand_paths(recipe: Recipe) -> None:
         recipe.loss.options["teacher"] = expand(recipe.loss.options["teacher"])
     if recipe.distillation is not None:
         recipe.distillation.teacher = expand(recipe.distillation.teacher)
+        if recipe.distillation.generated_queries is not None:
+            recipe.distillation.generated_queries.model = expand(recipe.distillation.generated_queries.model)
     recipe.training["output_dir"] = expand(recipe.training["output_dir"])  # outputs and checkpoints in one folder
 
 
@@ -519,6 +552,11 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
         raise SsftError(f"{source}: model.pooling: expected one of {', '.join(POOLINGS)}, got '{m.pooling}'")
     if m.head not in CROSS_HEADS:
         raise SsftError(f"{source}: model.head: expected one of {', '.join(CROSS_HEADS)}, got '{m.head}'")
+    if m.dual_pooling not in DUAL_POOLINGS:
+        raise SsftError(f"{source}: model.dual_pooling: expected {' or '.join(DUAL_POOLINGS)}, got '{m.dual_pooling}'")
+    if m.dual_pooling != ModelConfig.dual_pooling and m.head != "dual_pooled":
+        raise SsftError(f"{source}: model.dual_pooling: only with model.head: dual_pooled, not '{m.head}'")
+    _validate_reconstruction(recipe, source, model_cls)
     if m.scorer not in SCORERS:
         raise SsftError(f"{source}: model.scorer: expected one of {', '.join(SCORERS)}, got '{m.scorer}'")
     if adapter_cls.needs_towers and not model_cls.bi_encoder:
@@ -553,6 +591,19 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
     parse_measures(e.metrics, f"{source}: eval.metrics")
     parse_measures([e.selection_metric], f"{source}: eval.selection_metric")
     check_precision(e.precision, f"{source}: eval.precision")
+
+
+def _validate_reconstruction(recipe: Recipe, source: str, model_cls) -> None:
+    """loss.reconstruction_weight (004 §4.2): a ranker whose head carries a token-reconstruction head."""
+    weight = recipe.loss.reconstruction_weight
+    if weight < 0:
+        raise SsftError(f"{source}: loss.reconstruction_weight: must be >= 0, got {weight:g}")
+    if weight and (recipe.model.head not in model_cls.reconstruction_heads or "head" not in model_cls.model_options):
+        readers = MODELS.matching(lambda c: bool(c.reconstruction_heads))
+        heads = sorted({h for name in readers for h in MODELS.get(name).reconstruction_heads})
+        raise SsftError(f"{source}: loss.reconstruction_weight: the token reconstruction loss (004 §4.2) trains a "
+                        f"model.architecture {_either(readers)} with model.head {_either(heads)}, not "
+                        f"'{recipe.model.architecture}' with head '{recipe.model.head}'")
 
 
 def _validate_fusion(recipe: Recipe, source: str, model_cls) -> None:
@@ -682,9 +733,10 @@ def _validate_distillation(recipe: Recipe, source: str, model_cls, adapter_cls, 
     if k.teacher_pooling not in poolings:
         raise SsftError(f"{where}.teacher_pooling: a {k.teacher_kind} teacher pools {' or '.join(poolings)}, "
                         f"got '{k.teacher_pooling}'")
-    if k.teacher_kind == "cross_dual_pooled" and (k.inherit_documents or k.query_only):
-        raise SsftError(f"{where}: a cross-encoder teacher has no document index to inherit and needs (query, document) "
-                        f"pairs; set inherit_documents and query_only to false")
+    if k.teacher_kind == "cross_dual_pooled" and k.query_only:
+        # its query proxy is computed with a document (Eq. 14 / 15 pool the pair): a query alone has none to match
+        raise SsftError(f"{where}.query_only: a cross-encoder teacher's query embedding depends on the document it is "
+                        f"paired with; train on (query, document) groups (query_only: false)")
     if k.score_loss not in SCORE_LOSSES:
         raise SsftError(f"{where}.score_loss: expected one of {', '.join(SCORE_LOSSES)}, got '{k.score_loss}'")
     if k.embedding_distance not in EMBEDDING_DISTANCES:
@@ -717,6 +769,8 @@ def _validate_distillation(recipe: Recipe, source: str, model_cls, adapter_cls, 
         if k.document_embedding_weight:
             raise SsftError(f"{where}.document_embedding_weight: an inherited document encoder is the teacher's own "
                             f"(Eq. 8 is 0); set it to 0")
+    if k.generated_queries is not None:
+        _validate_generated_queries(k.generated_queries, f"{where}.generated_queries", k)
     if adapter_cls.trains_in_phases:
         raise SsftError(f"{where}: a hybrid schedule does not combine with distillation; use one adapter.method")
     for entry in recipe.callbacks:
@@ -726,6 +780,27 @@ def _validate_distillation(recipe: Recipe, source: str, model_cls, adapter_cls, 
                             f"scores only the batch's documents)")
 
 
+def _validate_generated_queries(g: GeneratedQueriesConfig, where: str, k: DistillationConfig) -> None:
+    """distillation.generated_queries (004 App. E)."""
+    if not g.model:
+        raise SsftError(f"{where}.model: name the seq2seq generator (a hub id or folder, e.g. facebook/bart-base)")
+    if g.per_query < 1:
+        raise SsftError(f"{where}.per_query: must be >= 1, got {g.per_query}")
+    if g.sigma < 0:
+        raise SsftError(f"{where}.sigma: must be >= 0, got {g.sigma:g}")
+    if not 0.0 <= g.mask_probability < 1.0:
+        raise SsftError(f"{where}.mask_probability: must be in [0, 1), got {g.mask_probability:g}")
+    if g.max_length < 1:
+        raise SsftError(f"{where}.max_length: must be >= 1, got {g.max_length}")
+    if g.decoding not in GENERATION_DECODINGS:
+        raise SsftError(f"{where}.decoding: expected {_either(list(GENERATION_DECODINGS))}, got '{g.decoding}'"
+                        f"{closest(g.decoding, GENERATION_DECODINGS)}")
+    if g.weight <= 0:
+        raise SsftError(f"{where}.weight: must be > 0 (remove generated_queries to train without them), got {g.weight:g}")
+    if not 0 <= g.seed < SEED_RANGE:
+        raise SsftError(f"{where}.seed: must be in [0, 2**32), got {g.seed}")
+
+
 __all__ = ["DEFAULT_METRICS", "SEED_RANGE", "YAML_MAX_VALUES", "AdapterSection", "DataConfig", "DistillationConfig",
-           "EvalConfig", "LossSection", "ModelConfig", "Recipe", "apply_override", "check_model", "load_recipe",
-           "recipe_from_dict", "safe_load_strict"]
+           "EvalConfig", "GeneratedQueriesConfig", "LossSection", "ModelConfig", "Recipe", "apply_override", "check_model",
+           "load_recipe", "recipe_from_dict", "safe_load_strict"]

@@ -36,8 +36,9 @@ LOCK = ".ssft.lock"
 
 # what ssft-train writes into its output folder (logs: only when ssft chose that TensorBoard folder; sweep.log: what
 # ssft-sweep writes into a run's folder before it starts ssft-train there)
+GENERATED_QUERIES = "generated_queries.jsonl"  # distillation.generated_queries (004 App. E): what the run generated
 TRAIN_OUTPUTS = ("metrics.json", "run_info.json", "README.md", "recipe.yaml", "model", "logs", "checkpoint-*",
-                 "phase-*", "run.*.trec", "per_query.*.tsv", "sweep.log")
+                 "phase-*", "run.*.trec", "per_query.*.tsv", "sweep.log", GENERATED_QUERIES)
 # what ssft-rerank / ssft-retrieve write into theirs
 RERANK_OUTPUTS = ("metrics.json", "run.trec", "run.*.trec", "per_query.*.tsv")
 RETRIEVE_OUTPUTS = ("metrics.json", "run.trec", "run.*.trec", "per_query.*.tsv", "fusion.json")

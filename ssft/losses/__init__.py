@@ -2,7 +2,9 @@
 the distillation loss ``tct`` (``needs_teacher``): student and teacher scores of every query against every
 document of the batch (``RankingTrainer`` scores the batch with the teacher); and the distillation losses on
 precomputed teacher scores (``needs_teacher_scores``: ``margin_mse``, ``listwise_kl``), which take the student's and
-the teacher's scores of each query's candidate list."""
+the teacher's scores of each query's candidate list. Beside them, not a ``loss.name``: the auxiliary terms
+``embedding_match`` and ``score_distillation`` (the ``distillation`` section) and ``token_reconstruction``
+(``loss.reconstruction_weight``, 004 §4.2)."""
 from ssft.losses.base import RankingLoss
 from ssft.losses.bce import PointwiseBCELoss
 from ssft.losses.contrastive import ContrastiveLoss

@@ -209,6 +209,9 @@ class Ranker(nn.Module):
     in_batch_negatives: bool = False  # training rows from forward(..., group_size=g): every document of the batch
     cache_document_embeddings: bool = False  # a frozen model's document representations go to the on-disk cache
     distillation_student: bool = False  # can be the student of a recipe's distillation section (a dense teacher)
+    # model.head values whose ranker carries a token-reconstruction head (loss.reconstruction_weight, 004 §4.2):
+    # ``keeping_token_states()`` and ``reconstruction_logits(states)``
+    reconstruction_heads: tuple[str, ...] = ()
     # the model as built ranks before any training (no freshly initialised, random scoring head): ssft-train scores it
     # on the test split as the run's 'start' entry; a subclass whose head may be random overrides it
     ranks_untrained: bool = True

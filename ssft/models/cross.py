@@ -9,23 +9,58 @@
   as the checkpoint does); what the checkpoint lacks starts at random.
 - ``cls_linear``: a linear layer on the raw [CLS] state (001 §3.1; what ssft runs saved before ``model.head``
   existed hold — their spec has no ``head`` and loads as this).
+- ``dual_pooled`` (004 §4.2, App. B): no scoring layer; ``model.dual_pooling`` (``cls_sep``, Eq. 14, or
+  ``segment_mean``, Eq. 15; ``ssft.models.dual_pooling``) takes proxy query and document embeddings from the last
+  layer and the score is their inner product, s(q, d) = <emb_q(q,d), emb_d(q,d)>. The model carries a
+  token-reconstruction head (``ssft.models.token_reconstruction``) for the reconstruction loss 004 trains it with
+  (``loss.reconstruction_weight``, ``ssft.losses.token_reconstruction``); the head is not used for scoring. A run
+  trained so is directly a ``distillation.teacher`` of ``teacher_kind: cross_dual_pooled``. It ranks untrained (the
+  inner product of pretrained states), so epoch 0 is scored on test too; it has no sequence-classification form
+  (``export_refusal``).
 """
 from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
 
 from ssft.adapters.backbone import Backbone
-from ssft.config.choices import CROSS_HEADS
+from ssft.config.choices import CROSS_HEADS, DUAL_POOLINGS
 from ssft.core.errors import SsftError
 from ssft.models.base import Pretrained, Ranker
+from ssft.models.dual_pooling import dual_pool, segment_ids
 from ssft.models.interop.checkpoint import classifier_head
+from ssft.models.token_reconstruction import TokenReconstructionHead
+
+DUAL_POOLED = "dual_pooled"  # model.head of 004's dual-pooled cross-encoder
+
+
+class TokenStates:
+    """What a forward inside ``CrossEncoder.keeping_token_states(term)`` leaves: its last-layer states and inputs, and
+    ``term(hidden, input_ids, attention_mask)`` computed on them inside the forward."""
+
+    def __init__(self, term: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None):
+        self.term = term
+        self.value: torch.Tensor | None = None
+        self.hidden: torch.Tensor | None = None
+        self.input_ids: torch.Tensor | None = None
+        self.attention_mask: torch.Tensor | None = None
 
 
 class CrossEncoder(Ranker):
     architecture = "cross"
-    model_options = ("head",)
+    model_options = ("head", "dual_pooling")
     ranks_untrained = False  # the ranker head starts random (001 §3.1): the untrained model cannot rank
+    reconstruction_heads = (DUAL_POOLED,)  # model.head values that carry a token-reconstruction head (Ranker)
+
+    @classmethod
+    def build_spec(cls, model_cfg, method: str, options: dict) -> dict:
+        spec = super().build_spec(model_cfg, method, options)
+        if spec.get("head") != DUAL_POOLED:
+            spec.pop("dual_pooling", None)  # read by the dual-pooled head only
+        return spec
 
     def __init__(self, backbone: Backbone, tokenizer, spec):
         super().__init__(backbone, tokenizer, spec)
@@ -34,6 +69,18 @@ class CrossEncoder(Ranker):
         if self.head_kind not in CROSS_HEADS:
             raise SsftError(f"model.head: expected one of {', '.join(CROSS_HEADS)}, got '{self.head_kind}'")
         self.dropout = nn.Dropout(getattr(config, "hidden_dropout_prob", 0.1))
+        self.reconstruction = None
+        self._kept: TokenStates | None = None
+        if self.head_kind == DUAL_POOLED:
+            self.dual_pooling = spec.get("dual_pooling", "cls_sep")
+            if self.dual_pooling not in DUAL_POOLINGS:
+                raise SsftError(f"model.dual_pooling: expected {' or '.join(DUAL_POOLINGS)}, got '{self.dual_pooling}'")
+            self.special_ids = set(tokenizer.all_special_ids)
+            self.sep_id = tokenizer.sep_token_id
+            self.pooler = self.head = None
+            self.reconstruction = TokenReconstructionHead(config)
+            self.ranks_untrained = True  # no random scoring layer: the pretrained states rank as they are
+            return
         if self.head_kind == "classifier":
             self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
             with torch.no_grad():  # as transformers initialises a pooler the checkpoint lacks
@@ -46,7 +93,48 @@ class CrossEncoder(Ranker):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.backbone(input_ids, attention_mask, token_type_ids)
-        return self.score_cls(hidden[:, 0])
+        if self.head_kind != DUAL_POOLED:
+            return self.score_cls(hidden[:, 0])
+        q, d = self.proxies(hidden, input_ids, attention_mask, token_type_ids)
+        scores = (q * d).sum(-1)
+        kept = self._kept
+        if kept is None:
+            return scores
+        kept.hidden, kept.input_ids, kept.attention_mask = hidden, input_ids, attention_mask
+        if kept.term is None:
+            return scores
+        kept.value = kept.term(hidden, input_ids, attention_mask)
+        # + 0 x the term: the scores (what DDP's find_unused_parameters traces from the forward's output) reach the
+        # reconstruction head, so several processes see it used in this forward; the scores are unchanged
+        return scores + 0.0 * kept.value
+
+    def proxies(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``head: dual_pooled``: the (query, document) proxy embeddings of the pairs (004 App. B Eq. 14 / 15)."""
+        if token_type_ids is None:
+            token_type_ids = segment_ids(input_ids, attention_mask, self.sep_id)
+        return dual_pool(hidden, input_ids, attention_mask, token_type_ids, self.special_ids, self.sep_id,
+                         self.dual_pooling)
+
+    @contextmanager
+    def keeping_token_states(self, term: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+                             ) -> Iterator[TokenStates]:
+        """Forwards inside the block leave their last-layer states (with their graph) in the yielded record, and compute
+        ``term(hidden, input_ids, attention_mask)`` (the reconstruction loss) inside the forward that scored the batch
+        (``head: dual_pooled``; one forward per block)."""
+        if self.reconstruction is None:
+            raise SsftError(f"the reconstruction loss needs model.head: {DUAL_POOLED}, this cross-encoder's head is "
+                            f"'{self.head_kind}'")
+        self._kept = TokenStates(term)
+        try:
+            yield self._kept
+        finally:
+            self._kept = None
+
+    def reconstruction_logits(self, states: torch.Tensor) -> torch.Tensor:
+        """(n, hidden) last-layer token states → (n, vocabulary) logits of the token-reconstruction head, its decoder
+        the backbone's input embeddings (``ssft.models.token_reconstruction``)."""
+        return self.reconstruction(states, self.backbone.base_model.get_input_embeddings().weight)
 
     def score_cls(self, cls: torch.Tensor) -> torch.Tensor:
         """The head on [CLS] states (n, hidden) → scores (n,)."""
@@ -63,6 +151,9 @@ class CrossEncoder(Ranker):
     def adopt_pretrained(self, pretrained: Pretrained) -> None:
         """A sequence-classification checkpoint's pooler and classifier (``head: classifier``), or a plain encoder's
         pretrained pooler; with ``head: cls_linear`` nothing is taken (and the report lists what is left)."""
+        if self.reconstruction is not None:
+            self.reconstruction.adopt(pretrained)  # a checkpoint's MLM head, when it has one
+            return
         if self.pooler is None:
             return
         head = classifier_head(pretrained) if pretrained.kind == "sequence-classification" else None
@@ -79,3 +170,9 @@ class CrossEncoder(Ranker):
                     self.pooler.weight.copy_(pretrained.take(f"{key}.weight"))
                     self.pooler.bias.copy_(pretrained.take(f"{key}.bias"))
                     return
+
+    def export_refusal(self) -> str | None:
+        if self.head_kind == DUAL_POOLED:
+            return ("model.head: dual_pooled scores by the inner product of two pooled token states (004 App. B), which no "
+                    "sequence-classification model expresses; serve the run folder with ssft-rerank")
+        return None

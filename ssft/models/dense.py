@@ -224,6 +224,13 @@ class DenseDualEncoder(BiEncoder):
         self.document_tokenizer = teacher.model.document_tokenizer
         self.spec["document_encoder"] = dict(teacher.reference)
 
+    def export_refusal(self) -> str | None:
+        teacher = self.document_teacher
+        if teacher is not None and not getattr(teacher.model, "exportable", True):
+            return ("the documents are inherited from a cross-encoder (its empty-query document proxies, 004 §5.3), which "
+                    "no SentenceTransformer document route expresses; serve the run folder with ssft-retrieve")
+        return None
+
     def document_source(self) -> "DenseDualEncoder":
         """The model whose document vectors this one retrieves from (its index, its embedding cache)."""
         return self.document_teacher.model if self.document_teacher is not None else self

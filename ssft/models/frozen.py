@@ -24,6 +24,7 @@ from ssft.core.precision import set_precision as set_model_precision
 from ssft.models.base import load_ranker, saved_model_folder
 from ssft.models.bi import row_keys
 from ssft.models.corpus import corpus_vectors
+from ssft.models.cross_documents import CROSS_KIND, load_cross_documents
 
 
 def dense_reference(name: str, pooling: str = "mean", max_length: int = 256, query_max_length: int = 32,
@@ -37,11 +38,14 @@ def dense_reference(name: str, pooling: str = "mean", max_length: int = 256, que
 
 
 def load_dense_model(reference: dict[str, Any], trust_remote_code: bool = False):
-    """The dense ranker a reference names, frozen by the caller. ``trust_remote_code``: the user's choice (the
+    """The dense ranker a reference names (or, for a cross-encoder teacher's reference, its empty-query document
+    encoder, ``ssft.models.cross_documents``), frozen by the caller. ``trust_remote_code``: the user's choice (the
     recipe's model.trust_remote_code, a CLI's --trust-remote-code), never a saved folder's."""
     name = reference.get("name") if isinstance(reference, dict) else None
     if not isinstance(name, str) or not name:
         raise SsftError(f"distillation teacher: expected a reference with a 'name', got {reference!r}")
+    if reference.get("kind") == CROSS_KIND:  # a dual-pooled cross-encoder's empty-query document proxies (004 §5.3)
+        return load_cross_documents(reference, trust_remote_code)
     folder = saved_model_folder(name)
     if folder is not None:
         model = load_ranker(folder, trust_remote_code=trust_remote_code)

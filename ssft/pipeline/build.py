@@ -17,6 +17,7 @@ from ssft.config.recipe import Recipe
 from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
 from ssft.data.examples import ScoredGroups, TextGroups, TrainingGroups, build_examples
+from ssft.data.query_generation import generate_queries, load_generator
 from ssft.pipeline.inputs import RunInputs
 from ssft.teachers.in_loop import FrozenTeacher
 from ssft.training.distillation import DistillationObjective, QueryTexts
@@ -86,6 +87,7 @@ class BuiltRun:
     source: GroupSource | QuerySource
     in_loop_teacher: FrozenTeacher | None
     parameters: Parameters
+    generated: dict[str, list[str]] | None = None  # distillation.generated_queries: query text -> its generated queries
 
 
 def build(recipe: Recipe, inputs: RunInputs) -> BuiltRun:
@@ -93,33 +95,67 @@ def build(recipe: Recipe, inputs: RunInputs) -> BuiltRun:
     set_seed(recipe.seed)
     ranker = MODELS.get(recipe.model.architecture).build(recipe.model, recipe.adapter.method, recipe.adapter.options,
                                                          config=recipe.adapter.config)
+    if getattr(ranker, "reconstruction", None) is not None and not recipe.loss.reconstruction_weight:
+        ranker.reconstruction.requires_grad_(False)  # no reconstruction loss: the head would get no gradient (DDP)
     in_loop = None
     if inputs.in_loop_teacher:  # loaded after the student, so the student starts from the same weights either way
         in_loop = FrozenTeacher.load(inputs.in_loop_teacher, recipe.model)
         if inputs.loss.init_from_teacher:  # 003 §4: the student starts from the trained teacher's weights
             in_loop.initialise_student(ranker)
         in_loop.set_precision(recipe.eval.precision)  # after initialise_student: int8 makes a quantised copy
-    objective = distillation_objective(recipe, ranker, inputs) or objective_for(inputs.loss, in_loop)
-    return BuiltRun(ranker, objective, source, in_loop, count(recipe, ranker))
+    generated = generated_queries(recipe, source, inputs)
+    objective = distillation_objective(recipe, ranker, inputs, generated) or objective_for(
+        inputs.loss, in_loop, recipe.loss.reconstruction_weight)
+    return BuiltRun(ranker, objective, source, in_loop, count(recipe, ranker), generated)
 
 
-def distillation_objective(recipe: Recipe, ranker, inputs: RunInputs) -> DistillationObjective | None:
+def source_queries(source: GroupSource | QuerySource, inputs: RunInputs) -> list[str]:
+    """The distinct query texts a training source trains on, in first-seen order."""
+    if isinstance(source, QuerySource):
+        return list(dict.fromkeys(source.texts))
+    return list(dict.fromkeys(getattr(ex, "query", None) or inputs.dataset.queries[ex.qid] for ex in source.examples))
+
+
+def generated_queries(recipe: Recipe, source: GroupSource | QuerySource, inputs: RunInputs) -> dict[str, list[str]] | None:
+    """004 App. E: ``per_query`` generated queries for every training query, made once, before training (seeded:
+    the same recipe generates the same queries). Empty generations are dropped."""
+    distill = recipe.distillation
+    g = distill.generated_queries if distill is not None else None
+    if g is None:
+        return None
+    model, tokenizer = load_generator(g.model, recipe.model.trust_remote_code)
+    texts = source_queries(source, inputs)
+    logger.info("generating %d queries for each of %d training queries with %s (sigma %g, mask probability %g, %s "
+                "decoding; 004 App. E)", g.per_query, len(texts), g.model, g.sigma, g.mask_probability, g.decoding)
+    outputs = generate_queries(model, tokenizer, texts, g.per_query, g.sigma, g.mask_probability, g.max_length,
+                               g.decoding, g.seed, batch_size=recipe.eval.batch_size, name=g.model)
+    generated = {text: [q for q in dict.fromkeys(out) if q] for text, out in zip(texts, outputs)}
+    dropped = sum(len(out) for out in outputs) - sum(len(v) for v in generated.values())
+    if dropped:
+        logger.info("generated queries: %d empty or repeated generations dropped", dropped)
+    return generated
+
+
+def distillation_objective(recipe: Recipe, ranker, inputs: RunInputs,
+                           generated: dict[str, list[str]] | None = None) -> DistillationObjective | None:
     """The ``distillation`` section's objective (004; 002 with ``query_only``), the student wired to its teacher."""
     distill, teacher = recipe.distillation, inputs.distillation_teacher
     if distill is None:
         return None
     if distill.inherit_documents:
-        ranker.inherit_documents(teacher)  # asymmetric student: only its query tower trains
+        # asymmetric student: only its query tower trains; a cross-encoder teacher's documents are its empty-query
+        # document proxies (004 §5.3)
+        ranker.inherit_documents(teacher.inheritable_documents())
     teacher_dim = getattr(teacher, "embedding_dim", None) or teacher.model.embedding_dim
     if ranker.embedding_dim != teacher_dim and (distill.query_embedding_weight or distill.document_embedding_weight):
         raise SsftError(f"{recipe.source}: distillation: the student's vectors have {ranker.embedding_dim} dimensions, "
                         f"the teacher's {teacher_dim}; set model.projection_dim: {teacher_dim} (004 Eq. 7's projection)")
-    return DistillationObjective(teacher, distill, inputs.loss)
+    return DistillationObjective(teacher, distill, inputs.loss, generated)
 
 
 def count(recipe: Recipe, ranker) -> Parameters:
     trainable, total = count_parameters(ranker)
-    head = sum(p.numel() for p in ranker.head_parameters())
+    head = sum(p.numel() for p in ranker.head_parameters() if p.requires_grad)  # a frozen unused head is not trained
     logger.info("model %s (%s, method %s): %s trainable of %s parameters (%.3f%%; ranker head %s)",
                 recipe.model.name, recipe.model.architecture, recipe.adapter.method, f"{trainable:,}", f"{total:,}",
                 100 * trainable / total, f"{head:,}")

@@ -130,6 +130,8 @@ def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
         found.append(model_status("loss.teacher", loss_config.teacher))
     if recipe.distillation is not None:
         found.append(model_status("distillation.teacher", recipe.distillation.teacher))
+        if recipe.distillation.generated_queries is not None:
+            found.append(model_status("distillation.generated_queries.model", recipe.distillation.generated_queries.model))
     found.append(dataset_status(d.dataset))
     for item in found:
         limit = _config_limit(item)
@@ -152,15 +154,25 @@ def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
         lines.append(f"  twin: pooling {m.pooling}, scorer {m.scorer}")
     elif m.architecture == "colbert":
         lines.append(f"  colbert: colbert_dim {m.colbert_dim}")
+    elif m.architecture == "cross":
+        lines.append(f"  cross: head {m.head}" + (f" (dual pooling {m.dual_pooling}: score = inner product of the proxies, "
+                                                   f"004 App. B)" if m.head == "dual_pooled" else ""))
     lines.append(f"method: {a.method}" + (f" {json.dumps(options, default=str)}" if options else "")
                  + (" (phases: see hybrid epochs)" if ADAPTERS.get(a.method).trains_in_phases else ""))
-    lines.append(f"loss: {loss.name}" + (f" {json.dumps(loss.options, default=str)}" if loss.options else ""))
+    lines.append(f"loss: {loss.name}" + (f" {json.dumps(loss.options, default=str)}" if loss.options else "")
+                 + (f" + {loss.reconstruction_weight:g} x token reconstruction (004 §4.2)" if loss.reconstruction_weight
+                    else ""))
     if recipe.distillation is not None:
         k = recipe.distillation
         lines.append(f"distillation: {k.teacher_kind} teacher {k.teacher} (pooling {k.teacher_pooling}); weights one-hot "
                      f"{k.one_hot_weight:g}, score ({k.score_loss}) {k.score_weight:g}, query embedding "
                      f"{k.query_embedding_weight:g}, document embedding {k.document_embedding_weight:g}"
                      + ("; documents inherited" if k.inherit_documents else "") + ("; queries only" if k.query_only else ""))
+        g = k.generated_queries
+        if g is not None:
+            lines.append(f"  generated queries (004 App. E): {g.per_query} per training query from {g.model}, sigma "
+                         f"{g.sigma:g}, mask probability {g.mask_probability:g}, {g.decoding}; Eq. 7 on them, weight "
+                         f"{g.weight:g}")
     lines.append(f"data: {d.dataset}: train {d.train_split}"
                  + (f" (at most {d.max_train_queries} queries)" if d.max_train_queries else " (all queries)")
                  + f", {d.num_negatives} {d.negatives} negative(s) per positive"

@@ -93,11 +93,11 @@ def load_distillation_teacher(recipe: Recipe):
     distill, model = recipe.distillation, recipe.model
     if distill is None:
         return None
-    if distill.teacher_kind == "cross_dual_pooled":
+    if distill.teacher_kind == "cross_dual_pooled":  # null: the inner product of its proxies (004 App. B)
         return load_cross_teacher(distill.teacher, distill.teacher_pooling, model.max_length,
-                                  trust_remote_code=model.trust_remote_code, normalize=distill.teacher_normalize)
+                                  trust_remote_code=model.trust_remote_code, normalize=bool(distill.teacher_normalize))
     reference = teacher_reference(distill.teacher, distill.teacher_pooling, model.max_length, model.query_max_length,
-                                  distill.teacher_normalize)
+                                  distill.teacher_normalize is not False)  # null: 20 x cosine, as sentence embedders
     return load_teacher(reference, trust_remote_code=model.trust_remote_code)
 
 

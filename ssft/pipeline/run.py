@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -29,7 +30,7 @@ from ssft.config.registry import LOSSES
 from ssft.core import precision
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_text
-from ssft.core.run_folder import OutputFolder
+from ssft.core.run_folder import GENERATED_QUERIES, OutputFolder
 from ssft.data.examples import PairDataset
 from ssft.firststage.runs import save_indexes
 from ssft.pipeline.build import BuiltRun, GroupSource, build
@@ -156,6 +157,13 @@ def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str) 
             notes.append(f"distillation (003 Eq. 6): frozen {built.in_loop_teacher.ranker.architecture} teacher "
                          f"{inputs.in_loop_teacher} scores every query x document of each batch; gamma "
                          f"{inputs.loss.gamma:g}, teacher temperature {inputs.loss.temperature:g}")
+    if built.generated is not None:
+        notes.append(f"generated queries (004 App. E): {sum(len(g) for g in built.generated.values())} from "
+                     f"{len(built.generated)} training queries by {distill.generated_queries.model}, in the query "
+                     f"embedding matching only (weight {distill.generated_queries.weight:g})")
+    if recipe.loss.reconstruction_weight:
+        notes.append(f"token reconstruction loss (004 §4.2), weight {recipe.loss.reconstruction_weight:g}, beside "
+                     f"{recipe.loss.name}")
     if inputs.validation_qrels:
         notes.append(f"validation: {len(inputs.validation_qrels)} queries of {d.validation_split}, "
                      f"top-{inputs.validation_depth} of the first stage, best epoch by {e.selection_metric}")
@@ -195,6 +203,12 @@ def training_setup(recipe: Recipe, plan: Plan, inputs: RunInputs, built: BuiltRu
             and (distill.inherit_documents or distill.score_weight or distill.document_embedding_weight)):
         kept = inputs.distillation_teacher.keep_corpus(inputs.dataset, e.batch_size)
         logger.info("teacher: kept the document embeddings of %d documents", kept)
+    elif distill is not None and distill.keep_teacher_corpus and distill.inherit_documents:  # a cross-encoder teacher
+        kept = built.ranker.document_teacher.keep_corpus(inputs.dataset, e.batch_size)
+        logger.info("teacher: kept the empty-query document embeddings of %d documents (004 §5.3)", kept)
+    if built.generated is not None and plan.args.should_save:  # the generated queries, kept with the run (004 App. E)
+        atomic_write_text(plan.folder.path / GENERATED_QUERIES, "".join(
+            json.dumps({"query": q, "generated": g}, ensure_ascii=False) + "\n" for q, g in built.generated.items()))
     callbacks = build_callbacks([c for c in recipe.callbacks if callback_name(c) != "best_epoch"],
                                 dataset=inputs.dataset, validation_qrels=inputs.validation_qrels,
                                 train_qrels=inputs.train_qrels)

@@ -1,20 +1,21 @@
 """A dual-pooled cross-encoder teacher for CE → DE distillation (004 §4.2, App. B).
 
-A cross-encoder reads ``[CLS] query [SEP] document [SEP]`` jointly; dual pooling takes two vectors from its
-last-layer states as *proxy* query and document embeddings, and its score is their inner product:
+A cross-encoder reads ``[CLS] query [SEP] document [SEP]`` jointly; dual pooling (``ssft.models.dual_pooling``:
+``cls_sep``, Eq. 14, or ``segment_mean``, Eq. 15) takes two vectors from its last-layer states as *proxy* query and
+document embeddings, and its score is their inner product, 004 App. B's s^t(q, d) = <emb_q, emb_d> (score scale 1,
+the default: ``distillation.teacher_normalize`` null or false); ``teacher_normalize: true`` L2-normalises the proxies
+and scores 20 × their cosine instead.
 
-- ``cls_sep`` (App. B Eq. 14): the [CLS] state is the query proxy, the state of the [SEP] that closes the query
-  segment the document proxy;
-- ``segment_mean`` (Eq. 15): a weighted mean over each segment's own tokens (special tokens left out), every
-  token weighted 1/sqrt(segment length) as the paper's weighting scheme says.
+The teacher is any transformers encoder (hub id / folder) or the backbone of a saved ssft cross-encoder. 004 first
+converts a [CLS]-pooled cross-encoder into a dual-pooled one (score distillation plus a token reconstruction loss,
+§4.2): in ssft that is an ssft-train run of ``model.architecture: cross`` with ``model.head: dual_pooled`` and
+``loss.reconstruction_weight`` > 0 (``ssft.models.cross``), whose run folder is then this teacher (its
+``model.dual_pooling`` must be the ``teacher_pooling``). A cross-encoder that was not trained with dual pooling gives
+proxies without the meaning the paper relies on.
 
-By default the proxies are L2-normalised, as the dense student's vectors are, and the teacher's score is
-``score_scale`` (20) × their cosine; ``normalize=False`` (``distillation.teacher_normalize: false``) keeps them raw
-and scores by their inner product, score scale 1 — 004 App. B's s^t(q, d) = <emb_q, emb_d>. The teacher is any
-transformers encoder (hub id / folder) or the backbone of a saved ssft cross-encoder; 004 first converts a
-[CLS]-pooled cross-encoder into a dual-pooled one (score distillation plus a token reconstruction loss, §4.2) — that
-conversion is not part of ssft: a cross-encoder that was not trained with dual pooling gives proxies without the
-meaning the paper relies on.
+An asymmetric student inherits the teacher's document embeddings (004 §5.3): ``inheritable_documents()`` is the
+frozen empty-query document encoder of the same weights (``ssft.models.cross_documents``), each document's proxy of
+the pair ("", d) computed once.
 """
 from __future__ import annotations
 
@@ -26,36 +27,18 @@ import torch.nn.functional as F
 from ssft.config.choices import DUAL_POOLINGS
 from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
-from ssft.models.base import load_ranker, load_transformer, saved_model_folder
-
-
-def dual_pool(hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
-              special_ids: set[int], sep_id: int, pooling: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(query proxies, document proxies), each (pairs, hidden), unnormalised (see the module docstring)."""
-    if pooling == "cls_sep":
-        is_sep = (input_ids == sep_id) & attention_mask.bool()
-        if not bool(is_sep.any(1).all()):
-            raise ValueError("cls_sep pooling: a pair without a [SEP] token")
-        first_sep = is_sep.float().argmax(dim=1)
-        return hidden[:, 0], hidden[torch.arange(hidden.shape[0], device=hidden.device), first_sep]
-    if pooling != "segment_mean":
-        raise SsftError(f"distillation.teacher_pooling: a cross-encoder teacher pools {' or '.join(DUAL_POOLINGS)}, "
-                        f"got '{pooling}'")
-    ordinary = attention_mask.bool() & ~torch.isin(input_ids, torch.tensor(sorted(special_ids), device=input_ids.device))
-
-    def weighted_mean(segment: torch.Tensor) -> torch.Tensor:
-        weights = segment.float()
-        n = weights.sum(1, keepdim=True).clamp(min=1.0)
-        return (hidden * (weights / n.sqrt()).unsqueeze(-1)).sum(1)
-
-    return weighted_mean(ordinary & (token_type_ids == 0)), weighted_mean(ordinary & (token_type_ids == 1))
+from ssft.models.cross_documents import CrossDocumentEncoder, cross_reference, load_cross_transformer
+from ssft.models.dual_pooling import dual_pool
+from ssft.models.frozen import FrozenDense
 
 
 class DualPooledCrossEncoderTeacher:
     """Frozen cross-encoder teacher: eval mode, no gradient, pairs of the current batch. Not an ``nn.Module``."""
 
+    pairs_only = True  # embeds (query, document) pairs, never a query alone (ssft.training.distillation)
+
     def __init__(self, transformer, tokenizer, pooling: str, reference: dict[str, Any], max_length: int = 256,
-                 score_scale: float | None = None, normalize: bool = True):
+                 score_scale: float | None = None, normalize: bool = False):
         if pooling not in DUAL_POOLINGS:
             raise SsftError(f"distillation.teacher_pooling: a cross-encoder teacher pools {' or '.join(DUAL_POOLINGS)}, "
                             f"got '{pooling}'")
@@ -71,6 +54,7 @@ class DualPooledCrossEncoderTeacher:
         self.special_ids = set(tokenizer.all_special_ids)
         self.sep_id = tokenizer.sep_token_id
         self.precision = "fp32"  # ssft.core.precision; set_precision
+        self._documents: FrozenDense | None = None  # inheritable_documents, built once
 
     @property
     def embedding_dim(self) -> int:
@@ -85,7 +69,22 @@ class DualPooledCrossEncoderTeacher:
         self.precision = precisions.resolve(precision, self.device, "eval.precision")
         if self.precision == "int8":
             self.model = precisions.quantize_int8(self.model)
+        self._documents = None  # rebuilt on the teacher's new weights / precision
         return self
+
+    def inheritable_documents(self) -> FrozenDense:
+        """The frozen empty-query document encoder of this teacher's weights (004 §5.3; ``ssft.models.cross_documents``),
+        what ``DenseDualEncoder.inherit_documents`` takes: each document's proxy of ("", d), L2-normalised as this
+        teacher's proxies are (``normalize``)."""
+        if self._documents is None:
+            encoder = CrossDocumentEncoder(self.model, self.tokenizer, self.pooling, self.max_length, self.normalize,
+                                           self.reference)
+            if self.precision == "int8":  # its transformer is the teacher's quantised copy: say so (cache keys)
+                object.__setattr__(encoder, precisions.ATTRIBUTE, "int8")
+            else:
+                precisions.set_precision(encoder, self.precision)
+            self._documents = FrozenDense(encoder, self.reference)
+        return self._documents
 
     def to(self, device) -> "DualPooledCrossEncoderTeacher":
         self.model.to(device)
@@ -118,20 +117,16 @@ class DualPooledCrossEncoderTeacher:
 
 
 def load_cross_teacher(name: str, pooling: str, max_length: int, trust_remote_code: bool = False,
-                       normalize: bool = True) -> DualPooledCrossEncoderTeacher:
-    """A transformers encoder by hub id / folder, or the backbone of a saved ssft cross-encoder folder.
-    ``trust_remote_code``: the user's choice (the recipe's model.trust_remote_code), never a saved folder's."""
-    folder = saved_model_folder(name)
-    reference = {"name": str(folder.resolve()) if folder else name, "pooling": pooling, "kind": "cross_dual_pooled",
-                 "normalize": bool(normalize)}
-    if folder is not None:
-        ranker = load_ranker(folder, trust_remote_code=trust_remote_code)
-        if ranker.architecture != "cross":
-            raise SsftError(f"distillation.teacher: {name} is a '{ranker.architecture}' model, teacher_kind cross_dual_pooled "
-                            f"takes a cross-encoder")
-        return DualPooledCrossEncoderTeacher(ranker.backbone.base_model, ranker.tokenizer, pooling, reference, max_length,
-                                             normalize=normalize)
-    transformer, tokenizer = load_transformer(name, trust_remote_code)
+                       normalize: bool = False) -> DualPooledCrossEncoderTeacher:
+    """A transformers encoder by hub id / folder, or the backbone of a saved ssft cross-encoder folder (one trained with
+    ``head: dual_pooled`` must have been trained with ``pooling``). ``normalize``: 20 × cosine of the proxies instead
+    of their inner product (004 App. B, the default). ``trust_remote_code``: the user's choice (the recipe's
+    model.trust_remote_code), never a saved folder's."""
+    if pooling not in DUAL_POOLINGS:
+        raise SsftError(f"distillation.teacher_pooling: a cross-encoder teacher pools {' or '.join(DUAL_POOLINGS)}, "
+                        f"got '{pooling}'")
+    reference = cross_reference(name, pooling, max_length, normalize)
+    transformer, tokenizer = load_cross_transformer(name, pooling, trust_remote_code)
     return DualPooledCrossEncoderTeacher(transformer, tokenizer, pooling, reference, max_length, normalize=normalize)
 
 

@@ -52,6 +52,10 @@ class DenseTeacher(FrozenDense):
             out["t_d_input_ids"], out["t_d_attention_mask"] = d["input_ids"], d["attention_mask"]
         return out
 
+    def inheritable_documents(self) -> "DenseTeacher":
+        """What an asymmetric student inherits (``DenseDualEncoder.inherit_documents``): this teacher's document side."""
+        return self
+
     def queries(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Teacher query embeddings of this batch (eval mode, no gradient)."""
         self.model.eval()

@@ -14,8 +14,11 @@ the unwrapped ranker -- and names the collator that builds its batches (``collat
   training data carries (``data.train`` in the scored form); batches from ``RankerCollator(ranker)``.
 - ``ssft.training.distillation.DistillationObjective``: embedding / score distillation from a frozen dense or
   cross-encoder teacher (004, 002); batches from ``DistillationCollator(ranker, teacher)``.
+- ``TokenReconstructionObjective``: another objective's loss plus ``loss.reconstruction_weight`` × 004 §4.2's token
+  reconstruction loss on the token states of the same forward (a dual-pooled cross-encoder); the other's batches.
 
-``objective_for(loss, teacher)`` is the objective a ranking loss (and an in-loop teacher) make.
+``objective_for(loss, teacher, reconstruction_weight)`` is the objective a ranking loss (and an in-loop teacher, and
+the reconstruction term) make.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import torch
 
 from ssft.data.examples import RankerCollator
 from ssft.losses.base import RankingLoss
+from ssft.losses.token_reconstruction import TokenReconstructionLoss
 from ssft.teachers.in_loop import TEACHER_KEYS, batch_items
 
 
@@ -120,15 +124,48 @@ class PrecomputedDistillationObjective(Objective):
         return self.loss(student, teacher.to(student.device)), student
 
 
-def objective_for(loss: RankingLoss, teacher=None) -> Objective:
+class TokenReconstructionObjective(Objective):
+    """``inner``'s loss + ``weight`` × the token reconstruction loss (004 §4.2, ``TokenReconstructionLoss``) on the
+    last-layer token states of the forward that scored the batch (no second pass): how 004 trains its dual-pooled
+    cross-encoder, with a ranking loss on labelled data (``RankingObjective``) or score distillation from another
+    cross-encoder's scores (``PrecomputedDistillationObjective``, ``data.train`` in the scored form). The ranker
+    must carry a reconstruction head (``Ranker.reconstruction_heads``: a cross-encoder with ``head: dual_pooled``).
+    ``last_parts`` holds the unweighted terms of the last batch."""
+
+    def __init__(self, inner: Objective, weight: float):
+        if weight <= 0:
+            raise ValueError(f"the reconstruction weight must be > 0, got {weight}")
+        self.inner = inner
+        self.weight = float(weight)
+        self.loss = TokenReconstructionLoss()
+        self.last_parts: dict[str, float] = {}
+
+    def collator(self, ranker):
+        return self.inner.collator(ranker)
+
+    def compute(self, model, ranker, inputs):
+        def term(hidden, input_ids, attention_mask):  # inside the forward: DDP sees the reconstruction head used there
+            return self.loss(hidden, input_ids, attention_mask, ranker.reconstruction_logits, ranker.special_ids)
+
+        with ranker.keeping_token_states(term) as kept:
+            loss, scores = self.inner.compute(model, ranker, inputs)
+        reconstruction = kept.value
+        self.last_parts = {"ranking": float(loss.detach()), "reconstruction": float(reconstruction.detach())}
+        return loss + self.weight * reconstruction, scores
+
+
+def objective_for(loss: RankingLoss, teacher=None, reconstruction_weight: float = 0.0) -> Objective:
     """The objective of a ranking loss: in-loop distillation with a ``teacher``, distillation from the data's
-    teacher scores for a loss that ``needs_teacher_scores``, the plain ranking loss otherwise."""
+    teacher scores for a loss that ``needs_teacher_scores``, the plain ranking loss otherwise; with a
+    ``reconstruction_weight`` > 0, plus 004 §4.2's token reconstruction term (``TokenReconstructionObjective``)."""
     if teacher is not None:
-        return InLoopDistillationObjective(loss, teacher)
-    if getattr(loss, "needs_teacher_scores", False):
-        return PrecomputedDistillationObjective(loss)
-    return RankingObjective(loss)
+        objective: Objective = InLoopDistillationObjective(loss, teacher)
+    elif getattr(loss, "needs_teacher_scores", False):
+        objective = PrecomputedDistillationObjective(loss)
+    else:
+        objective = RankingObjective(loss)
+    return TokenReconstructionObjective(objective, reconstruction_weight) if reconstruction_weight else objective
 
 
-__all__ = ["InLoopDistillationObjective", "Objective", "PrecomputedDistillationObjective", "RankingObjective", "objective_for",
-           "ranking_loss"]
+__all__ = ["InLoopDistillationObjective", "Objective", "PrecomputedDistillationObjective", "RankingObjective",
+           "TokenReconstructionObjective", "objective_for", "ranking_loss"]
