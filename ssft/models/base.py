@@ -109,24 +109,26 @@ def load_pretrained(name: str, trust_remote_code: bool = False, route: str = "qu
     return model, tokenizer, pretrained
 
 
-def load_transformer(name: str, trust_remote_code: bool = False, report: bool = True, route: str = "query"):
-    """(model, tokenizer) from a hub id or folder (``load_pretrained``, ``route`` of a Router folder); ``report``: warn
-    about the checkpoint's weights nobody uses (a caller that uses none of them beyond the encoder, e.g. a teacher's
-    encoder)."""
-    model, tokenizer, pretrained = load_pretrained(name, trust_remote_code, route)
+def load_transformer(name: str, trust_remote_code: bool = False, report: bool = True, route: str | None = None):
+    """(model, tokenizer) from a hub id or folder (``load_pretrained``); ``report``: warn about the checkpoint's
+    weights nobody uses (a caller that uses none of them beyond the encoder, e.g. a teacher's encoder). ``route``: the
+    tower of a sentence-transformers Router folder; None (one encoder wanted) refuses a Router with two towers."""
+    model, tokenizer, pretrained = load_pretrained(name, trust_remote_code, route or "query")
+    if route is None:
+        refuse_two_towers(pretrained, "a single encoder (e.g. a cross-encoder teacher)")
     if report:
         pretrained.report()
     return model, tokenizer
 
 
-def refuse_two_towers(pretrained: Pretrained, architecture: str) -> None:
-    """A sentence-transformers Router with two different towers is one line of refusal for a ranker with one encoder
-    (only ``dense`` holds a query and a document tower)."""
+def refuse_two_towers(pretrained: Pretrained, what: str) -> None:
+    """A sentence-transformers Router with two different towers is one line of refusal for ``what`` (e.g. "a twin
+    model"), which has one encoder (only ``dense`` holds a query and a document tower)."""
     if pretrained.two_towers:
         towers = pretrained.modules.towers
         raise SsftError(f"model '{pretrained.name}' is a sentence-transformers Router with two different towers (query "
-                        f"route {towers['query']}, document route {towers['document']}); a {architecture} model has one "
-                        f"encoder: only architecture dense takes both (model.name = the Router)")
+                        f"route {towers['query']}, document route {towers['document']}); {what} has one encoder: only "
+                        f"architecture dense takes both (model.name = the Router)")
 
 
 def _first_line(err: BaseException) -> str:
@@ -251,7 +253,7 @@ class Ranker(nn.Module):
         if config is None:
             config = adapter.config_from(options)
         transformer, tokenizer, pretrained = load_pretrained(model_cfg.name, model_cfg.trust_remote_code)
-        refuse_two_towers(pretrained, cls.architecture)
+        refuse_two_towers(pretrained, f"a {cls.architecture} model")
         for p in transformer.parameters():
             p.requires_grad_(False)
         backbone = adapter.apply(transformer, config)
