@@ -19,6 +19,7 @@ from torch import nn
 from ssft.config.recipe import ModelConfig
 from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
+from ssft.models.frozen import dense_reference, load_dense_model
 from ssft.pipeline.export import export_run
 from tests.helpers import assert_save_load_round_trip, save_tiny_bert, write_synthetic_beir
 
@@ -241,6 +242,9 @@ def test_a_router_export_is_read_back_as_two_towers(tiny, wide, tmp_path, kind):
     assert torch.allclose(scores(again) / scale, st_router_scores(out), atol=TOL)
     lora = build("dense", out, "lora", score_scale=scale)
     assert_save_load_round_trip(lora, tmp_path / "lora", QUERIES, DOCUMENTS)  # both bases reloaded from their routes
+    if kind != "dot":  # a dense distillation teacher named by the folder: the same two towers
+        teacher = load_dense_model(dense_reference(str(out), max_length=48, query_max_length=12)).eval()
+        assert torch.allclose(scores(teacher), scores(ranker), atol=TOL)
 
 
 def test_router_route_names_follow_its_mappings(tiny, wide, tmp_path):
