@@ -220,9 +220,22 @@ def main() -> int:
     parser.add_argument("--note", action="append", default=[], help="a line for the section (how the runs were made)")
     parser.add_argument("--reuse", action="store_true",
                         help="take a run's rows from an earlier call's OUT/<kind>/rows.json (same run, data, depth)")
+    parser.add_argument("--only-epoch0", action="store_true",
+                        help="only the epoch-0 step (its rows saved in OUT/cross/epoch0.json for a later --reuse call)")
     ns = parser.parse_args()
-    if ns.epoch0 and ns.cross_run is None:
+    if (ns.epoch0 or ns.only_epoch0) and ns.cross_run is None:
         parser.error("--epoch0 starts from the cross run's export: give --cross-run")
+    if ns.only_epoch0:
+        out = ns.out / "cross"
+        export(ns.cross_run, out / "export")
+        more_rows, more_notes = epoch_zero(out / "export", ns.epoch0_recipe, out, ns.epoch0_test_queries, ns.batch_size,
+                                           f"the export of {ns.cross_run.name}")
+        (out / "epoch0.json").write_text(json.dumps({"key": [str(ns.cross_run), str(ns.epoch0_recipe),
+                                                             ns.epoch0_test_queries], "rows": more_rows,
+                                                     "notes": more_notes,
+                                                     "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
+        print("\n".join(more_rows + more_notes))
+        return 0
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     dataset = load_dataset(ns.data)
     qrels = dataset.qrels(ns.split)
@@ -275,7 +288,12 @@ def main() -> int:
             gap = max_difference(imported, st_run)
             rows.append(f"| {label}: new ssft cross model built from the export (head classifier), before training, same "
                         f"{len(subset)} queries | export | {c:.4f} | {abs(c - b_sub):.4f} | {gap:.2e} |")
-            if ns.epoch0:
+            earlier_epoch0 = out / "epoch0.json"
+            earlier = json.loads(earlier_epoch0.read_text()) if ns.reuse and earlier_epoch0.is_file() else {}
+            if ns.epoch0 and earlier.get("key") == [str(run_dir), str(ns.epoch0_recipe), ns.epoch0_test_queries]:
+                rows += earlier["rows"]
+                notes += earlier["notes"] + [f"epoch 0: rows from an earlier --only-epoch0 call ({earlier['measured']})"]
+            elif ns.epoch0:
                 more_rows, more_notes = epoch_zero(out / "export", ns.epoch0_recipe, out, ns.epoch0_test_queries,
                                                    ns.batch_size, f"the export of {run_dir.name}")
                 rows += more_rows
