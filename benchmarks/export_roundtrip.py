@@ -199,6 +199,26 @@ def epoch_zero(export_dir: Path, recipe_file: Path, out: Path, test_queries: int
     return rows, notes
 
 
+def epoch_zero_rows(ns: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The epoch-0 step's rows and notes: from OUT/cross/epoch0.json with ``--reuse`` when it was made from the same
+    run, recipe and test subsample, else measured now (the cross run exported into OUT/cross/export if it is not
+    there yet) and kept there."""
+    out = ns.out / "cross"
+    saved = out / "epoch0.json"
+    key = [str(ns.cross_run), str(ns.epoch0_recipe), ns.epoch0_test_queries]
+    if ns.reuse and saved.is_file():
+        earlier = json.loads(saved.read_text())
+        if earlier.get("key") == key:
+            return earlier["rows"], earlier["notes"] + [f"epoch 0: rows reused from an earlier call ({earlier['measured']})"]
+    if not (out / "export" / "config.json").is_file():
+        export(ns.cross_run, out / "export")
+    rows, notes = epoch_zero(out / "export", ns.epoch0_recipe, out, ns.epoch0_test_queries, ns.batch_size,
+                             f"the export of {ns.cross_run.name}")
+    saved.write_text(json.dumps({"key": key, "rows": rows, "notes": notes,
+                                 "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
+    return rows, notes
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cross-run", type=Path)
@@ -226,14 +246,7 @@ def main() -> int:
     if (ns.epoch0 or ns.only_epoch0) and ns.cross_run is None:
         parser.error("--epoch0 starts from the cross run's export: give --cross-run")
     if ns.only_epoch0:
-        out = ns.out / "cross"
-        export(ns.cross_run, out / "export")
-        more_rows, more_notes = epoch_zero(out / "export", ns.epoch0_recipe, out, ns.epoch0_test_queries, ns.batch_size,
-                                           f"the export of {ns.cross_run.name}")
-        (out / "epoch0.json").write_text(json.dumps({"key": [str(ns.cross_run), str(ns.epoch0_recipe),
-                                                             ns.epoch0_test_queries], "rows": more_rows,
-                                                     "notes": more_notes,
-                                                     "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
+        more_rows, more_notes = epoch_zero_rows(ns)
         print("\n".join(more_rows + more_notes))
         return 0
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
@@ -251,7 +264,7 @@ def main() -> int:
         corpus = {d: dataset.corpus[d].full_text for docs in candidates.values() for d in docs}
         out = ns.out / kind
         saved = out / "rows.json"
-        key = [str(run_dir), ns.data, ns.split, depth] + (["epoch0"] if kind == "cross" and ns.epoch0 else [])
+        key = [str(run_dir), ns.data, ns.split, depth]
         if ns.reuse and saved.is_file():
             earlier = json.loads(saved.read_text())
             if earlier["key"] == key:
@@ -288,18 +301,12 @@ def main() -> int:
             gap = max_difference(imported, st_run)
             rows.append(f"| {label}: new ssft cross model built from the export (head classifier), before training, same "
                         f"{len(subset)} queries | export | {c:.4f} | {abs(c - b_sub):.4f} | {gap:.2e} |")
-            earlier_epoch0 = out / "epoch0.json"
-            earlier = json.loads(earlier_epoch0.read_text()) if ns.reuse and earlier_epoch0.is_file() else {}
-            if ns.epoch0 and earlier.get("key") == [str(run_dir), str(ns.epoch0_recipe), ns.epoch0_test_queries]:
-                rows += earlier["rows"]
-                notes += earlier["notes"] + [f"epoch 0: rows from an earlier --only-epoch0 call ({earlier['measured']})"]
-            elif ns.epoch0:
-                more_rows, more_notes = epoch_zero(out / "export", ns.epoch0_recipe, out, ns.epoch0_test_queries,
-                                                   ns.batch_size, f"the export of {run_dir.name}")
-                rows += more_rows
-                notes += more_notes
         saved.write_text(json.dumps({"key": key, "rows": rows[first_rows:], "notes": notes[first_notes:],
                                      "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}))
+    if ns.epoch0:
+        more_rows, more_notes = epoch_zero_rows(ns)
+        rows += more_rows
+        notes += more_notes
     body = "\n".join([
         "## Exports served by sentence-transformers (issue 18)", "",
         f"{ns.data} `{ns.split}` ({len(qrels)} judged queries), the BM25 top-k of each row reranked; nDCG@10 by "
