@@ -201,3 +201,54 @@ def test_model_card_carries_the_runs_metrics(towers, tmp_path):
     results = {(r.metric_type, r.dataset_name): r.metric_value for r in card.data.eval_results}
     assert results[("nDCG@10", "nfcorpus (test)")] == 0.3125 and results[("nDCG@10", "nfcorpus (bm25.test)")] == 0.306
     assert "CrossEncoder(" in card.text
+
+
+def save_tiny_family(path: Path, family: str) -> Path:
+    """A tiny random RoBERTa / MPNet / DistilBERT encoder with the MiniLM WordPiece tokenizer (offline): what matters
+    here is the sequence-classification layout of each family, not its own tokenizer (RoBERTa gets two token types,
+    since a WordPiece tokenizer gives the document segment id 1)."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    from ssft.core.hub import resolve_model
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
+    torch.manual_seed(2)
+    common = dict(vocab_size=tokenizer.vocab_size, max_position_embeddings=130)
+    if family == "roberta":
+        model = transformers.RobertaModel(transformers.RobertaConfig(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, type_vocab_size=2,
+            pad_token_id=tokenizer.pad_token_id, **common), add_pooling_layer=False)
+    elif family == "mpnet":
+        model = transformers.MPNetModel(transformers.MPNetConfig(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            pad_token_id=tokenizer.pad_token_id, **common), add_pooling_layer=False)
+    else:
+        model = transformers.DistilBertModel(transformers.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+                                                                           pad_token_id=tokenizer.pad_token_id, **common))
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("family", ["roberta", "mpnet"])
+def test_cross_encoder_export_of_other_families_scores_as_ssft(tmp_path, family):
+    """The classifier head in RoBERTa's and MPNet's own layout (classifier.dense + tanh + classifier.out_proj)."""
+    base = save_tiny_family(tmp_path / family, family)
+    folder = trained("cross", "lora", base, tmp_path / "model", head="classifier")
+    want = ssft_scores(folder)
+    out = exported(folder, tmp_path / "export")
+    assert json.loads((out / "config.json").read_text())["model_type"] == family
+    got = torch.as_tensor(st.CrossEncoder(str(out)).predict(list(zip(QUERIES, DOCUMENTS))))
+    assert torch.allclose(got.float(), want, atol=TOL), (got, want)
+
+
+def test_a_cross_encoder_without_a_tanh_pooler_layout_is_refused_in_one_line(tmp_path):
+    """DistilBERT's sequence-classification head is pre_classifier + ReLU + classifier: ssft's classifier head (dense +
+    tanh + linear) has no exact equivalent there, so the export is refused, naming what serves the model."""
+    base = save_tiny_family(tmp_path / "distilbert", "distilbert")
+    folder = trained("cross", "full", base, tmp_path / "model", head="classifier")
+    with pytest.raises(SsftError) as err:
+        export_run(folder, tmp_path / "export")
+    assert "\n" not in str(err.value) and "'distilbert'" in str(err.value) and "ssft-rerank" in str(err.value)
+    assert not (tmp_path / "export").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["distilbert", "model"]

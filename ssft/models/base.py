@@ -40,7 +40,7 @@ from ssft.models.interop.checkpoint import Pretrained, account_weights, read_che
 
 __all__ = ["LOAD_ERRORS", "PICKLE_WEIGHTS", "SPEC_FILE", "Pretrained", "Ranker", "load_backbone", "load_hidden_prefix",
            "load_peft_adapter", "load_pretrained", "load_ranker", "load_transformer", "refuse_pickle_weights",
-           "remove_stale_save_folders", "save_backbone",
+           "refuse_two_towers", "remove_stale_save_folders", "save_backbone",
            "saved_model_folder"]
 
 
@@ -78,15 +78,17 @@ def load_hidden_prefix(path: Path) -> nn.Module:
     return prefix
 
 
-def load_pretrained(name: str, trust_remote_code: bool = False):
+def load_pretrained(name: str, trust_remote_code: bool = False, route: str = "query"):
     """(model, tokenizer, ``Pretrained``) from a hub id or folder, resolved offline where possible. The model is the
     plain encoder (no pooler: a ranker that uses one takes its weights from the checkpoint); ``Pretrained`` says what
     kind of checkpoint it is and holds every weight the encoder did not take (``ssft.models.interop.checkpoint``).
     transformers' own load report is replaced by ``Pretrained.report``, which the caller issues once the ranker has
-    taken what it uses: it lists every checkpoint weight left unused and every weight initialised at random."""
+    taken what it uses: it lists every checkpoint weight left unused and every weight initialised at random.
+    ``route``: which tower of a sentence-transformers Router folder (``query``, the default, or ``document``);
+    ignored for any other checkpoint."""
     path = Path(resolve_model(name))
     refuse_pickle_weights(path)
-    pretrained = read_checkpoint(name, path)
+    pretrained = read_checkpoint(name, path, route)
     source = path / pretrained.modules.transformer_path if pretrained.modules and pretrained.modules.transformer_path else path
     refuse_pickle_weights(source)
     verbosity = hf_logging.get_verbosity()
@@ -107,13 +109,26 @@ def load_pretrained(name: str, trust_remote_code: bool = False):
     return model, tokenizer, pretrained
 
 
-def load_transformer(name: str, trust_remote_code: bool = False, report: bool = True):
+def load_transformer(name: str, trust_remote_code: bool = False, report: bool = True, route: str | None = None):
     """(model, tokenizer) from a hub id or folder (``load_pretrained``); ``report``: warn about the checkpoint's
-    weights nobody uses (a caller that uses none of them beyond the encoder, e.g. a teacher's encoder)."""
-    model, tokenizer, pretrained = load_pretrained(name, trust_remote_code)
+    weights nobody uses (a caller that uses none of them beyond the encoder, e.g. a teacher's encoder). ``route``: the
+    tower of a sentence-transformers Router folder; None (one encoder wanted) refuses a Router with two towers."""
+    model, tokenizer, pretrained = load_pretrained(name, trust_remote_code, route or "query")
+    if route is None:
+        refuse_two_towers(pretrained, "a single encoder (e.g. a cross-encoder teacher)")
     if report:
         pretrained.report()
     return model, tokenizer
+
+
+def refuse_two_towers(pretrained: Pretrained, what: str) -> None:
+    """A sentence-transformers Router with two different towers is one line of refusal for ``what`` (e.g. "a twin
+    model"), which has one encoder (only ``dense`` holds a query and a document tower)."""
+    if pretrained.two_towers:
+        towers = pretrained.modules.towers
+        raise SsftError(f"model '{pretrained.name}' is a sentence-transformers Router with two different towers (query "
+                        f"route {towers['query']}, document route {towers['document']}); {what} has one encoder: only "
+                        f"architecture dense takes both (model.name = the Router)")
 
 
 def _first_line(err: BaseException) -> str:
@@ -144,13 +159,14 @@ def save_backbone(backbone: Backbone, folder: Path, base_model: str, frozen_base
 
 
 def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: dict[str, Any],
-                  layers: int | list[int] | None = None) -> Backbone:
-    """Inverse of ``save_backbone``: the backbone saved in ``path`` on top of ``base_model``. ``layers``: the
-    layer subset the saved backbone was built on (``select_layers``), re-applied to a base loaded by name
-    before its adapter (a saved ``backbone/`` already holds only those layers). ``trust``: the user's
-    trust_remote_code (never the saved spec's)."""
+                  layers: int | list[int] | None = None, route: str = "query") -> Backbone:
+    """Inverse of ``save_backbone``: the backbone saved in ``path`` on top of ``base_model`` (its ``route`` when that
+    is a sentence-transformers Router folder). ``layers``: the layer subset the saved backbone was built on
+    (``select_layers``), re-applied to a base loaded by name before its adapter (a saved ``backbone/`` already holds
+    only those layers). ``trust``: the user's trust_remote_code (never the saved spec's)."""
     def base() -> nn.Module:
-        transformer, _ = load_transformer(base_model, trust, report=False)  # its head weights are in ranker.safetensors
+        # its head weights are in ranker.safetensors
+        transformer, _ = load_transformer(base_model, trust, report=False, route=route)
         if layers is not None:
             select_layers(transformer, layers, base_model, f"{path}/{SPEC_FILE}: query_layers")
         return transformer
@@ -240,6 +256,7 @@ class Ranker(nn.Module):
         if config is None:
             config = adapter.config_from(options)
         transformer, tokenizer, pretrained = load_pretrained(model_cfg.name, model_cfg.trust_remote_code)
+        refuse_two_towers(pretrained, f"a {cls.architecture} model")
         for p in transformer.parameters():
             p.requires_grad_(False)
         backbone = adapter.apply(transformer, config)

@@ -2,7 +2,12 @@
 
 - Towers: ``model.name`` is the query tower; ``model.document_name`` the document tower — a different model
   with its own tokenizer (heterogeneous, e.g. a MiniLM-L6 query tower with an MPNet-base document tower), or
-  the same name for two separately trained copies. ``document_name: null`` shares one backbone (Siamese).
+  the same name for two separately trained copies. ``document_name: null`` shares one backbone (Siamese), unless
+  ``model.name`` is a sentence-transformers ``Router`` folder whose query and document routes hold different
+  transformers (what ``ssft-export`` writes for two towers): its query route is then the query tower and its document
+  route the document tower (``document_name`` = the folder; a Router named as ``document_name`` gives its document
+  route), their Dense modules the shared projection (``spec_from_routes``). Semi-Siamese LoRA, exported merged once
+  per tower, comes back as two full towers.
   000's lightweight query encoders (BERT_{L=2}, …) are separately pre-trained small BERTs (Turc et al. 2019,
   000 §5.3.2 ref. [29]) named as the query tower (``model.name``) beside a BERT-base document tower.
 - ``model.query_layers``: 002's layer-subset student (002 §2.1): keep only some transformer layers of the query
@@ -51,9 +56,11 @@ from ssft.adapters.backbone import Backbone, select_layers
 from ssft.config.registry import ADAPTERS
 from ssft.core.distributed import gather_objects, gather_rows, rank, world_size
 from ssft.core.errors import SsftError
+from ssft.core.hub import resolve_model
 from ssft.models.base import SPEC_FILE, load_backbone, load_pretrained, save_backbone
 from ssft.models.bi import BiEncoder, Encoded, group_items, query_positives, row_keys
 from ssft.models.frozen import load_frozen_dense
+from ssft.models.interop.checkpoint import router_towers
 from ssft.models.twin import POOLINGS, mean_pool
 
 logger = logging.getLogger(__name__)
@@ -110,30 +117,45 @@ class DenseDualEncoder(BiEncoder):
     # ------------------------------------------------------------ building / saving
     @classmethod
     def build(cls, model_cfg, method: str, options: dict[str, Any], config: Any = None) -> "DenseDualEncoder":
-        separate = model_cfg.document_name is not None
+        document_name = model_cfg.document_name
+        router = document_name is None and bool(router_towers(Path(resolve_model(model_cfg.name))))
+        if router:  # a sentence-transformers Router with two towers: its document route is the document tower
+            document_name = model_cfg.name
+        separate = document_name is not None
         adapter = ADAPTERS.get(method)
         if separate and adapter.one_backbone_only:
             single = ", ".join(ADAPTERS.matching(lambda a: not a.one_backbone_only))
-            raise SsftError(f"adapter.method: '{method}' wires one backbone into query/document towers; with a separate "
-                            f"model.document_name use a single-backbone method ({single})")
+            why = (f"model.name '{model_cfg.name}' is a Router with separate query and document towers" if router
+                   else "with a separate model.document_name")
+            raise SsftError(f"adapter.method: '{method}' wires one backbone into query/document towers; {why}: use a "
+                            f"single-backbone method ({single})")
         if config is None:
             config = adapter.config_from(options)
 
-        def tower(name: str, layers: int | None) -> tuple[Backbone, Any, Any]:
-            transformer, tokenizer, pretrained = load_pretrained(name, model_cfg.trust_remote_code)
+        def tower(name: str, layers: int | None, route: str) -> tuple[Backbone, Any, Any]:
+            transformer, tokenizer, pretrained = load_pretrained(name, model_cfg.trust_remote_code, route)
             if layers is not None:
                 select_layers(transformer, layers, name)
             for p in transformer.parameters():
                 p.requires_grad_(False)
             return adapter.apply(transformer, config), tokenizer, pretrained
 
-        query_backbone, query_tokenizer, pretrained = tower(model_cfg.name, model_cfg.query_layers)
+        query_backbone, query_tokenizer, pretrained = tower(model_cfg.name, model_cfg.query_layers, "query")
+        if pretrained.two_towers and not router:
+            pretrained.notes.append(f"its document route ({pretrained.modules.towers['document']}) is not used: "
+                                    f"model.document_name is {document_name}")
         document_backbone, document_tokenizer, document_pretrained = (
-            tower(model_cfg.document_name, None) if separate else (None, None, None))
+            tower(document_name, None, "document") if separate else (None, None, None))
         spec = cls.build_spec(model_cfg, method, options)
+        spec["document_name"] = document_name
         cls.spec_from_pretrained(spec, pretrained)
+        shared = cls.spec_from_routes(spec, pretrained, document_pretrained) if document_pretrained is not None else None
         model = cls(query_backbone, query_tokenizer, spec, document_backbone, document_tokenizer)
         model.adopt_pretrained(pretrained)
+        if shared is not None:  # the routes' Dense modules: one shared projection
+            with torch.no_grad():
+                model.projection.weight.copy_(shared[0])
+                model.projection.bias.copy_(shared[1] if shared[1] is not None else torch.zeros_like(model.projection.bias))
         for checkpoint in (pretrained, document_pretrained):
             if checkpoint is not None:
                 checkpoint.report(model.quiet_unused(checkpoint))
@@ -153,6 +175,8 @@ class DenseDualEncoder(BiEncoder):
             spec["normalize"] = modules.normalize if from_modules else True
         if not from_modules:
             return
+        if modules.towers:  # a Router's query route: its Dense module is read with the document route's (spec_from_routes)
+            return
         if modules.normalize != spec["normalize"]:
             pretrained.notes.append(f"its modules {'end in' if modules.normalize else 'have no'} a Normalize module, "
                                     f"model.normalize is {str(spec['normalize']).lower()} (used)")
@@ -168,6 +192,47 @@ class DenseDualEncoder(BiEncoder):
         elif spec.get("projection_dim") != size:
             pretrained.notes.append(f"its Dense module ({size} dimensions) is not used: model.projection_dim is "
                                     f"{spec.get('projection_dim')}")
+
+    @classmethod
+    def spec_from_routes(cls, spec: dict[str, Any], query, document) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """Query and document towers read from a sentence-transformers Router's two routes (what ``ssft-export``
+        writes for two towers; 000 Eq. 10-11): the routes' linear Dense modules are the two slices of ssft's one shared
+        projection — the wider tower's is the projection, the narrower's must be its first columns (a narrower tower is
+        zero-padded), biases equal — adopted when ``model.projection_dim`` is null or their size; the document route's
+        Normalize and Pooling modules are checked against the query route's settings (a difference is reported).
+        Returns the projection's (weight, bias), or None."""
+        if document.modules is None or document.modules.route != "document" or query.modules is None:
+            return None
+        qm, dm = query.modules, document.modules
+        if dm.normalize != bool(spec["normalize"]):
+            document.notes.append(f"its document route {'ends' if dm.normalize else 'does not end'} in a Normalize module; "
+                                  f"model.normalize is {str(bool(spec['normalize'])).lower()} for both towers (used)")
+        if dm.pooling is not None and dm.pooling != spec.get("pooling", "mean"):
+            document.notes.append(f"its document route pools '{dm.pooling}', model.pooling is "
+                                  f"'{spec.get('pooling', 'mean')}' (used)")
+        q_dense, d_dense = _linear_dense(qm), _linear_dense(dm)
+        if q_dense is None and d_dense is None:
+            return None
+        if q_dense is None or d_dense is None:
+            document.notes.append("only one of its routes has a linear Dense module; ssft's dense shares one projection "
+                                  "between the towers: not used")
+            return None
+        wide, narrow = (q_dense, d_dense) if q_dense.weight.shape[1] >= d_dense.weight.shape[1] else (d_dense, q_dense)
+        same_bias = (wide.bias is None and narrow.bias is None) or (
+            wide.bias is not None and narrow.bias is not None and torch.equal(wide.bias, narrow.bias))
+        if (wide.weight.shape[0] != narrow.weight.shape[0] or not same_bias
+                or not torch.equal(narrow.weight, wide.weight[:, :narrow.weight.shape[1]])):
+            document.notes.append("its routes' Dense modules are not one shared projection (ssft's dense shares one "
+                                  "between the towers, 000 Eq. 10-11): not used")
+            return None
+        size = int(wide.weight.shape[0])
+        if spec.get("projection_dim") is None:
+            spec["projection_dim"] = size
+        elif spec["projection_dim"] != size:
+            document.notes.append(f"its routes' Dense modules ({size} dimensions) are not used: model.projection_dim is "
+                                  f"{spec['projection_dim']}")
+            return None
+        return wide.weight, wide.bias
 
     def adopt_pretrained(self, pretrained) -> None:
         dense = _linear_dense(pretrained.modules) if pretrained.kind == "sentence-transformers" else None
@@ -199,7 +264,9 @@ class DenseDualEncoder(BiEncoder):
         if not sub.is_dir():
             raise SsftError(f"{path}/{SPEC_FILE}: names a document tower '{spec['document_name']}' but {DOCUMENT_TOWER}/ "
                             f"is missing")
-        document_backbone = load_backbone(sub, spec["method"], spec["document_name"], trust_remote_code, spec)
+        # a Router folder named as the document tower: its document route (load_pretrained's route)
+        document_backbone = load_backbone(sub, spec["method"], spec["document_name"], trust_remote_code, spec,
+                                          route="document")
         return cls(backbone, tokenizer, spec, document_backbone,
                    AutoTokenizer.from_pretrained(sub, trust_remote_code=trust_remote_code))
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from ssft.config.recipe import Recipe
 from ssft.config.registry import ADAPTERS, LOSSES, MODELS
 from ssft.core.errors import SsftError
-from ssft.core.hub import ALIASES, PIP_SHIPPED, PIP_SPLIT_ZIP, max_input_length
+from ssft.core.hub import ALIASES, PIP_SHIPPED, PIP_SPLIT_ZIP, is_router_folder, max_input_length
 from ssft.core.paths import SPEC_FILE, cache_home, data_home
 
 # collections ssft cannot download: where they come from (a recipe at the papers' settings names them)
@@ -62,7 +62,10 @@ def model_status(what: str, name: str) -> Found:
             return Found(what, name, "a saved ssft model (local)")
         if (local / "config.json").is_file():
             return Found(what, name, "a transformers folder (local)")
-        return Found(what, name, None, f"{local} exists but holds no config.json nor {SPEC_FILE}", fatal=True)
+        if is_router_folder(local):
+            return Found(what, name, "a sentence-transformers Router folder with query / document routes (local)")
+        return Found(what, name, None, f"{local} exists but holds no config.json, {SPEC_FILE} nor a sentence-transformers "
+                                       f"Router (modules.json + router_config.json)", fatal=True)
     hub_id = ALIASES.get(name, name)
     try:
         from huggingface_hub import snapshot_download  # noqa: PLC0415 -- only what --check asks
@@ -113,7 +116,7 @@ def dataset_status(name: str) -> Found:
 
 def _config_limit(found: Found) -> int | None:
     """``max_position_embeddings`` from a local config.json (the rule of ``ssft.core.hub.max_input_length``)."""
-    if found.where is None or "transformers folder" not in found.where:
+    if found.where is None or not ("transformers folder" in found.where or "Router folder" in found.where):
         return None
     return max_input_length(found.name)  # a local folder: resolve_model returns it as it is
 

@@ -13,7 +13,12 @@
 - ``colbert-stanford``: Stanford's ColBERT (``architectures: [HF_ColBERT]``): ``linear.weight`` beside the encoder,
   settings from ``artifact.metadata``;
 - ``sentence-transformers``: a SentenceTransformer folder (``modules.json``): Pooling (mean / cls), Dense and
-  Normalize modules and the query / document prompts;
+  Normalize modules and the query / document prompts. A ``Router`` (sentence-transformers 6: ``router_config.json``
+  with ``types``, ``structure`` — one module list per route — and ``parameters.route_mappings``; what ``ssft-export``
+  writes when a model's query and document towers differ) is read one route at a time: its ``query`` route (or the
+  route its mappings give the query task) by default, its ``document`` route on request, each route's modules followed
+  by the modules listed after the Router. ``SentenceModules.towers`` names both routes' Transformer folders when they
+  differ (two towers: only ``dense`` holds them);
 - ``transformers``: anything else (a plain encoder).
 
 Every weight of the checkpoint is accounted for: ``Pretrained.extra`` holds those the transformer did not take;
@@ -22,6 +27,8 @@ checkpoint lacked (initialised at random). Nothing is dropped silently.
 """
 from __future__ import annotations
 
+import ast
+import difflib
 import json
 import logging
 import string
@@ -70,7 +77,9 @@ class SentenceModules:
     skiplist_words: list[str] | None = None  # a MultiVectorMask module's
     prompts: dict[str, str] = field(default_factory=dict)
     transformer_config: dict[str, Any] = field(default_factory=dict)  # sentence_bert_config.json
-    other: list[str] = field(default_factory=list)  # modules ssft does not model (Router, LayerNorm, ...)
+    other: list[str] = field(default_factory=list)  # modules ssft does not model (LayerNorm, ...)
+    route: str | None = None  # the Router route these modules are (its name in router_config.json), None: no Router
+    towers: dict[str, str] = field(default_factory=dict)  # {query, document} -> Transformer folder when they differ
 
 
 @dataclass
@@ -98,6 +107,11 @@ class Pretrained:
     modules: SentenceModules | None = None
     colbert: ColbertSettings | None = None
     notes: list[str] = field(default_factory=list)  # what a ranker could not honour (reported with the rest)
+
+    @property
+    def two_towers(self) -> bool:
+        """A sentence-transformers Router whose query and document routes hold different transformers."""
+        return self.modules is not None and bool(self.modules.towers)
 
     def take(self, key: str) -> torch.Tensor | None:
         """The checkpoint weight ``key`` (its checkpoint name), now used by the ranker; None when absent."""
@@ -174,40 +188,127 @@ def _pooling_mode(config: dict[str, Any]) -> str:
     return "mean"
 
 
-def read_sentence_modules(folder: Path, st_config: dict[str, Any]) -> SentenceModules:
-    """The modules a ``modules.json`` lists, read from their folders (no sentence-transformers import)."""
+ROUTER_CLASSES = ("Router", "Asym")  # Asym: sentence-transformers' older name of the Router
+ROLES = ("query", "document")
+
+
+def _read_module(modules: SentenceModules, kind: str, folder: Path, path: str, st_config: dict[str, Any]) -> None:
+    """One module (class name ``kind``, in ``folder / path``) into ``modules``."""
+    sub = folder / path
+    if kind in ("Transformer", "MultiVectorTransformer"):
+        modules.transformer_path = path
+        for name in ("sentence_bert_config.json", "sentence_xlnet_config.json"):
+            if (sub / name).is_file():
+                modules.transformer_config = _read_json(sub / name)
+    elif kind == "Pooling":
+        config = _read_json(sub / "config.json") if (sub / "config.json").is_file() else {}
+        modules.pooling = _pooling_mode(config)
+        modules.include_prompt = bool(config.get("include_prompt", True))
+    elif kind == "Dense":
+        config = _read_json(sub / "config.json")
+        weights = read_weights(sub)
+        if not weights:
+            raise SsftError(f"{sub}: a Dense module without safetensors weights (pickle weights are not loaded)")
+        modules.dense.append(DenseModule(
+            weight=weights["linear.weight"], bias=weights.get("linear.bias"),
+            activation=str(config.get("activation_function", "torch.nn.modules.linear.Identity")),
+            token_level=config.get("module_input_name") == "token_embeddings" or st_config.get("model_type") in
+            ("MultiVectorEncoder", "ColBERT")))
+    elif kind == "Normalize":
+        modules.normalize = True
+    elif kind == "MultiVectorMask":
+        config = _read_json(sub / "config.json") if (sub / "config.json").is_file() else {}
+        modules.skiplist_words = list(config.get("skiplist_words") or [])
+    else:
+        modules.other.append(kind)
+
+
+def _route_mappings(parameters: dict[str, Any], where: Path) -> dict[tuple, str]:
+    """A Router's ``route_mappings``: JSON keys such as "('query', None)" back to (task, modality) tuples."""
+    mappings = {}
+    for key, route in (parameters.get("route_mappings") or {}).items():
+        try:
+            task_modality = ast.literal_eval(key)
+        except (ValueError, SyntaxError):
+            raise SsftError(f"{where}: route_mappings key {key!r} is not a (task, modality) pair") from None
+        if not (isinstance(task_modality, tuple) and len(task_modality) == 2):
+            raise SsftError(f"{where}: route_mappings key {key!r} is not a (task, modality) pair")
+        mappings[task_modality] = route
+    return mappings
+
+
+def router_routes(folder: Path) -> dict[str, list[tuple[str, str]]]:
+    """{query, document} -> that route's modules [(module folder, class name)] of the Router in ``folder`` (the
+    modules listed after the Router in ``modules.json`` appended to both), the way sentence-transformers resolves
+    ``encode_query`` / ``encode_document``: a route mapping of the task (with the text modality, or any), else the
+    route named as the task. A route missing, or a module its structure names that the folder lacks, is an error."""
+    folder = Path(folder)
+    entries = _read_json(folder / "modules.json")
+    where = folder / "router_config.json"
+    index = [i for i, e in enumerate(entries) if isinstance(e, dict) and _module_class(e) in ROUTER_CLASSES]
+    if not where.is_file():
+        raise SsftError(f"{folder}/modules.json: lists a Router but {where.name} is missing")
+    config = _read_json(where)
+    types, structure = config.get("types"), config.get("structure")
+    if not isinstance(types, dict) or not isinstance(structure, dict) or not structure:
+        raise SsftError(f"{where}: expected 'types' and 'structure' mappings (sentence-transformers' Router format)")
+    mappings = _route_mappings(config.get("parameters") or {}, where)
+    after = [(str(e.get("path", "")), _module_class(e)) for e in entries[index[0] + 1:]] if index else []
+    routes = {}
+    for role in ROLES:
+        name = next((mappings[k] for k in ((role, "text"), (role, None)) if k in mappings), role)
+        if name not in structure:
+            close = difflib.get_close_matches(name, list(structure), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise SsftError(f"{where}: no '{name}' route for the {role} tower (routes: {', '.join(map(str, structure))}); ssft "
+                            f"reads a Router's query and document routes as its two towers{hint}")
+        modules = []
+        for module_id in structure[name] or []:
+            if module_id not in types:
+                raise SsftError(f"{where}: route '{name}' names module '{module_id}', which 'types' does not list")
+            if not (folder / module_id).is_dir():
+                raise SsftError(f"{where}: route '{name}' names module '{module_id}', which is not in {folder}")
+            modules.append((str(module_id), str(types[module_id]).rsplit(".", 1)[-1]))
+        if not any(kind in ("Transformer", "MultiVectorTransformer") for _, kind in modules):
+            raise SsftError(f"{where}: route '{name}' has no Transformer module")
+        routes[role] = modules + after
+    return routes
+
+
+def is_router(folder: Path) -> bool:
+    """``folder`` is a sentence-transformers folder whose modules start with a Router."""
+    file = Path(folder) / "modules.json"
+    if not file.is_file():
+        return False
+    entries = _read_json(file)
+    return isinstance(entries, list) and any(isinstance(e, dict) and _module_class(e) in ROUTER_CLASSES for e in entries)
+
+
+def router_towers(folder: Path) -> dict[str, str]:
+    """{query, document} -> the Transformer folder of that route, when ``folder`` is a sentence-transformers Router
+    whose two routes hold different transformers (two towers); {} otherwise."""
+    if not is_router(folder):
+        return {}
+    routes = router_routes(folder)
+    found = {role: next(p for p, k in mods if k in ("Transformer", "MultiVectorTransformer")) for role, mods in routes.items()}
+    return found if found["query"] != found["document"] else {}
+
+
+def read_sentence_modules(folder: Path, st_config: dict[str, Any], route: str = "query") -> SentenceModules:
+    """The modules a ``modules.json`` lists, read from their folders (no sentence-transformers import); through a
+    Router, those of its ``route`` (``query`` or ``document``: ``router_routes``)."""
     entries = _read_json(folder / "modules.json")
     if not isinstance(entries, list):
         raise SsftError(f"{folder / 'modules.json'}: expected a list of modules")
     modules = SentenceModules(prompts={k: v for k, v in (st_config.get("prompts") or {}).items() if isinstance(v, str)})
-    for entry in entries:
-        kind, sub = _module_class(entry), folder / str(entry.get("path", ""))
-        if kind in ("Transformer", "MultiVectorTransformer"):
-            modules.transformer_path = str(entry.get("path", ""))
-            for name in ("sentence_bert_config.json", "sentence_xlnet_config.json"):
-                if (sub / name).is_file():
-                    modules.transformer_config = _read_json(sub / name)
-        elif kind == "Pooling":
-            config = _read_json(sub / "config.json") if (sub / "config.json").is_file() else {}
-            modules.pooling = _pooling_mode(config)
-            modules.include_prompt = bool(config.get("include_prompt", True))
-        elif kind == "Dense":
-            config = _read_json(sub / "config.json")
-            weights = read_weights(sub)
-            if not weights:
-                raise SsftError(f"{sub}: a Dense module without safetensors weights (pickle weights are not loaded)")
-            modules.dense.append(DenseModule(
-                weight=weights["linear.weight"], bias=weights.get("linear.bias"),
-                activation=str(config.get("activation_function", "torch.nn.modules.linear.Identity")),
-                token_level=config.get("module_input_name") == "token_embeddings" or st_config.get("model_type") in
-                ("MultiVectorEncoder", "ColBERT")))
-        elif kind == "Normalize":
-            modules.normalize = True
-        elif kind == "MultiVectorMask":
-            config = _read_json(sub / "config.json") if (sub / "config.json").is_file() else {}
-            modules.skiplist_words = list(config.get("skiplist_words") or [])
-        else:
-            modules.other.append(kind)
+    if is_router(folder):
+        listed = router_routes(folder)[route]
+        modules.route = route
+        modules.towers = router_towers(folder)
+    else:
+        listed = [(str(e.get("path", "")), _module_class(e)) for e in entries]
+    for path, kind in listed:
+        _read_module(modules, kind, folder, path, st_config)
     return modules
 
 
@@ -216,10 +317,17 @@ def _marker(prompt: str | None, default: str) -> str:
     return text or default
 
 
-def read_checkpoint(name: str, folder: Path) -> Pretrained:
-    """The kind of ``folder`` (the local copy of ``name``) and its settings; weights are read by ``load_pretrained``."""
+def read_checkpoint(name: str, folder: Path, route: str = "query") -> Pretrained:
+    """The kind of ``folder`` (the local copy of ``name``) and its settings; weights are read by ``load_pretrained``.
+    A sentence-transformers Router is read through its ``route`` (``query``, the default, or ``document``)."""
     folder = Path(folder)
-    config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+    if route not in ROLES:
+        raise ValueError(f"route must be one of {ROLES}, got {route!r}")
+    config_folder = folder
+    if is_router(folder):  # the config of the route's transformer (a Router folder has none at its root)
+        config_folder = folder / next(p for p, k in router_routes(folder)[route] if k in ("Transformer",
+                                                                                          "MultiVectorTransformer"))
+    config = _read_json(config_folder / "config.json") if (config_folder / "config.json").is_file() else {}
     architectures = [str(a) for a in config.get("architectures") or []]
     st_file = folder / "config_sentence_transformers.json"
     st_config = _read_json(st_file) if st_file.is_file() else {}
@@ -234,7 +342,7 @@ def read_checkpoint(name: str, folder: Path) -> Pretrained:
             mask_punctuation=bool(meta.get("mask_punctuation", True)))
         return Pretrained(name, folder, "colbert-stanford", config, colbert=colbert)
     if model_type in ("MultiVectorEncoder", "ColBERT") and (folder / "modules.json").is_file():
-        modules = read_sentence_modules(folder, st_config)
+        modules = read_sentence_modules(folder, st_config, route)
         prompts = dict(modules.prompts)
         for key, role in (("query_prefix", "query"), ("document_prefix", "document")):  # PyLate <= 3
             if st_config.get(key):
@@ -265,7 +373,7 @@ def read_checkpoint(name: str, folder: Path) -> Pretrained:
     if any(a.endswith("ForSequenceClassification") for a in architectures) or model_type == "CrossEncoder":
         return Pretrained(name, folder, "sequence-classification", config)
     if (folder / "modules.json").is_file():
-        modules = read_sentence_modules(folder, st_config)
+        modules = read_sentence_modules(folder, st_config, route)
         return Pretrained(name, folder, "sentence-transformers", config, modules=modules)
     return Pretrained(name, folder, "transformers", config)
 
@@ -305,5 +413,6 @@ def classifier_head(pretrained: Pretrained) -> dict[str, torch.Tensor] | None:
     return None
 
 
-__all__ = ["KINDS", "PUNCTUATION", "ColbertSettings", "DenseModule", "Pretrained", "SentenceModules", "account_weights",
-           "classifier_head", "read_checkpoint", "read_sentence_modules", "read_weights"]
+__all__ = ["KINDS", "PUNCTUATION", "ROLES", "ColbertSettings", "DenseModule", "Pretrained", "SentenceModules",
+           "account_weights", "classifier_head", "is_router", "read_checkpoint", "read_sentence_modules", "read_weights",
+           "router_routes", "router_towers"]

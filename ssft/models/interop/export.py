@@ -181,8 +181,10 @@ def export_cross_encoder(ranker, folder: Path) -> dict[str, Any]:
     encoder = merged_encoder(ranker.backbone)
     model_type = encoder.config.model_type
     if model_type not in SEQUENCE_CLASSIFICATION_LAYOUT:
-        raise SsftError(f"a '{model_type}' cross-encoder has no sequence-classification layout ssft can write (known: "
-                        f"{', '.join(SEQUENCE_CLASSIFICATION_LAYOUT)}); {SERVED_BY}")
+        known = ", ".join(SEQUENCE_CLASSIFICATION_LAYOUT)
+        raise SsftError(f"a '{model_type}' cross-encoder has no sequence-classification layout ssft can write: ssft's head "
+                        f"is dense + tanh + linear on the first token, as transformers' {known} heads are (e.g. "
+                        f"DistilBERT's has a ReLU); {SERVED_BY}")
     prefix, pooler_key, linear_key = SEQUENCE_CLASSIFICATION_LAYOUT[model_type]
     settings = {k: v for k, v in encoder.config.to_dict().items() if k not in ("id2label", "label2id", "num_labels")}
     config = AutoConfig.for_model(**settings, num_labels=1)
