@@ -161,7 +161,8 @@ def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
                      f"{k.one_hot_weight:g}, score ({k.score_loss}) {k.score_weight:g}, query embedding "
                      f"{k.query_embedding_weight:g}, document embedding {k.document_embedding_weight:g}"
                      + ("; documents inherited" if k.inherit_documents else "") + ("; queries only" if k.query_only else ""))
-    lines.append(f"data: {d.dataset}: train {d.train_split}"
+    train = f"rows of {d.train} ({d.train_format} form)" if d.train is not None else d.train_split
+    lines.append(f"data: {d.dataset}: train {train}"
                  + (f" (at most {d.max_train_queries} queries)" if d.max_train_queries else " (all queries)")
                  + f", {d.num_negatives} {d.negatives} negative(s) per positive"
                  + (f", at most {d.max_positives_per_query} positive(s) per query" if d.max_positives_per_query else "")
