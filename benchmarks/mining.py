@@ -28,7 +28,10 @@ positive, 3 negatives, 2 epochs + the start on 60 dev queries, test = BM25 top-2
 interpolation tuned on dev) as it is (random negatives), and the same recipe trained from ``data.train`` = a dataset
 ``ssft-mine`` wrote from the zero-shot MiniLM over all NFCorpus train queries (every judged document excluded, ranks
 --nf-range-min .. --nf-range-max, --relative-margin, at most --pool, rows with fewer than --nf-min-negatives
-dropped), subsampled by the recipe's own data.max_train_queries / max_positives_per_query (same seed):
+dropped), subsampled by the recipe's own data.max_train_queries / max_positives_per_query (same seed); parts
+``nf_mine_deep`` / ``nf_mined_deep`` repeat the mined arm with the ranks of --nf-deep-range (the corpus embeddings
+come from the cache the first mining filled). Ranks 11-50 are sentence-transformers' own choice for the MiniLM-mined
+natural-questions-hard-negatives (range_min 10, range_max 50); the relative margin 0.05 is the SciFact section's.
 
     SSFT_DATA_HOME=../shared/data OMP_NUM_THREADS=1 python benchmarks/mining.py --dataset nfcorpus --out /tmp/nf_bench
 """
@@ -48,7 +51,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 PARTS = ("mine", "zeroshot", "bm25", "mined", "inbatch", "cross", "scored", "margin_mse")
-NF_PARTS = ("nf_mine", "nf_random", "nf_mined")
+NF_PARTS = ("nf_mine", "nf_random", "nf_mined", "nf_mine_deep", "nf_mined_deep")
 QUICKSTART = ROOT / "recipes" / "quickstart.yaml"
 logger = logging.getLogger("mining_bench")
 
@@ -155,7 +158,7 @@ def training_pairs(mined_file: Path) -> dict:
     rows = source.subsample(d.max_train_queries, d.max_positives_per_query, d.sample_seed).examples
     mined = {(ex.qid, ex.positive) for ex in rows}
     return {"quickstart_pairs": len(beir), "mined_pairs": len(mined), "mined_rows": len(rows),
-            "mined_queries_all": len({ex.qid for ex in source.examples}),
+            "mined_queries_all": len({ex.qid for ex in source.examples}), "train_queries": len(dataset.qrels(d.train_split)),
             "queries_shared": len({q for q, _ in beir} & {q for q, _ in mined}), "pairs_shared": len(beir & mined),
             "pool_per_row": round(sum(len(ex.negatives) for ex in rows) / len(rows), 2)}
 
@@ -185,6 +188,8 @@ def main() -> int:
                         help="scifact: the dense comparison; nfcorpus: the quickstart cross-encoder, random vs mined")
     parser.add_argument("--nf-range-min", type=int, default=11, help="nfcorpus: best rank a mined negative may have")
     parser.add_argument("--nf-range-max", type=int, default=50, help="nfcorpus: worst rank a mined negative may have")
+    parser.add_argument("--nf-deep-range", default="51,100",
+                        help="nfcorpus: the rank range of the second mined arm (parts nf_mine_deep, nf_mined_deep)")
     parser.add_argument("--nf-min-negatives", type=int, default=3,
                         help="nfcorpus: drop rows with fewer mined negatives (the recipe draws 3 per step)")
     ns = parser.parse_args()
@@ -230,28 +235,34 @@ def main() -> int:
     return 0
 
 
-def nf_filters(ns) -> list[str]:
-    return ["--range-min", str(ns.nf_range_min), "--range-max", str(ns.nf_range_max), "--relative-margin",
+def nf_ranges(ns) -> dict[str, tuple[int, int]]:
+    """The rank range of each mined arm: nf_mine(d) and nf_mine(d)_deep."""
+    deep = tuple(int(x) for x in ns.nf_deep_range.split(","))
+    return {"": (ns.nf_range_min, ns.nf_range_max), "_deep": deep}
+
+
+def nf_filters(ns, ranks: tuple[int, int]) -> list[str]:
+    return ["--range-min", str(ranks[0]), "--range-max", str(ranks[1]), "--relative-margin",
             str(ns.relative_margin), "--num-negatives", str(ns.pool), "--min-negatives", str(ns.nf_min_negatives)]
 
 
 def nfcorpus(ns) -> int:
     """The NFCorpus parts: mine, the quickstart as it is, the quickstart on the mined rows; then the section."""
     parts = [p for p in (ns.parts or ",".join(NF_PARTS)).split(",") if p] if not ns.write_only else []
-    mined_file = ns.mined or ns.out / "nf_mined.jsonl"
-    if ns.mined is not None and saved(ns.out, "nf_mine") is None:
-        save(ns.out, "nf_mine", json.loads(ns.mined.with_suffix(".mining.json").read_text()))
+    ranges = nf_ranges(ns)
     for part in parts:
         if saved(ns.out, part) is not None:
             continue
         logger.info("part %s", part)
-        if part == "nf_mine":
-            result = mine(ns.out, "nf_mined", nf_filters(ns), dataset="nfcorpus")
+        suffix = "_deep" if part.endswith("_deep") else ""
+        mined_file = ns.out / f"nf_mined{suffix}.jsonl"
+        if part in ("nf_mine", "nf_mine_deep"):
+            result = mine(ns.out, f"nf_mined{suffix}", nf_filters(ns, ranges[suffix]), dataset="nfcorpus")
             result["training_pairs"] = training_pairs(mined_file)
         elif part == "nf_random":
             result = run_quickstart(ns.out, part, [])
             result["chance"] = chance(ns.out, part)
-        elif part == "nf_mined":
+        elif part in ("nf_mined", "nf_mined_deep"):
             result = run_quickstart(ns.out, part, [f"data.train={mined_file}"])
         else:
             raise SystemExit(f"unknown part {part} (nfcorpus: {', '.join(NF_PARTS)})")
@@ -268,33 +279,36 @@ def write_nfcorpus(ns) -> None:
     from report import write_section
 
     r = {p: saved(ns.out, p) for p in NF_PARTS}
+    ranges = nf_ranges(ns)
     lines = [
         "## The quickstart cross-encoder on NFCorpus: random vs mined (filtered) negatives",
         "",
         f"`SSFT_DATA_HOME=../shared/data OMP_NUM_THREADS=1 python benchmarks/mining.py --dataset nfcorpus --out OUT "
         f"--relative-margin {ns.relative_margin} --pool {ns.pool} --nf-range-min {ns.nf_range_min} --nf-range-max "
-        f"{ns.nf_range_max} --nf-min-negatives {ns.nf_min_negatives}" + (f" --mined {ns.mined}" if ns.mined else "")
-        + "` (CPU, 2 cores shared with other jobs, one thread per run). Both rows are `recipes/quickstart.yaml` "
-        "unchanged (all-MiniLM-L6-v2 cross-encoder, LoRA r16, listwise CE, 128 tokens, 400 train queries × 1 "
-        "positive × 3 negatives, batch 8, 2 epochs = 100 steps, seed 42; best of the start and 2 epochs on 60 dev "
-        "queries; test = BM25 top-20 of the 323 test queries reranked, and the interpolation with BM25's score, weight "
-        "tuned on dev); the second only adds `data.train=<the mined file>`, which the recipe's own "
-        "`data.max_train_queries: 400` / `max_positives_per_query: 1` subsample with the same seed.",
+        f"{ns.nf_range_max} --nf-deep-range {ns.nf_deep_range} --nf-min-negatives {ns.nf_min_negatives}` (CPU, 2 cores "
+        "shared with other jobs, one thread per run; the parts ran as separate processes with `--parts`). Every row is "
+        "`recipes/quickstart.yaml` unchanged (all-MiniLM-L6-v2 cross-encoder, LoRA r16, listwise CE, 128 tokens, 400 "
+        "train queries × 1 positive × 3 negatives, batch 8, 2 epochs = 100 steps, seed 42; best of the start and 2 "
+        "epochs on 60 dev queries; test = BM25 top-20 of the 323 test queries reranked, and the interpolation with "
+        "BM25's score, weight tuned on dev); a mined row only adds `data.train=<the mined file>`, which the recipe's "
+        "own `data.max_train_queries: 400` / `max_positives_per_query: 1` subsample with the same seed.",
         "",
         "| training negatives | test nDCG@10 | test+bm25 nDCG@10 | test RR@10 | dev nDCG@10 by epoch (0 = start) "
         "| kept | train loss (chance ln 4 = 1.386) |",
         "|---|---|---|---|---|---|---|",
     ]
-    bm25 = next((x["bm25"] for x in (r["nf_random"], r["nf_mined"]) if x), None)
+    bm25 = next((r[k]["bm25"] for k in ("nf_random", "nf_mined", "nf_mined_deep") if r[k]), None)
     if bm25:
         lines.append(f"| BM25 alone | {bm25['nDCG@10']:.4f} | — | {bm25['RR@10']:.4f} | — | — | — |")
     if r["nf_random"] and r["nf_random"].get("chance"):
         c = r["nf_random"]["chance"]
         lines.append(f"| chance: BM25's top-20 shuffled ({c['shuffles']} seeds) | {c['mean']:.4f} "
                      f"({c['min']:.3f}–{c['max']:.3f}) | — | — | — | — | — |")
-    labels = {"nf_random": "random (the quickstart as it is)",
-              "nf_mined": "mined by zero-shot MiniLM, filtered (`data.train`, ids form)"}
-    for key in ("nf_random", "nf_mined"):
+    labels = {"nf_random": "random (the quickstart as it is)"}
+    for suffix, (lo, hi) in ranges.items():
+        labels[f"nf_mined{suffix}"] = (f"mined by zero-shot MiniLM, ranks {lo}–{hi}, relative margin "
+                                       f"{ns.relative_margin:g} (`data.train`, ids form)")
+    for key in ("nf_random", "nf_mined", "nf_mined_deep"):
         x = r[key]
         if not x:
             continue
@@ -302,25 +316,29 @@ def write_nfcorpus(ns) -> None:
         kept += f"; α {x['interpolation_alpha']:g}" if x.get("interpolation_alpha") is not None else ""
         lines.append(f"| {labels[key]} | {x['test']['nDCG@10']:.4f} | {x['test+bm25']['nDCG@10']:.4f} | "
                      f"{x['test']['RR@10']:.4f} | {_validation(x)} | {kept} | {x['train_loss']:.4f} |")
-    m = r["nf_mine"]
-    if m:
+    for suffix, (lo, hi) in ranges.items():
+        m = r[f"nf_mine{suffix}"]
+        if not m:
+            continue
         removed = ", ".join(f"{k} {v:,}" for k, v in sorted(m["removed"].items()))
         bands = ", ".join(f"{k}: {v:,}" for k, v in m["judged_excluded_by_rank"].items())
-        lines += ["", f"Mining (`{' '.join(m['command'])}`, {m['seconds']:.0f} s), per (query, judged positive): "
-                  f"first every judged document of the query is excluded — {m['judged_excluded']:,} judged documents in "
-                  f"the {m['depth']}-deep candidate lists of the train queries (by the miner's rank: {bands}); then of "
-                  f"the {m['candidates']:,} remaining candidates the filters removed: {removed}. {m['rows']:,} rows of "
-                  f"{m['queries']:,} queries kept ({m['negatives_per_row']} negatives each on average), "
-                  f"{m['rows_dropped_too_few_negatives']:,} (query, positive) rows dropped with fewer than "
+        lines += ["", f"Mining for ranks {lo}–{hi} (`{' '.join(m['command'])}`, {m['seconds']:.0f} s), per (query, "
+                  f"judged positive): first every judged document of the query is excluded — {m['judged_excluded']:,} "
+                  f"judged documents in the {m['depth']}-deep candidate lists of the train queries (by the miner's rank: "
+                  f"{bands}); then of the {m['candidates']:,} remaining candidates the filters removed: {removed}. "
+                  f"{m['rows']:,} rows of {m['queries']:,} queries kept ({m['negatives_per_row']} negatives each on "
+                  f"average), {m['rows_dropped_too_few_negatives']:,} (query, positive) rows dropped with fewer than "
                   f"{ns.nf_min_negatives} negatives left."]
         t = m.get("training_pairs")
         if t:
-            lines += ["", f"What the mined arm trains on: the recipe's subsample keeps {t['mined_rows']} rows "
-                      f"({t['mined_pairs']} (query, positive) pairs, {t['pool_per_row']} mined negatives per row, 3 drawn "
-                      f"per epoch); {t['queries_shared']} of its queries and {t['pairs_shared']} of its pairs are the "
-                      f"quickstart's ({t['quickstart_pairs']} pairs): a query the filters left without a row changes "
-                      "the seeded draw over the sorted queries."]
-    done = [k for k in ("nf_random", "nf_mined") if r[k]]
+            lines += ["", f"What this arm trains on: the recipe's subsample keeps {t['mined_rows']} rows "
+                      f"({t['mined_pairs']} (query, positive) pairs, {t['pool_per_row']} mined negatives per row, 3 "
+                      f"drawn per epoch); {t['queries_shared']} of its queries and {t['pairs_shared']} of its pairs are "
+                      f"the quickstart's ({t['quickstart_pairs']} pairs)"
+                      + (f": {t['train_queries'] - t['mined_queries_all']} of the {t['train_queries']} train queries "
+                         "lost every row to the filters, which changes the seeded draw over the sorted queries."
+                         if t["mined_queries_all"] < t["train_queries"] else ".")]
+    done = [k for k in ("nf_random", "nf_mined", "nf_mined_deep") if r[k]]
     if done:
         lines += ["", "Wall-clock per run (shared machine): " + ", ".join(f"{k} {r[k]['seconds']} s" for k in done) + "."]
     missing = [k for k in NF_PARTS if not r[k]]
