@@ -328,7 +328,16 @@ def write_nfcorpus(ns) -> None:
                   f"{bands}); then of the {m['candidates']:,} remaining candidates the filters removed: {removed}. "
                   f"{m['rows']:,} rows of {m['queries']:,} queries kept ({m['negatives_per_row']} negatives each on "
                   f"average), {m['rows_dropped_too_few_negatives']:,} (query, positive) rows dropped with fewer than "
-                  f"{ns.nf_min_negatives} negatives left."]
+                  f"{ns.nf_min_negatives} negatives left.",
+                  "", f"What the filters did on NFCorpus: the judged documents crowd the miner's top ranks (ranks 1–10 "
+                  f"hold {m['judged_excluded_by_rank'].get('1-10', 0) / max(m['judged_excluded'], 1):.0%} of those in "
+                  f"the top {m['depth']}), which is why the very top is skipped. The relative margin is what removes the "
+                  f"most: {m['rows_dropped_too_few_negatives'] / (m['rows'] + m['rows_dropped_too_few_negatives']):.0%} of "
+                  "the (query, positive) rows keep fewer than "
+                  f"{ns.nf_min_negatives} candidates scored below {1 - ns.relative_margin:g} × their positive, i.e. the "
+                  "zero-shot miner scores most NFCorpus positives (largely indirect links) below the unjudged documents "
+                  f"at ranks {lo}+. The mined arm therefore trains on other positives, not only other negatives: the "
+                  "pairs the miner already ranks high."]
         t = m.get("training_pairs")
         if t:
             lines += ["", f"What this arm trains on: the recipe's subsample keeps {t['mined_rows']} rows "
@@ -343,7 +352,7 @@ def write_nfcorpus(ns) -> None:
         lines += ["", "Wall-clock per run (shared machine): " + ", ".join(f"{k} {r[k]['seconds']} s" for k in done) + "."]
     missing = [k for k in NF_PARTS if not r[k]]
     if missing:
-        lines += ["", f"Not run (time): {', '.join(missing)}."]
+        lines += ["", f"No result (not run, or not finished in the time): {', '.join(missing)}."]
     write_section("mining_nfcorpus", "\n".join(lines))
 
 
