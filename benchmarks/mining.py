@@ -21,6 +21,19 @@ training data changed:
 
 Each part saves its result under --out and is skipped when the result exists (resumable); the 'mining' section of
 BENCHMARKS.md is written from whatever parts have results.
+
+``--dataset nfcorpus`` runs the NFCorpus comparison instead (parts ``nf_mine``, ``nf_random``, ``nf_mined``; section
+'mining_nfcorpus'): ``recipes/quickstart.yaml`` (MiniLM cross-encoder, LoRA, listwise CE, 400 train queries x 1
+positive, 3 negatives, 2 epochs + the start on 60 dev queries, test = BM25 top-20 of the 323 test queries, BM25
+interpolation tuned on dev) as it is (random negatives), and the same recipe trained from ``data.train`` = a dataset
+``ssft-mine`` wrote from the zero-shot MiniLM over all NFCorpus train queries (every judged document excluded, ranks
+--nf-range-min .. --nf-range-max, --relative-margin, at most --pool, rows with fewer than --nf-min-negatives
+dropped), subsampled by the recipe's own data.max_train_queries / max_positives_per_query (same seed); parts
+``nf_mine_deep`` / ``nf_mined_deep`` repeat the mined arm with the ranks of --nf-deep-range (the corpus embeddings
+come from the cache the first mining filled). Ranks 11-50 are sentence-transformers' own choice for the MiniLM-mined
+natural-questions-hard-negatives (range_min 10, range_max 50); the relative margin 0.05 is the SciFact section's.
+
+    SSFT_DATA_HOME=../shared/data OMP_NUM_THREADS=1 python benchmarks/mining.py --dataset nfcorpus --out /tmp/nf_bench
 """
 from __future__ import annotations
 
@@ -38,6 +51,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 PARTS = ("mine", "zeroshot", "bm25", "mined", "inbatch", "cross", "scored", "margin_mse")
+NF_PARTS = ("nf_mine", "nf_random", "nf_mined", "nf_mine_deep", "nf_mined_deep")
+QUICKSTART = ROOT / "recipes" / "quickstart.yaml"
 logger = logging.getLogger("mining_bench")
 
 
@@ -75,14 +90,77 @@ def zero_shot(doc_length: int) -> dict:
     return {"test": test, "doc_length": doc_length, "seconds": round(time.time() - started)}
 
 
-def mine(out: Path, name: str, extra: list[str]) -> dict:
+def mine(out: Path, name: str, extra: list[str], dataset: str = "scifact") -> dict:
     from ssft.cli.mine import main
 
-    argv = ["--data", "scifact", "--split", "train", "--model", MINILM, "--max-length", "256", "--query-max-length", "64",
+    argv = ["--data", dataset, "--split", "train", "--model", MINILM, "--max-length", "256", "--query-max-length", "64",
             "--depth", "100", "--output", str(out / f"{name}.jsonl"), "--overwrite", *extra]
     if main(argv) != 0:
         raise SystemExit(f"ssft-mine {' '.join(argv)} failed")
     return json.loads((out / f"{name}.mining.json").read_text())
+
+
+def run_quickstart(out: Path, name: str, overrides: list[str]) -> dict:
+    """recipes/quickstart.yaml with ``overrides``: metrics.json (model, BM25, interpolation, start) and what run_info
+    says of the validation by epoch and the training."""
+    from ssft.recipe import load_recipe
+    from ssft.train import run_recipe
+
+    folder = out / name
+    recipe = load_recipe(QUICKSTART, [f"training.output_dir={folder}", "training.report_to=[]", *overrides])
+    started = time.time()
+    results = run_recipe(recipe)
+    info = json.loads((folder / "run_info.json").read_text())
+    return {**results, "overrides": overrides, "validation_history": info.get("validation_history"),
+            "best_validation": info.get("best_validation"), "start_selected": info.get("start_selected"),
+            "interpolation_alpha": info.get("interpolation_alpha"), "train_loss": info.get("train_loss"),
+            "notes": info.get("notes"), "seconds": round(time.time() - started)}
+
+
+def chance(out: Path, name: str, shuffles: int = 20) -> dict:
+    """nDCG@10 of BM25's test top-20 (the run the quickstart reranks) in a random order: mean and range of
+    ``shuffles`` seeded shuffles — the level a model that learnt nothing scores."""
+    import random
+    import statistics
+
+    from ssft.data.beir import load_dataset
+    from ssft.data.trec import read_run
+    from ssft.eval.metrics import evaluate_run
+
+    run = read_run(out / name / "run.bm25.test.trec")
+    qrels = load_dataset("nfcorpus").qrels("test")
+    values = []
+    for i in range(shuffles):
+        rng = random.Random(i)
+        shuffled = {}
+        for qid, docs in run.items():
+            order = sorted(docs)
+            rng.shuffle(order)
+            shuffled[qid] = {d: float(len(order) - k) for k, d in enumerate(order)}
+        values.append(evaluate_run(qrels, shuffled, ["nDCG@10"])[0]["nDCG@10"])
+    return {"mean": statistics.mean(values), "min": min(values), "max": max(values), "shuffles": shuffles}
+
+
+def training_pairs(mined_file: Path) -> dict:
+    """The (query, positive) pairs each arm trains on: the quickstart's draw from the BEIR qrels and the same draw
+    (``TrainSource.subsample``) from the mined rows; how many queries and pairs they share."""
+    from ssft.data.beir import load_dataset
+    from ssft.data.examples import build_examples, subsample_queries
+    from ssft.data.hf_sources import load_train_source
+    from ssft.recipe import load_recipe
+
+    d = load_recipe(QUICKSTART).data
+    dataset = load_dataset("nfcorpus")
+    qrels = subsample_queries(dataset.qrels(d.train_split), d.max_train_queries, d.sample_seed)
+    beir = {(ex.qid, ex.positive) for ex in build_examples(qrels, list(dataset.corpus), None, d.min_relevance,
+                                                          d.max_positives_per_query, d.sample_seed)}
+    source = load_train_source(str(mined_file), dataset)
+    rows = source.subsample(d.max_train_queries, d.max_positives_per_query, d.sample_seed).examples
+    mined = {(ex.qid, ex.positive) for ex in rows}
+    return {"quickstart_pairs": len(beir), "mined_pairs": len(mined), "mined_rows": len(rows),
+            "mined_queries_all": len({ex.qid for ex in source.examples}), "train_queries": len(dataset.qrels(d.train_split)),
+            "queries_shared": len({q for q, _ in beir} & {q for q, _ in mined}), "pairs_shared": len(beir & mined),
+            "pool_per_row": round(sum(len(ex.negatives) for ex in rows) / len(rows), 2)}
 
 
 def saved(out: Path, part: str):
@@ -104,15 +182,25 @@ def main() -> int:
     parser.add_argument("--relative-margin", type=float, default=0.05)
     parser.add_argument("--pool", type=int, default=20, help="mined negatives kept per (query, positive)")
     parser.add_argument("--teacher-negatives", type=int, default=7, help="mined negatives rescored per row (cross teacher)")
-    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--parts", default=None, help="comma-separated parts (default: all of the dataset's)")
     parser.add_argument("--write-only", action="store_true", help="only write the BENCHMARKS.md section")
+    parser.add_argument("--dataset", default="scifact", choices=("scifact", "nfcorpus"),
+                        help="scifact: the dense comparison; nfcorpus: the quickstart cross-encoder, random vs mined")
+    parser.add_argument("--nf-range-min", type=int, default=11, help="nfcorpus: best rank a mined negative may have")
+    parser.add_argument("--nf-range-max", type=int, default=50, help="nfcorpus: worst rank a mined negative may have")
+    parser.add_argument("--nf-deep-range", default="51,100",
+                        help="nfcorpus: the rank range of the second mined arm (parts nf_mine_deep, nf_mined_deep)")
+    parser.add_argument("--nf-min-negatives", type=int, default=3,
+                        help="nfcorpus: drop rows with fewer mined negatives (the recipe draws 3 per step)")
     ns = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     ns.out.mkdir(parents=True, exist_ok=True)
-    parts = [p for p in ns.parts.split(",") if p] if not ns.write_only else []
+    if ns.dataset == "nfcorpus":
+        return nfcorpus(ns)
+    parts = [p for p in (ns.parts or ",".join(PARTS)).split(",") if p] if not ns.write_only else []
     mined_file = ns.mined or ns.out / "mined.jsonl"
     if ns.mined is not None and saved(ns.out, "mine") is None:
         save(ns.out, "mine", json.loads(ns.mined.with_suffix(".mining.json").read_text()))
@@ -145,6 +233,127 @@ def main() -> int:
         save(ns.out, part, result)
     write(ns)
     return 0
+
+
+def nf_ranges(ns) -> dict[str, tuple[int, int]]:
+    """The rank range of each mined arm: nf_mine(d) and nf_mine(d)_deep."""
+    deep = tuple(int(x) for x in ns.nf_deep_range.split(","))
+    return {"": (ns.nf_range_min, ns.nf_range_max), "_deep": deep}
+
+
+def nf_filters(ns, ranks: tuple[int, int]) -> list[str]:
+    return ["--range-min", str(ranks[0]), "--range-max", str(ranks[1]), "--relative-margin",
+            str(ns.relative_margin), "--num-negatives", str(ns.pool), "--min-negatives", str(ns.nf_min_negatives)]
+
+
+def nfcorpus(ns) -> int:
+    """The NFCorpus parts: mine, the quickstart as it is, the quickstart on the mined rows; then the section."""
+    parts = [p for p in (ns.parts or ",".join(NF_PARTS)).split(",") if p] if not ns.write_only else []
+    ranges = nf_ranges(ns)
+    for part in parts:
+        if saved(ns.out, part) is not None:
+            continue
+        logger.info("part %s", part)
+        suffix = "_deep" if part.endswith("_deep") else ""
+        mined_file = ns.out / f"nf_mined{suffix}.jsonl"
+        if part in ("nf_mine", "nf_mine_deep"):
+            result = mine(ns.out, f"nf_mined{suffix}", nf_filters(ns, ranges[suffix]), dataset="nfcorpus")
+            result["training_pairs"] = training_pairs(mined_file)
+        elif part == "nf_random":
+            result = run_quickstart(ns.out, part, [])
+            result["chance"] = chance(ns.out, part)
+        elif part in ("nf_mined", "nf_mined_deep"):
+            result = run_quickstart(ns.out, part, [f"data.train={mined_file}"])
+        else:
+            raise SystemExit(f"unknown part {part} (nfcorpus: {', '.join(NF_PARTS)})")
+        save(ns.out, part, result)
+    write_nfcorpus(ns)
+    return 0
+
+
+def _validation(result: dict) -> str:
+    return ", ".join(f"{h['epoch']:g}: {h['eval_nDCG@10']:.3f}" for h in result["validation_history"] or [])
+
+
+def write_nfcorpus(ns) -> None:
+    from report import write_section
+
+    r = {p: saved(ns.out, p) for p in NF_PARTS}
+    ranges = nf_ranges(ns)
+    lines = [
+        "## The quickstart cross-encoder on NFCorpus: random vs mined (filtered) negatives",
+        "",
+        f"`SSFT_DATA_HOME=../shared/data OMP_NUM_THREADS=1 python benchmarks/mining.py --dataset nfcorpus --out OUT "
+        f"--relative-margin {ns.relative_margin} --pool {ns.pool} --nf-range-min {ns.nf_range_min} --nf-range-max "
+        f"{ns.nf_range_max} --nf-deep-range {ns.nf_deep_range} --nf-min-negatives {ns.nf_min_negatives}` (CPU, 2 cores "
+        "shared with other jobs, one thread per run; the parts ran as separate processes with `--parts`). Every row is "
+        "`recipes/quickstart.yaml` unchanged (all-MiniLM-L6-v2 cross-encoder, LoRA r16, listwise CE, 128 tokens, 400 "
+        "train queries × 1 positive × 3 negatives, batch 8, 2 epochs = 100 steps, seed 42; best of the start and 2 "
+        "epochs on 60 dev queries; test = BM25 top-20 of the 323 test queries reranked, and the interpolation with "
+        "BM25's score, weight tuned on dev); a mined row only adds `data.train=<the mined file>`, which the recipe's "
+        "own `data.max_train_queries: 400` / `max_positives_per_query: 1` subsample with the same seed.",
+        "",
+        "| training negatives | test nDCG@10 | test+bm25 nDCG@10 | test RR@10 | dev nDCG@10 by epoch (0 = start) "
+        "| kept | train loss (chance ln 4 = 1.386) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    bm25 = next((r[k]["bm25"] for k in ("nf_random", "nf_mined", "nf_mined_deep") if r[k]), None)
+    if bm25:
+        lines.append(f"| BM25 alone | {bm25['nDCG@10']:.4f} | — | {bm25['RR@10']:.4f} | — | — | — |")
+    if r["nf_random"] and r["nf_random"].get("chance"):
+        c = r["nf_random"]["chance"]
+        lines.append(f"| chance: BM25's top-20 shuffled ({c['shuffles']} seeds) | {c['mean']:.4f} "
+                     f"({c['min']:.3f}–{c['max']:.3f}) | — | — | — | — | — |")
+    labels = {"nf_random": "random (the quickstart as it is)"}
+    for suffix, (lo, hi) in ranges.items():
+        labels[f"nf_mined{suffix}"] = (f"mined by zero-shot MiniLM, ranks {lo}–{hi}, relative margin "
+                                       f"{ns.relative_margin:g} (`data.train`, ids form)")
+    for key in ("nf_random", "nf_mined", "nf_mined_deep"):
+        x = r[key]
+        if not x:
+            continue
+        kept = "the start (epoch 0)" if x.get("start_selected") else f"epoch {x['best_validation']['epoch']:g}"
+        kept += f"; α {x['interpolation_alpha']:g}" if x.get("interpolation_alpha") is not None else ""
+        lines.append(f"| {labels[key]} | {x['test']['nDCG@10']:.4f} | {x['test+bm25']['nDCG@10']:.4f} | "
+                     f"{x['test']['RR@10']:.4f} | {_validation(x)} | {kept} | {x['train_loss']:.4f} |")
+    for suffix, (lo, hi) in ranges.items():
+        m = r[f"nf_mine{suffix}"]
+        if not m:
+            continue
+        removed = ", ".join(f"{k} {v:,}" for k, v in sorted(m["removed"].items()))
+        bands = ", ".join(f"{k}: {v:,}" for k, v in m["judged_excluded_by_rank"].items())
+        lines += ["", f"Mining for ranks {lo}–{hi} (`{' '.join(m['command'])}`, {m['seconds']:.0f} s), per (query, "
+                  f"judged positive): first every judged document of the query is excluded — {m['judged_excluded']:,} "
+                  f"judged documents in the {m['depth']}-deep candidate lists of the train queries (by the miner's rank: "
+                  f"{bands}); then of the {m['candidates']:,} remaining candidates the filters removed: {removed}. "
+                  f"{m['rows']:,} rows of {m['queries']:,} queries kept ({m['negatives_per_row']} negatives each on "
+                  f"average), {m['rows_dropped_too_few_negatives']:,} (query, positive) rows dropped with fewer than "
+                  f"{ns.nf_min_negatives} negatives left.",
+                  "", f"What the filters did on NFCorpus: the judged documents crowd the miner's top ranks (ranks 1–10 "
+                  f"hold {m['judged_excluded_by_rank'].get('1-10', 0) / max(m['judged_excluded'], 1):.0%} of those in "
+                  f"the top {m['depth']}), which is why the very top is skipped. The relative margin is what removes the "
+                  f"most: {m['rows_dropped_too_few_negatives'] / (m['rows'] + m['rows_dropped_too_few_negatives']):.0%} of "
+                  "the (query, positive) rows keep fewer than "
+                  f"{ns.nf_min_negatives} candidates scored below {1 - ns.relative_margin:g} × their positive, i.e. the "
+                  "zero-shot miner scores most NFCorpus positives (largely indirect links) below the unjudged documents "
+                  f"at ranks {lo}+. The mined arm therefore trains on other positives, not only other negatives: the "
+                  "pairs the miner already ranks high."]
+        t = m.get("training_pairs")
+        if t:
+            lines += ["", f"What this arm trains on: the recipe's subsample keeps {t['mined_rows']} rows "
+                      f"({t['mined_pairs']} (query, positive) pairs, {t['pool_per_row']} mined negatives per row, 3 "
+                      f"drawn per epoch); {t['queries_shared']} of its queries and {t['pairs_shared']} of its pairs are "
+                      f"the quickstart's ({t['quickstart_pairs']} pairs)"
+                      + (f": {t['train_queries'] - t['mined_queries_all']} of the {t['train_queries']} train queries "
+                         "lost every row to the filters, which changes the seeded draw over the sorted queries."
+                         if t["mined_queries_all"] < t["train_queries"] else ".")]
+    done = [k for k in ("nf_random", "nf_mined", "nf_mined_deep") if r[k]]
+    if done:
+        lines += ["", "Wall-clock per run (shared machine): " + ", ".join(f"{k} {r[k]['seconds']} s" for k in done) + "."]
+    missing = [k for k in NF_PARTS if not r[k]]
+    if missing:
+        lines += ["", f"No result (not run, or not finished in the time): {', '.join(missing)}."]
+    write_section("mining_nfcorpus", "\n".join(lines))
 
 
 def write(ns) -> None:

@@ -77,6 +77,12 @@ CASES: list[tuple] = [
     ("train-source-unknown-suffix", "ssft.train", _rows("t.txt", "query\n"), "t.txt: expected a .jsonl"),
     ("train-source-missing-file", "ssft.train", lambda w: _train(w, f"data.train={w.root / 'absent.jsonl'}"),
      "absent.jsonl: cannot be read as a dataset"),
+    ("train-source-max-train-queries-zero", "ssft.train",
+     _rows("t.jsonl", [{"query_id": "q1", "positive_id": "d1"}], "data.max_train_queries=0"),
+     "data.max_train_queries: must be >= 1 or null"),
+    ("train-source-max-positives-not-a-number", "ssft.train",
+     _rows("t.jsonl", [{"query_id": "q1", "positive_id": "d1"}], "data.max_positives_per_query=some"),
+     "data.max_positives_per_query"),
     # ---- recipe checks
     ("train-source-format-without-train", "ssft.train", lambda w: _train(w, "data.train_format=ids"),
      "data.train_format / data.train_subset: only with data.train"),

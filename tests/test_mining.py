@@ -32,6 +32,9 @@ def test_judged_documents_are_never_negatives_and_rank_range_counts_them():
     assert [(r.positive, r.negatives) for r in rows] == [("other_pos", ["twin", "close", "mid"]),
                                                        ("p", ["twin", "close", "mid"])]
     assert report.removed == {"rank_range": 2}  # far, once per positive
+    # the judged-relevant documents (p at rank 1, other_pos at 2) are excluded first, counted once for the query
+    assert report.as_dict()["judged_excluded"] == 2 and report.as_dict()["judged_excluded_by_rank"] == {"1-10": 2}
+    assert report.queries == 1 and report.candidates == 8  # 4 unjudged candidates per positive
     rows, report = mine_negatives(CANDIDATES, QRELS, POSITIVE_SCORES, MiningFilters(num_negatives=1, absolute_margin=0.5))
     # against other_pos (9.9) the margin keeps close (9.0 <= 9.4); the cap of 1 keeps the best survivor only
     assert [r.negatives for r in rows] == [["close"], ["close"]]
@@ -40,7 +43,7 @@ def test_judged_documents_are_never_negatives_and_rank_range_counts_them():
 
 def test_rows_left_without_negatives_are_dropped_and_reported():
     rows, report = mine_negatives(CANDIDATES, {"q": {"p": 1}}, {"q": {"p": 10.0}}, MiningFilters(max_score=1.0))
-    assert rows == [] and report.rows_dropped == 1
+    assert rows == [] and report.rows_dropped == 1 and report.queries == 0
     rows, report = mine_negatives(CANDIDATES, {"q": {"p": 1}}, {"q": {"p": 10.0}},
                                   MiningFilters(max_score=1.0, min_negatives=0))
     assert len(rows) == 1 and rows[0].negatives == []
@@ -76,6 +79,8 @@ def test_ssft_mine_bm25_then_train_reads_it(tmp_path, capsys):
     info = json.loads(out.with_suffix(".mining.json").read_text())
     assert info["miner"] == "bm25" and info["command"][0] == "ssft-mine"
     assert info["rows"] > 0 and 0 < info["negatives_per_row"] <= 5 and info["removed"]["relative_margin"] > 0
+    assert info["queries"] == len({json.loads(line)["query_id"] for line in out.read_text().splitlines()}) > 0
+    assert info["judged_excluded"] == sum(info["judged_excluded_by_rank"].values()) > 0
     dataset = load_dataset(str(data))
     source = load_train_source(str(out), dataset)
     assert source.form == "ids" and {ex.qid for ex in source.examples} <= set(dataset.qrels("train"))

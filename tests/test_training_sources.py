@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import random
+from collections import Counter
 
 import pytest
 import torch
@@ -290,3 +292,104 @@ def test_run_recipe_on_training_sources(tiny_model_dir, tiny_dataset, tmp_path, 
         assert f"rows of {data['train']}" in info["notes"][0]
     else:
         assert "in-batch negatives only" in info["notes"][0]
+
+
+# ------------------------------------------------------------ data.max_train_queries / max_positives_per_query on data.train
+def _all_pairs_qrels() -> dict[str, dict[str, int]]:
+    return {"q1": {"d1": 1, "d2": 1, "d3": 1}, "q2": {"d2": 1, "d4": 1}, "q3": {"d3": 1, "d5": 1, "d6": 1},
+            "q4": {"d4": 1}, "q5": {"d6": 1, "d1": 1}}
+
+
+@pytest.mark.parametrize("max_queries, max_positives, seed", [(3, 1, 0), (2, 2, 7), (3, None, 1), (None, 1, 3), (9, 1, 0)])
+def test_train_rows_subsampled_as_the_qrels_are(tmp_path, tiny_dataset, max_queries, max_positives, seed):
+    from ssft.data.examples import build_examples, subsample_queries
+
+    dataset = load_dataset(str(tiny_dataset))
+    qrels = _all_pairs_qrels()
+    # two rows for (q1, d1): every row of a kept (query, positive) stays
+    rows = [{"query_id": q, "positive_id": d, "negative_ids": ["d5"] if d != "d5" else ["d4"]}
+            for q in sorted(qrels, reverse=True) for d in qrels[q]] + [{"query_id": "q1", "positive_id": "d1",
+                                                                         "negative_ids": ["d6"]}]
+    source = load_train_source(str(_jsonl(tmp_path / "ids.jsonl", rows)), dataset)
+    kept = source.subsample(max_queries, max_positives, seed)
+    expected = build_examples(subsample_queries(qrels, max_queries, seed), list(dataset.corpus), None, 1, max_positives, seed)
+    assert {(ex.qid, ex.positive) for ex in kept.examples} == {(ex.qid, ex.positive) for ex in expected}
+    assert len({ex.qid for ex in kept.examples}) == min(max_queries or 5, 5)
+    if max_positives is not None:
+        assert max(Counter(q for q, _ in {(ex.qid, ex.positive) for ex in kept.examples}).values()) <= max_positives
+    assert [ex for ex in source.examples if ex in kept.examples] == kept.examples  # row order kept
+    assert sum(ex.qid == "q1" and ex.positive == "d1" for ex in kept.examples) in (0, 2)
+    again = source.subsample(max_queries, max_positives, seed)
+    assert [(ex.qid, ex.positive) for ex in again.examples] == [(ex.qid, ex.positive) for ex in kept.examples]
+
+
+def test_text_and_scored_rows_subsampled_by_query(tmp_path, tiny_dataset):
+    dataset = load_dataset(str(tiny_dataset))
+    text = load_train_source(str(_jsonl(tmp_path / "t.jsonl", [
+        {"query": f"query {i % 4}", "positive": f"positive {i}", "negative": "n"} for i in range(12)])), dataset)
+    kept = text.subsample(2, 1, 0)
+    assert len({ex.query for ex in kept.examples}) == 2 and len(kept.examples) == 2
+    assert {ex.query for ex in kept.examples} == set(random.Random(0).sample(sorted({f"query {i}" for i in range(4)}), 2))
+    assert text.subsample(None, None, 0) is text
+    scored = load_train_source(str(_jsonl(tmp_path / "s.jsonl", [
+        {"query_id": q, "document_ids": [d, "d5", "d6"], "scores": [3.0, 2.0, 1.0]}
+        for q, d in (("q1", "d1"), ("q1", "d2"), ("q2", "d2"), ("q3", "d3"))])), dataset)
+    one = scored.subsample(None, 1, 0)
+    assert sorted(ex.qid for ex in one.examples) == ["q1", "q2", "q3"]  # q1 keeps one of its two positives
+    assert scored.subsample(1, None, 5).query_texts(dataset)[0] in dataset.queries.values()
+
+
+# ------------------------------------------------------------ the collapse monitor on a text-form data.train
+def test_collapse_monitor_samples_the_text_rows_queries(tiny_model_dir, tiny_dataset, tmp_path):
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl, TrainerState
+
+    from ssft.models.dense import DenseDualEncoder
+    from ssft.training.callbacks.collapse_monitor import CollapseMonitorCallback
+
+    dataset = load_dataset(str(tiny_dataset))
+    source = load_train_source(str(_jsonl(tmp_path / "t.jsonl", [
+        {"query": "novel query one", "positive": "vitamin d text", "negative": "sugar"},
+        {"query": "novel query two", "positive": "statin text", "negative": "coffee"},
+        {"query": "novel query one", "positive": "fish text", "negative": "sleep"}])), dataset)
+    torch.manual_seed(0)
+    model = DenseDualEncoder.build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=48,
+                                               query_max_length=16), "full", {})
+    # given no setup context, it reads the training set the Trainer hands it (TextGroups: no query ids)
+    monitor = CollapseMonitorCallback(sample_size=4)
+    loader = SimpleNamespace(dataset=TextGroups(source.examples, dataset, 1, seed=0))
+    monitor.on_train_begin(SimpleNamespace(output_dir=str(tmp_path)), TrainerState(), TrainerControl(), model=model,
+                           train_dataloader=loader)
+    assert sorted(monitor.queries) == ["novel query one", "novel query two"]
+    assert monitor.history[0]["query"]["samples"] == 2
+    # with the pipeline's context: the source's query texts, not the dataset's queries
+    monitor = CollapseMonitorCallback(sample_size=4)
+    monitor.setup(dataset=dataset, validation_qrels=None, train_qrels={}, train_queries=source.query_texts(dataset))
+    assert sorted(monitor.queries) == ["novel query one", "novel query two"] and len(monitor.documents) == 4
+
+
+def test_run_recipe_text_rows_subsampled_with_the_collapse_monitor(tiny_model_dir, tiny_dataset, tmp_path, monkeypatch):
+    from ssft.config.recipe import recipe_from_dict
+    from ssft.train import run_recipe
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
+    rows = _jsonl(tmp_path / "t.jsonl", [{"query": f"text query {i % 3}", "positive": f"positive text {i}",
+                                          "negative_1": "negative a", "negative_2": "negative b"} for i in range(9)])
+    out = tmp_path / "run"
+    recipe = recipe_from_dict({
+        "model": {"architecture": "dense", "name": str(tiny_model_dir), "max_length": 48, "query_max_length": 16},
+        "adapter": {"method": "full"}, "loss": {"name": "contrastive"},
+        "data": {"dataset": str(tiny_dataset), "validation_split": None, "train": str(rows), "max_train_queries": 2,
+                 "max_positives_per_query": 1, "num_negatives": 1},
+        "eval": {"depth": 5, "metrics": ["nDCG@10"]},
+        "callbacks": [{"name": "collapse_monitor", "every_steps": 1}],
+        "training": {"output_dir": str(out), "num_train_epochs": 1, "per_device_train_batch_size": 2, "use_cpu": True,
+                     "report_to": []},
+    }, "sources.yaml")
+    run_recipe(recipe)
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["notes"][0].startswith(f"training: 2 rows of {rows} (text form) (2 queries drawn, at most 2; at most 1 "
+                                       "positive(s) per query)")
+    history = json.loads((out / "collapse.json").read_text())["history"]
+    assert history and all(h["query"]["samples"] == 2 for h in history)  # the 2 training queries, not the dataset's 6

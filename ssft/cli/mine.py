@@ -105,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_text(output, "".join(json.dumps(r) + "\n" for r in records))
     atomic_write_json(info_path, info)
     removed = ", ".join(f"{k} {v}" for k, v in sorted(report.removed.items())) or "nothing"
-    print(f"ssft-mine: {report.rows} rows, {report.negatives} negatives ({report.as_dict()['negatives_per_row']} per row) "
-          f"from {report.candidates} candidates; removed: {removed}; {report.rows_dropped} rows dropped -> {output}")
+    print(f"ssft-mine: {report.rows} rows of {report.queries} queries, {report.negatives} negatives "
+          f"({report.as_dict()['negatives_per_row']} per row) from {report.candidates} candidates ({report.judged} judged "
+          f"documents excluded first); removed: {removed}; {report.rows_dropped} rows dropped -> {output}")
     return 0
 
 

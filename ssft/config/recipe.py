@@ -632,8 +632,6 @@ def _validate_training_data(recipe: Recipe, source: str, model_cls, loss_cls) ->
         raise SsftError(f"{source}: data.train_format: expected {_either(list(TRAIN_FORMS))}, got '{d.train_format}'")
     if d.train is None and (d.train_format != "auto" or d.train_subset is not None):
         raise SsftError(f"{source}: data.train_format / data.train_subset: only with data.train (a dataset of training rows)")
-    if d.train is not None and d.max_train_queries is not None:
-        raise SsftError(f"{source}: data.max_train_queries: subsamples the BEIR training qrels, not data.train's rows")
     if loss_cls.needs_teacher_scores:
         if d.train is None or d.train_format not in ("auto", "scored"):
             raise SsftError(f"{source}: loss.name: '{recipe.loss.name}' distils teacher scores: set data.train to a dataset "

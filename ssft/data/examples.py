@@ -83,6 +83,10 @@ class TrainingGroups(Dataset):
         ``training.train_sampling_strategy: group_by_length`` groups batches by."""
         return [len(self.dataset.queries[ex.qid]) + len(self.dataset.corpus[ex.positive].full_text) for ex in self.examples]
 
+    def query_texts(self) -> list[str]:
+        """The distinct query texts of the items, in item order."""
+        return list(dict.fromkeys(self.dataset.queries[ex.qid] for ex in self.examples))
+
     def _negatives(self, ex: Example, rng: random.Random) -> list[str]:
         pool = ex.negatives
         if len(pool) >= self.num_negatives:
@@ -108,6 +112,9 @@ class TextGroups(TrainingGroups):
 
     def lengths(self) -> list[int]:
         return [len(ex.query) + len(ex.positive) for ex in self.examples]
+
+    def query_texts(self) -> list[str]:
+        return list(dict.fromkeys(ex.query for ex in self.examples))
 
     def __getitem__(self, i: int) -> dict:
         ex = self.examples[i]

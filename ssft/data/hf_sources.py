@@ -14,10 +14,15 @@ folder of them, or a hub dataset id (``data.train_subset``: its configuration na
 
 ``auto`` picks the form from the columns. Every bad row is refused with one line naming the source, the
 column and the row (1-based: the line of a jsonl file).
+
+``data.max_train_queries`` / ``data.max_positives_per_query`` subsample the rows as they subsample the BEIR training
+qrels (``TrainSource.subsample``): the same seeded draw over the sorted distinct queries (a query id; in the text form
+the query text), then per query over its sorted distinct positives; every row of a kept (query, positive) stays.
 """
 from __future__ import annotations
 
 import math
+import random
 import re
 import sys
 import tempfile
@@ -28,7 +33,7 @@ from typing import Any
 from ssft.config.choices import TRAIN_FORMS as FORMS
 from ssft.core.errors import SsftError
 from ssft.data.beir import IRDataset
-from ssft.data.examples import Example
+from ssft.data.examples import Example, subsample_queries
 
 BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".tsv": "csv"}
 _NEGATIVE = re.compile(r"negative(?:_(\d+))?(?:_id)?|negative_id(?:_(\d+))?")
@@ -60,6 +65,42 @@ class TrainSource:
     @property
     def query_ids(self) -> list[str]:
         return sorted({ex.qid for ex in self.examples}) if self.form != "text" else []
+
+    def query_key(self, example: Any) -> str:
+        """The query a row trains: its query id, or in the text form its query text."""
+        return example.query if self.form == "text" else example.qid
+
+    def positive_key(self, example: Any) -> str:
+        """The positive a row leads with: a document id (scored: the list's first), or in the text form its text."""
+        if self.form == "scored":
+            return example.document_ids[0]
+        return example.positive
+
+    def query_texts(self, dataset: IRDataset) -> list[str]:
+        """The distinct query texts of the rows, in row order (the text form brings its own; ids: the dataset's)."""
+        keys = dict.fromkeys(self.query_key(ex) for ex in self.examples)
+        return list(keys) if self.form == "text" else [dataset.queries[q] for q in keys]
+
+    def subsample(self, max_queries: int | None, max_positives: int | None, seed: int) -> TrainSource:
+        """The rows of ``max_queries`` distinct queries and, per query, of at most ``max_positives`` distinct positives,
+        drawn as ``data.max_train_queries`` / ``data.max_positives_per_query`` draw from the BEIR training qrels
+        (``subsample_queries``; ``build_examples``' per-query draw, one ``random.Random(seed)`` over the sorted
+        queries): rows in their order, every row of a kept (query, positive) kept."""
+        if max_queries is None and max_positives is None:
+            return self
+        positives: dict[str, dict[str, None]] = {}
+        for ex in self.examples:
+            positives.setdefault(self.query_key(ex), {})[self.positive_key(ex)] = None
+        kept_queries = subsample_queries(positives, max_queries, seed)
+        rng = random.Random(seed)
+        kept: set[tuple[str, str]] = set()
+        for key in sorted(kept_queries):
+            chosen = sorted(positives[key])
+            if max_positives is not None and len(chosen) > max_positives:
+                chosen = sorted(rng.sample(chosen, max_positives))
+            kept.update((key, p) for p in chosen)
+        rows = [ex for ex in self.examples if (self.query_key(ex), self.positive_key(ex)) in kept]
+        return TrainSource(self.form, self.name, rows)
 
 
 def read_rows(spec: str, subset: str | None = None):

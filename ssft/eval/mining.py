@@ -11,7 +11,9 @@ judged positive of the query is kept as a negative only if
 - ``score <= positive_score * (1 - relative_margin)``;
 - ``score <= max_score``;
 
-and at most ``num_negatives`` of the survivors are kept, best first. ``positive_score`` is the miner's score of
+and at most ``num_negatives`` of the survivors are kept, best first. Every judged-relevant document of the query (any
+grade > 0, not only the positives at ``min_relevance``) is excluded before these filters: NFCorpus judges ~43 documents
+per training query, all of them excluded for each of its positives. ``positive_score`` is the miner's score of
 that positive (computed for it even when it is not among the candidates). Rows left with fewer than
 ``min_negatives`` negatives are dropped.
 
@@ -61,21 +63,31 @@ class MinedRow:
     scores: list[float]  # the miner's scores of the negatives
 
 
+RANK_BAND = 10  # judged documents among the candidates are counted per band of this many ranks
+
+
 @dataclass
 class MiningReport:
-    """What the filters did: candidates looked at, removed per filter (the first filter that removes a candidate
-    counts it), rows kept and dropped."""
+    """What the filters did: candidates looked at (per (query, positive), judged documents excluded), removed per
+    filter (the first filter that removes a candidate counts it), rows kept and dropped, queries left with a row; and
+    the first filter, which no setting turns off: the judged-relevant documents of the query among its candidates
+    (counted once per query, by rank band: where the miner ranks what the qrels call relevant)."""
 
     candidates: int = 0
     removed: Counter = field(default_factory=Counter)
     rows: int = 0
     rows_dropped: int = 0
     negatives: int = 0
+    queries: int = 0
+    judged: int = 0
+    judged_by_rank: Counter = field(default_factory=Counter)
 
     def as_dict(self) -> dict:
+        bands = {f"{b * RANK_BAND + 1}-{(b + 1) * RANK_BAND}": self.judged_by_rank[b] for b in sorted(self.judged_by_rank)}
         return {"candidates": self.candidates, "removed": dict(self.removed), "rows": self.rows,
                 "rows_dropped_too_few_negatives": self.rows_dropped, "negatives": self.negatives,
-                "negatives_per_row": round(self.negatives / self.rows, 3) if self.rows else 0.0}
+                "negatives_per_row": round(self.negatives / self.rows, 3) if self.rows else 0.0,
+                "queries": self.queries, "judged_excluded": self.judged, "judged_excluded_by_rank": bands}
 
 
 def filter_reason(rank: int, score: float, positive_score: float, filters: MiningFilters) -> str | None:
@@ -103,6 +115,11 @@ def mine_negatives(candidates: Run, qrels: Qrels, positive_scores: Run, filters:
         judged = {d for d, r in qrels[qid].items() if r > 0}
         positives = sorted(d for d, r in qrels[qid].items() if r >= min_relevance)
         ranked = sorted(candidates.get(qid, {}).items(), key=lambda kv: (-kv[1], kv[0]))
+        for rank, (doc, _) in enumerate(ranked):
+            if doc in judged:
+                report.judged += 1
+                report.judged_by_rank[rank // RANK_BAND] += 1
+        rows_before = report.rows
         for positive in positives:
             if positive not in positive_scores.get(qid, {}):
                 raise SsftError(f"mining: no miner score for the positive {positive} of query {qid}")
@@ -126,6 +143,7 @@ def mine_negatives(candidates: Run, qrels: Qrels, positive_scores: Run, filters:
             rows.append(MinedRow(qid, positive, pos_score, negatives, scores))
             report.rows += 1
             report.negatives += len(negatives)
+        report.queries += report.rows > rows_before
     return rows, report
 
 

@@ -176,7 +176,8 @@ def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
             lines.append(f"  generated queries (004 App. E): {g.per_query} per training query from {g.model}, sigma "
                          f"{g.sigma:g}, mask probability {g.mask_probability:g}, {g.decoding}; Eq. 7 on them, weight "
                          f"{g.weight:g}")
-    lines.append(f"data: {d.dataset}: train {d.train_split}"
+    train = f"rows of {d.train} ({d.train_format} form)" if d.train is not None else d.train_split
+    lines.append(f"data: {d.dataset}: train {train}"
                  + (f" (at most {d.max_train_queries} queries)" if d.max_train_queries else " (all queries)")
                  + f", {d.num_negatives} {d.negatives} negative(s) per positive"
                  + (f", at most {d.max_positives_per_query} positive(s) per query" if d.max_positives_per_query else "")

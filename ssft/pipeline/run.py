@@ -141,7 +141,14 @@ def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str) 
                  f"{d.dataset}/{'+'.join(distill.query_splits)} (test queries excluded), " + schedule]
     elif inputs.train_source is not None:
         negatives = "in-batch negatives only" if d.num_negatives == 0 else f"{d.num_negatives} negative(s) each"
-        notes = [f"training: {len(built.source.examples)} rows of {d.train} ({inputs.train_source.form} form), "
+        source = inputs.train_source
+        subsampled = ""
+        if d.max_train_queries is not None or d.max_positives_per_query is not None:
+            subsampled = (f" ({len({source.query_key(ex) for ex in source.examples})} queries"
+                          + (f" drawn, at most {d.max_train_queries}" if d.max_train_queries is not None else "")
+                          + (f"; at most {d.max_positives_per_query} positive(s) per query"
+                             if d.max_positives_per_query is not None else "") + ")")
+        notes = [f"training: {len(built.source.examples)} rows of {d.train} ({source.form} form){subsampled}, "
                  f"{negatives}, " + schedule]
     else:
         notes = [f"training: {len(inputs.train_qrels)} queries of {d.dataset}/{d.train_split} "
@@ -211,7 +218,9 @@ def training_setup(recipe: Recipe, plan: Plan, inputs: RunInputs, built: BuiltRu
             json.dumps({"query": q, "generated": g}, ensure_ascii=False) + "\n" for q, g in built.generated.items()))
     callbacks = build_callbacks([c for c in recipe.callbacks if callback_name(c) != "best_epoch"],
                                 dataset=inputs.dataset, validation_qrels=inputs.validation_qrels,
-                                train_qrels=inputs.train_qrels)
+                                train_qrels=inputs.train_qrels,
+                                train_queries=(inputs.train_source.query_texts(inputs.dataset)
+                                               if inputs.train_source is not None else None))
     pairs = (PairDataset(inputs.validation_first, inputs.validation_depth, inputs.dataset)
              if inputs.validation_qrels else None)
     return TrainingSetup(recipe, inputs, built, plan.training_kwargs, pairs, callbacks, plan.state == "resume",

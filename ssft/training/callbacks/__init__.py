@@ -20,7 +20,7 @@ def build_callback(entry: Any, where: str = "callbacks"):
 
 def build_callbacks(entries: list[Any], **context) -> list:
     """Callbacks of a recipe; those with a ``setup`` method are given ``context`` (dataset, validation_qrels,
-    train_qrels) — what a Trainer event does not carry."""
+    train_qrels, train_queries: the query texts of a data.train source) — what a Trainer event does not carry."""
     out = []
     for entry in entries:
         callback = build_callback(entry)

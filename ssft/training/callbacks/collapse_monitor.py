@@ -87,14 +87,19 @@ class CollapseMonitorCallback(RecipeCallback):
         self.warnings: list[str] = []
         self._output_dir: str | None = None
 
-    def setup(self, dataset=None, validation_qrels=None, train_qrels=None, **_) -> None:
+    def setup(self, dataset=None, validation_qrels=None, train_qrels=None, train_queries=None, **_) -> None:
+        """The fixed sample: queries of the validation split, else of the training qrels, else the training query
+        texts (``train_queries``: a ``data.train`` source's, whose text form names no query id), else the dataset's
+        queries; documents of the corpus."""
         if dataset is None:
             return
         rng = random.Random(self.seed)
-        qids = sorted(validation_qrels or train_qrels or dataset.queries)
-        qids = [q for q in qids if q in dataset.queries]
-        qids = rng.sample(qids, self.sample_size) if len(qids) > self.sample_size else qids
-        self.queries = [dataset.queries[q] for q in qids]
+        if validation_qrels or train_qrels or not train_queries:
+            qids = sorted(validation_qrels or train_qrels or dataset.queries)
+            texts = [dataset.queries[q] for q in qids if q in dataset.queries]
+        else:
+            texts = sorted(set(train_queries))
+        self.queries = rng.sample(texts, self.sample_size) if len(texts) > self.sample_size else texts
         dids = sorted(dataset.corpus)
         dids = rng.sample(dids, self.sample_size) if len(dids) > self.sample_size else dids
         self.documents = [dataset.corpus[d].full_text for d in dids]
@@ -134,8 +139,8 @@ class CollapseMonitorCallback(RecipeCallback):
         self._output_dir = args.output_dir if getattr(args, "should_save", True) else None  # only the main process writes
         if not self.queries or not self.documents:
             train = getattr(kwargs.get("train_dataloader"), "dataset", None)
-            if train is not None and hasattr(train, "dataset"):
-                self.setup(dataset=train.dataset, train_qrels={ex.qid: {} for ex in train.examples})
+            if train is not None and hasattr(train, "dataset") and hasattr(train, "query_texts"):
+                self.setup(dataset=train.dataset, train_queries=train.query_texts())
         if model is not None and self.queries and self.documents:
             self.measure(model, state.global_step)
 
