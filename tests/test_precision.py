@@ -234,3 +234,35 @@ def test_a_run_validates_tests_and_records_in_its_precision(architecture, prec, 
     info = json.loads((tmp_path / "run" / "run_info.json").read_text())
     assert info["precision"] == prec and "test" in results
     assert len(asked) >= 2 and set(asked) == {prec}
+
+
+@pytest.mark.parametrize("method", ["lora", "ss_lora"])
+def test_int8_scores_a_model_with_an_unmerged_lora_adapter(method, tiny_model_dir, tiny_dataset):
+    """A LoRA run loaded for serving keeps its adapter unmerged: int8 quantises the base layers and leaves
+    lora_A / lora_B in float32 (PEFT's forward reads their weight dtype; quantised, it failed)."""
+    ds = load_dataset(str(tiny_dataset))
+    torch.manual_seed(0)
+    if method == "lora":
+        ranker = CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), max_length=48), "lora", {"r": 4})
+    else:
+        ranker = DenseDualEncoder.build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=48),
+                                        "ss_lora", {"r": 4})
+    for name, p in ranker.named_parameters():  # a trained adapter: lora_B no longer zero
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.2)
+    ranker.eval().requires_grad_(False)
+    quantized = precision.quantize_int8(ranker)
+    lora = [n for n, m in quantized.named_modules() if ".lora_" in n and type(m) is nn.Linear]
+    base = [n for n, m in quantized.named_modules() if n.endswith("base_layer")
+            and type(m).__module__.startswith("torch.ao.nn.quantized.dynamic")]
+    assert lora and base
+    if method == "lora":
+        pairs = _pairs(ds)
+        fp32 = prediction_trainer(ranker, 8).score(pairs)
+        int8 = prediction_trainer(ranker, 8, precision="int8").score(pairs)
+        assert not np.array_equal(int8, fp32) and np.abs(int8 - fp32).max() < 0.05
+    else:
+        texts = [d.full_text for d in ds.corpus.values()]
+        with precision.inference(ranker, "int8") as model:
+            vectors = encode_corpus(model, texts)
+        assert (vectors * encode_corpus(ranker, texts)).sum(1).min() > 0.98

@@ -30,7 +30,7 @@ from ssft.core.errors import SsftError
 
 with warnings.catch_warnings():  # torch.ao.quantization's eager API says it moves to torchao; it is still in torch 2.13
     warnings.simplefilter("ignore")
-    from torch.ao.quantization import quantize_dynamic
+    from torch.ao.quantization import default_dynamic_qconfig, quantize_dynamic
 
 PRECISIONS = ("auto", "fp32", "bf16", "int8")
 DEFAULT = "auto"  # eval.precision and the CLIs' --precision when not given
@@ -116,13 +116,18 @@ def _device(model: nn.Module) -> torch.device:
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:
-    """A copy of ``model`` with every ``nn.Linear`` dynamically quantised to int8 (``quantize_dynamic``); the
-    model itself is untouched. CPU only."""
+    """A copy of ``model`` with every ``nn.Linear`` dynamically quantised to int8 (``quantize_dynamic``) but the low-rank
+    matrices of an unmerged LoRA adapter (lora, lora++, ss_lora: they stay float32, small); the model itself is
+    untouched. CPU only."""
     if _device(model).type != "cpu":
         raise SsftError(f"int8: dynamic quantisation runs on the CPU only, the model is on {_device(model).type}")
+    # a LoRA layer's own lora_A / lora_B stay float32: PEFT's forward reads their .weight.dtype, which a quantised
+    # linear layer has not (its weight is a method); the base layers under them are quantised like any other
+    names = {name: default_dynamic_qconfig for name, module in model.named_modules()
+             if type(module) is nn.Linear and not any(part.startswith("lora_") for part in name.split("."))}
     with warnings.catch_warnings():  # torch.ao.quantization's eager API warns that it moves to torchao
         warnings.simplefilter("ignore")
-        quantized = quantize_dynamic(copy.deepcopy(model), {nn.Linear}, dtype=torch.qint8, inplace=True)
+        quantized = quantize_dynamic(copy.deepcopy(model), names, dtype=torch.qint8, inplace=True)
     object.__setattr__(quantized, ATTRIBUTE, "int8")
     return quantized
 
