@@ -54,6 +54,15 @@ def assert_save_load_round_trip(ranker, folder: Path, queries: list[str], docume
     return loaded
 
 
+def move_trainable_weights(model, scale: float = 0.2) -> None:
+    """Add scale x N(0, 1) noise to every trainable weight, so that a weight lost on the way (export, import, reload)
+    shows in the scores."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(scale * torch.randn_like(p))
+
+
 def write_synthetic_beir(root: Path, queries: int = 60, docs: int = 80, seed: int = 0) -> Path:
     """A BEIR folder of random-word documents and queries (each query shares words with its one relevant
     document): big enough for tens of training steps, small enough to train in seconds on a tiny model."""

@@ -15,7 +15,7 @@ from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
 from ssft.models import load_ranker
 from ssft.pipeline.export import export_run
-from tests.helpers import save_tiny_bert
+from tests.helpers import move_trainable_weights, save_tiny_bert
 
 st = pytest.importorskip("sentence_transformers")
 
@@ -37,10 +37,7 @@ def trained(architecture: str, method: str, base: Path, folder: Path, **model) -
     torch.manual_seed(0)
     cfg = ModelConfig(architecture=architecture, name=str(base), max_length=48, query_max_length=12, **model)
     ranker = MODELS.get(architecture).build(cfg, method, {"r": 4} if "lora" in method else {})
-    with torch.no_grad():
-        for p in ranker.parameters():
-            if p.requires_grad:
-                p.add_(0.2 * torch.randn_like(p))
+    move_trainable_weights(ranker)
     ranker.save(folder)
     return folder
 

@@ -21,7 +21,7 @@ from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
 from ssft.models.frozen import dense_reference, load_dense_model
 from ssft.pipeline.export import export_run
-from tests.helpers import assert_save_load_round_trip, save_tiny_bert, write_synthetic_beir
+from tests.helpers import assert_save_load_round_trip, move_trainable_weights, save_tiny_bert, write_synthetic_beir
 
 st = pytest.importorskip("sentence_transformers")
 from sentence_transformers.base.modules import Dense, Normalize, Transformer  # noqa: E402
@@ -182,10 +182,7 @@ def test_sentence_transformer_modules_that_disagree_are_reported(tiny, tmp_path,
 def test_an_export_is_read_back_without_loss(tiny, tmp_path, architecture, options):
     torch.manual_seed(7)
     ranker = build(architecture, tiny, "lora", **options)
-    with torch.no_grad():
-        for p in ranker.parameters():
-            if p.requires_grad:
-                p.add_(0.2 * torch.randn_like(p))
+    move_trainable_weights(ranker)
     ranker.save(tmp_path / "run")
     export_run(tmp_path / "run", tmp_path / "export")
     again = build(architecture, tmp_path / "export", **options)
@@ -215,10 +212,7 @@ def two_tower_export(tiny: Path, wide: Path, folder: Path, kind: str):
         ranker = build("dense", tiny, "lora", document_name=str(wide), projection_dim=16)
     else:  # dot product, no projection, two separately fine-tuned copies of one model
         ranker = build("dense", tiny, "full", document_name=str(tiny), normalize=False, score_scale=1.0)
-    with torch.no_grad():
-        for p in ranker.parameters():
-            if p.requires_grad:
-                p.add_(0.2 * torch.randn_like(p))
+    move_trainable_weights(ranker)
     ranker.save(folder / "run")
     export_run(folder / "run", folder / "export")
     assert (folder / "export" / "router_config.json").is_file() and not (folder / "export" / "config.json").exists()
