@@ -40,9 +40,11 @@ def runs(ns) -> dict[str, tuple[str, list[str]]]:
     return {
         "teacher": ("tct_nfcorpus_teacher.yaml", [f"data.max_train_queries={ns.teacher_queries}",
                                                   f"training.per_device_train_batch_size={ns.batch}",
-                                                  f"training.output_dir={teacher}"]),
-        "tct": ("tct_nfcorpus.yaml", common + [f"training.output_dir={ns.out / 'tct'}", f"loss.teacher={teacher}"]),
-        "ce": ("tct_nfcorpus.yaml", common + [f"training.output_dir={ns.out / 'ce'}", "loss={name: contrastive}"]),
+                                                  f"training.output_dir={teacher}", *ns.overrides]),
+        "tct": ("tct_nfcorpus.yaml", common + [f"training.output_dir={ns.out / 'tct'}", f"loss.teacher={teacher}",
+                                               *ns.overrides]),
+        "ce": ("tct_nfcorpus.yaml", common + [f"training.output_dir={ns.out / 'ce'}", "loss={name: contrastive}",
+                                              *ns.overrides]),
     }
 
 
@@ -132,7 +134,8 @@ def write_report(ns) -> None:
     got = {name: read(ns, name) for name in names}
     lines = ["## TCT-ColBERT distillation and dense-sparse fusion on NFCorpus (003)", "",
              f"`OMP_NUM_THREADS=1 python benchmarks/tct_fusion.py --out {ns.out} --train-queries {ns.train_queries} "
-             f"--teacher-queries {ns.teacher_queries} --batch {ns.batch}` (CPU, 1 thread, 2 cores shared with other "
+             f"--teacher-queries {ns.teacher_queries} --batch {ns.batch}"
+             + "".join(f" {o}" for o in ns.overrides) + "` (CPU, 1 thread, 2 cores shared with other "
              "jobs; recipes/tct_nfcorpus_teacher.yaml and recipes/tct_nfcorpus.yaml). all-MiniLM-L6-v2 everywhere. "
              f"Teacher: ColBERT, MaxSim over the 384-d token vectors (square projection starting as the identity), "
              f"fine-tuned 1 epoch on {ns.teacher_queries} NFCorpus train queries. Students: the dense bi-encoder scoring by "
@@ -190,6 +193,7 @@ def main() -> None:
     parser.add_argument("--zero-shot", action="store_true", help="also evaluate the untrained student (one more corpus encoding)")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
+    parser.add_argument("overrides", nargs="*", help="key=value recipe overrides for every run (e.g. eval.precision=fp32)")
     ns = parser.parse_args()
     ns.out.mkdir(parents=True, exist_ok=True)
     if not ns.report_only:
