@@ -7,6 +7,7 @@ import logging
 import pytest
 import torch
 
+from ssft.core.errors import SsftError
 from tests.helpers import write_synthetic_beir
 from tests.test_trainer import make_trainer
 
@@ -103,6 +104,32 @@ def test_bf16_on_a_cpu_without_native_bf16_trains_with_a_warning(tmp_path, monke
         assert plan.args.bf16 and plan.args.use_cpu
         assert ("emulates" in caplog.text) is not native
     assert not (tmp_path / "out").exists()
+
+
+def test_training_bf16_auto_follows_the_hardware(tmp_path, monkeypatch, caplog):
+    """training.bf16: auto trains in bf16 where the device computes it natively and in float32 elsewhere (never
+    the emulated, slower bf16), and says which; a value other than true / false / auto is a one-line error."""
+    from ssft.core import precision
+    from ssft.pipeline.folder import train_output_folder
+    from ssft.pipeline.run import prepare
+    from ssft.recipe import recipe_from_dict
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU path")
+    recipe = recipe_from_dict({"training": {"bf16": "Auto", "output_dir": str(tmp_path / "out")},
+                               "data": {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}}, "r.yaml")
+    assert recipe.training["bf16"] == "auto"
+    for native in (True, False):
+        monkeypatch.setattr(precision, "cpu_bf16_native", lambda native=native: native)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="ssft"):
+            plan = prepare(recipe, train_output_folder(tmp_path / "out"), overwrite=False, resume_with_changes=False)
+        assert plan.args.bf16 is native and bool(plan.args.use_cpu) is native
+        assert ("bf16 mixed precision" if native else "float32 (no native bf16") in caplog.text
+        assert "emulates" not in caplog.text
+    assert recipe.training["bf16"] == "auto"  # resolved per run, not written back into the recipe
+    with pytest.raises(SsftError, match=r"^r.yaml: training.bf16: expected true/false, got 'maybe' \(or auto"):
+        recipe_from_dict({"training": {"bf16": "maybe"}}, "r.yaml")
 
 
 # ---------------------------------------------------------------- tokenisation once per text

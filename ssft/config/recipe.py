@@ -493,8 +493,16 @@ def _training_section(value, source: str) -> dict[str, Any]:
     hints = typing.get_type_hints(TrainingArguments)
     for key, val in out.items():
         target = plain_type(hints.get(key))
+        if key == "bf16" and isinstance(val, str) and val.strip().lower() == "auto":
+            out[key] = "auto"  # resolved by the run (ssft.pipeline.run.prepare): bf16 where the hardware has it
+            continue
         if target in (int, float, bool) and val is not None:
-            out[key] = coerce(val, target, f"{source}: training.{key}")
+            try:
+                out[key] = coerce(val, target, f"{source}: training.{key}")
+            except SsftError as err:
+                if key != "bf16":
+                    raise
+                raise SsftError(f"{err} (or auto: bf16 where the hardware computes it natively)") from None
     out.setdefault("output_dir", "runs/" + Path(source).stem)
     output_dir = out["output_dir"]
     if isinstance(output_dir, int) and not isinstance(output_dir, bool):

@@ -86,6 +86,8 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
             results[START] = start
         if main:
             extra = {"start": start_info, "precision": precision.resolve(recipe.eval.precision, plan.args.device),
+                     "training_precision": "bf16" if plan.args.bf16 else
+                     "fp16" if plan.args.fp16 and plan.args.device.type == "cuda" else "fp32",
                      "resumed_with_changes": plan.resume_changes,
                      "processes": plan.args.world_size if plan.args.world_size > 1 else None}
             info = run_info(recipe, inputs, built, trained, evaluation, notes, plan.started, extra)
@@ -108,6 +110,12 @@ def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_c
               "save_total_limit": 1, "eval_strategy": "epoch" if recipe.data.validation_split else "no",
               "logging_strategy": "steps", "logging_steps": 10, "disable_tqdm": not sys.stderr.isatty(),
               "seed": recipe.seed, "dataloader_pin_memory": torch.cuda.is_available(), **recipe.training}
+    if kwargs.get("bf16") == "auto":
+        # bf16 mixed precision where the device computes it natively (a CUDA GPU with bf16, a CPU with avx512_bf16 /
+        # amx_bf16), else float32; BENCHMARKS.md § training_precision measures what it does to ranking quality
+        kwargs["bf16"] = precision.bf16_native("cuda" if torch.cuda.is_available() else "cpu")
+        logger.info("training.bf16: auto: %s", "bf16 mixed precision (native on this device)" if kwargs["bf16"]
+                    else "float32 (no native bf16 on this device)")
     if (kwargs.get("bf16") or kwargs.get("bf16_full_eval")) and not torch.cuda.is_available():
         # transformers accepts bf16 without a GPU only with use_cpu (which accelerate then autocasts on the CPU);
         # without a GPU there is nothing else to train on, so training.bf16 alone is enough
