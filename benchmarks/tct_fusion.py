@@ -123,11 +123,11 @@ def write_report(ns) -> None:
         m, info = got[name]
         fused = next(k for k in m if k.endswith(".fusion"))
         train = f"{loss}, {info['train_seconds']:.0f} s" if info["train_seconds"] else loss
+        if info.get("start_selected"):  # the trained model lost to its start on dev: the run hands back the start
+            train += "; ⚠ lost to its start on dev, epoch 0 kept"
         rows = [row(f"{label}: dense", m["test"], train)]
         if "start" in m:
             rows.append(row(f"{label}: its starting point ({start or 'before training'})", m["start"], "—"))
-        if info.get("start_selected"):
-            rows[0] += " ⚠ epoch 0 kept"
         return rows + [row(f"{label} + BM25, fusion α = {info['fusion_alpha']:g}", m[fused], "—")]
 
     names = ("teacher", "zeroshot", "ce", "tct", "tct-cos", "teacher-128d", "tct-128d")
