@@ -114,6 +114,22 @@ def test_run_reports_start_and_hands_back_the_starting_model(tiny_model_dir, syn
     assert "hands back the STARTING weights" in capsys.readouterr().out
 
 
+def test_a_run_that_scores_its_start_trains_in_bf16(tiny_model_dir, synthetic, tmp_path, monkeypatch):
+    """Scoring the start builds a prediction Trainer (mixed precision "no") before the training Trainer: a bf16
+    run must still get its bf16 Accelerator (accelerate refused it, "AcceleratorState has already been
+    initialized", until the trainer released the state) and train under bf16 autocast."""
+    from ssft.pipeline.run import run_recipe
+
+    out = tmp_path / "run"
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(out / "logs"))
+    recipe = _recipe(tiny_model_dir, synthetic, out, learning_rate=1e-4, scorer="cosine")
+    recipe.training["bf16"] = True
+    results = run_recipe(recipe)
+    info = json.loads((out / "run_info.json").read_text())
+    assert "start" in results and info["start"]["scored"] is True
+    assert info["training_precision"] == "bf16" and len(info["validation_history"]) == 3
+
+
 def test_a_random_head_is_not_scored_on_test(tiny_model_dir, synthetic, tmp_path, monkeypatch):
     """A cross-encoder (and TwinBERT's combiner) starts with a random scoring head: no 'start' entry, and the reason
     is in run_info; epoch 0 still takes part in the validation selection."""

@@ -23,6 +23,8 @@ import zipfile
 from pathlib import Path
 
 import torch
+from accelerate.state import AcceleratorState
+from accelerate.utils import DistributedType
 from safetensors import SafetensorError, safe_open
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_callback import TrainerState
@@ -239,11 +241,27 @@ class SaveAfterEpochEvaluation(TrainerCallback):
             self.deferred = False
 
 
+def release_accelerator_precision(wanted: str) -> None:
+    """Let the next ``Accelerator`` take this Trainer's mixed precision. accelerate keeps one AcceleratorState per
+    process and refuses another precision once it is set; transformers resets it only when a TrainingArguments'
+    device is first set up. A run's arguments are set up early (``prepare``), and a prediction-only Trainer built
+    since (scoring the starting model, mixed precision "no") would make the training Trainer's
+    ``Accelerator(mixed_precision="bf16")`` fail. Only the accelerator-level state is dropped; the process group
+    (PartialState) stays."""
+    state = AcceleratorState._shared_state
+    if (state and state.get("_mixed_precision", wanted) != wanted
+            and state.get("distributed_type") != DistributedType.DEEPSPEED):
+        AcceleratorState._reset_state()
+
+
 class CheckpointedTrainer(Trainer):
     """The Trainer's checkpoints, made complete-or-absent and resumable exactly (see the module docstring). The
     model is an ssft ``Ranker`` (``save`` / ``load_weights``)."""
 
     def __init__(self, *args, learning_rates_from_args: bool = False, **kwargs):
+        training_args = kwargs["args"] if "args" in kwargs else args[1] if len(args) > 1 else None
+        if training_args is not None:
+            release_accelerator_precision(training_args.mixed_precision)
         super().__init__(*args, **kwargs)
         self.learning_rates_from_args = learning_rates_from_args
         self.add_callback(SaveAfterEpochEvaluation())
