@@ -214,10 +214,15 @@ def test_latency_cli_records_its_precision(tiny_model_dir, tiny_dataset, tmp_pat
     assert json.loads((tmp_path / "lat" / "latency.json").read_text())[0]["precision"] == "bf16"
 
 
-@pytest.mark.parametrize("architecture, prec", [("cross", "int8"), ("dense", "bf16")])
-def test_a_run_validates_tests_and_records_in_its_precision(architecture, prec, tiny_model_dir, tiny_dataset, tmp_path,
-                                                             monkeypatch):
+@pytest.mark.parametrize("architecture, prec, train_bf16", [("cross", "int8", False), ("dense", "bf16", False),
+                                                             ("cross", "int8", True), ("cross", "fp32", True)])
+def test_a_run_validates_tests_and_records_in_its_precision(architecture, prec, train_bf16, tiny_model_dir, tiny_dataset,
+                                                             tmp_path, monkeypatch):
+    """Every evaluation of a run (validation during training, the test split) computes at eval.precision — also in
+    a bf16 training run, whose prepared model accelerate wraps in a bf16 autocast (int8 layers then got bf16
+    activations and failed; fp32 was scored in bf16)."""
     import json
+    from contextlib import contextmanager
 
     from ssft.pipeline.run import run_recipe
 
@@ -225,15 +230,27 @@ def test_a_run_validates_tests_and_records_in_its_precision(architecture, prec, 
                                "data": {"dataset": str(tiny_dataset)}, "eval": {"precision": prec, "depth": 6},
                                "loss": {"name": "contrastive"} if architecture == "dense" else {},
                                "training": {"output_dir": str(tmp_path / "run"), "max_steps": 2, "report_to": [],
-                                            "per_device_train_batch_size": 2}}, source="r.yaml")
+                                            "per_device_train_batch_size": 2, "bf16": train_bf16}}, source="r.yaml")
     asked: list = []
+    seen: list = []
     real = precision.inference
+
+    @contextmanager
+    def watched(model, p):
+        asked.append(p)
+        with real(model, p) as running, LinearDtypes(running) as dtypes:
+            yield running
+        seen.extend(dtypes)
+
     # every evaluation (validation during training, the test split) runs through ssft.core.precision.inference
-    monkeypatch.setattr(precision, "inference", lambda model, p: asked.append(p) or real(model, p))
+    monkeypatch.setattr(precision, "inference", watched)
     results = run_recipe(recipe)
     info = json.loads((tmp_path / "run" / "run_info.json").read_text())
     assert info["precision"] == prec and "test" in results
+    assert info["training_precision"] == ("bf16" if train_bf16 else "fp32")
     assert len(asked) >= 2 and set(asked) == {prec}
+    if prec != "int8":  # a quantised layer is not an nn.Linear any more
+        assert seen and set(seen) == {torch.bfloat16 if prec == "bf16" else torch.float32}
 
 
 @pytest.mark.parametrize("method", ["lora", "ss_lora"])

@@ -105,8 +105,12 @@ class RankingTrainer(CheckpointedTrainer):
         inputs.pop("group_size", None)
         if self._scoring_model is not None:
             model = self._scoring_model
+        # the ranker's own forward, not the instance attribute: under training.bf16 accelerate replaces the prepared
+        # model's forward with an autocast(bf16) wrapper, which would override eval.precision (fp32 scored in bf16,
+        # bf16 activations fed to int8 layers); the backbone autocasts itself when the precision is bf16
+        forward = type(model).forward.__get__(model)
         with torch.inference_mode():
-            scores = model(**inputs).float()
+            scores = forward(**inputs).float()
         return None, scores, None
 
     def score(self, pairs: PairDataset):
