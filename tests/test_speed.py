@@ -132,6 +132,34 @@ def test_training_bf16_auto_follows_the_hardware(tmp_path, monkeypatch, caplog):
         recipe_from_dict({"training": {"bf16": "maybe"}}, "r.yaml")
 
 
+def test_training_precision_defaults_to_auto_unless_named(tmp_path, monkeypatch):
+    """With no training.bf16 / training.fp16 in the recipe and no mixed precision in the accelerate config, a run
+    trains as training.bf16: auto would; a recipe's false, or an accelerate config's fp16, is left to rule."""
+    from ssft.core import precision
+    from ssft.pipeline.folder import train_output_folder
+    from ssft.pipeline.run import prepare, training_precision
+    from ssft.recipe import recipe_from_dict
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU path")
+    data = {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}
+
+    def plan_of(training: dict):
+        recipe = recipe_from_dict({"training": {"output_dir": str(tmp_path / "out"), **training}, "data": data}, "r.yaml")
+        return prepare(recipe, train_output_folder(tmp_path / "out"), overwrite=False, resume_with_changes=False)
+
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    for native in (True, False):
+        monkeypatch.setattr(precision, "cpu_bf16_native", lambda native=native: native)
+        plan = plan_of({})
+        assert plan.args.bf16 is native and training_precision(plan.args) == ("bf16" if native else "fp32")
+    monkeypatch.setattr(precision, "cpu_bf16_native", lambda: True)
+    assert plan_of({"bf16": False}).args.bf16 is False
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")  # what accelerate launch exports from its config
+    plan = plan_of({})
+    assert plan.args.bf16 is False and training_precision(plan.args) == "fp32"  # fp16 autocasts on GPUs only
+
+
 # ---------------------------------------------------------------- tokenisation once per text
 
 
