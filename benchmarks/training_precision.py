@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.report import write_section  # noqa: E402
 from ssft.core.precision import cpu_bf16_native  # noqa: E402
 
+RAN: list[Path] = []  # the runs this invocation trained (the others were reused)
 ARMS = {"fp32": "training.bf16=false", "bf16": "training.bf16=true"}
 
 
@@ -31,6 +32,7 @@ def train(recipe: Path, arm: str, seed: int, out_root: Path, overrides: list[str
     """One ``ssft-train`` run (skipped when its metrics.json is already there)."""
     out = out_root / f"{recipe.stem}-{arm}-s{seed}"
     if not (out / "metrics.json").is_file():
+        RAN.append(out)
         cmd = [sys.executable, "-m", "ssft.train", str(recipe), f"seed={seed}", f"training.output_dir={out}",
                ARMS[arm], *overrides]
         print("$", " ".join(cmd), flush=True)
@@ -64,19 +66,26 @@ def main() -> int:
     ns = parser.parse_args()
     recipes = [ROOT / r if not Path(r).is_absolute() else Path(r) for r in ns.recipes.split(",")]
     seeds = [int(s) for s in ns.seeds.split(",")]
-    load = [os.getloadavg()[0]]
+    load = []
     results: dict[tuple[str, str], list[dict]] = {}
     for recipe in recipes:
         for seed in seeds:
             for arm in (ARMS if seed % 2 == 0 else reversed(list(ARMS))):
+                before = len(RAN)
                 results.setdefault((recipe.stem, arm), []).append(summary(train(recipe, arm, seed, ns.out, ns.overrides)))
-                load.append(os.getloadavg()[0])
+                if len(RAN) > before:
+                    load.append(os.getloadavg()[0])
 
     def mean(values: list[float | None]) -> str:
         values = [v for v in values if v is not None]
         return f"{statistics.mean(values):.4f}" if values else "–"
 
-    flags = "avx512_bf16 (no amx_bf16)" if cpu_bf16_native() else "no native bf16"
+    cpu_flags = set(Path("/proc/cpuinfo").read_text().split()) if Path("/proc/cpuinfo").is_file() else set()
+    flags = ", ".join(f for f in ("avx512_bf16", "amx_bf16") if f in cpu_flags) or "no bf16 flag"
+    flags += "" if cpu_bf16_native() else " (no native bf16: the bf16 arm is emulated)"
+    flags += "" if "amx_bf16" in cpu_flags else " (no AMX)"
+    load_text = (f"1-minute load average {min(load):.1f}–{max(load):.1f} at the end of the runs trained here" if load
+                 else "every run reused from an earlier invocation (load: see the notes)")
     lines = [
         "## bf16 mixed-precision training: ranking quality against float32 (issue 19)",
         "",
@@ -84,8 +93,7 @@ def main() -> int:
         + (" " + " ".join(ns.overrides) if ns.overrides else "") + "`: each recipe trained with `training.bf16=false` "
         "(float32) and `training.bf16=true` (accelerate's CPU autocast, float32 master weights), the same seed, data and "
         f"steps; both evaluated at the recipe's inference precision. CPU: {flags}; "
-        f"1-minute load average {min(load):.1f}–{max(load):.1f} (other jobs beside it: the seconds are noisy, the "
-        "nDCG is not).",
+        f"{load_text} (other jobs beside it: the seconds are noisy, the nDCG is not).",
         "",
         "| recipe | training | test nDCG@10 | Δ vs fp32 | + BM25 interp. | start | dev nDCG@10 by epoch | best epoch | "
         "mean train loss | train seconds | inference |",
