@@ -18,8 +18,8 @@ over repeats, and the ratio ssft / ST of the medians:
   ``SentenceTransformer.encode`` (normalize_embeddings). Documents / s.
 
 Four sides per task (issue 19): ``ssft`` with its defaults (inference at ``ssft.core.precision.DEFAULT`` resolved on
-this machine; training as a recipe without ``training.bf16``), ``ssft_fp32`` / ``ssft_bf16`` (the other precision:
-inference in fp32, training with ``training.bf16``), ``st`` (sentence-transformers' defaults: fp32) and ``st_bf16``
+this machine; training as a recipe without ``training.bf16``, i.e. ``auto``: bf16 where the CPU computes it natively),
+``ssft_fp32`` / ``ssft_bf16`` (the other precision), ``st`` (sentence-transformers' defaults: fp32) and ``st_bf16``
 (sentence-transformers under ``torch.autocast(cpu, bfloat16)`` for inference — the same mechanism ssft uses —
 and with ``bf16=True, use_cpu=True`` training arguments for training).
 
@@ -45,8 +45,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 TASKS = ("bi_train", "cross_train", "rerank", "encode")
 INFERENCE_TASKS = ("rerank", "encode")
-SIDES = {"bi_train": ("ssft", "ssft_bf16", "st", "st_bf16"), "cross_train": ("ssft", "ssft_bf16", "st", "st_bf16"),
-         "rerank": ("ssft", "ssft_fp32", "st", "st_bf16"), "encode": ("ssft", "ssft_fp32", "st", "st_bf16")}
 UNITS = {"bi_train": "queries/s", "cross_train": "pairs/s", "rerank": "pairs/s", "encode": "docs/s"}
 
 
@@ -134,7 +132,13 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     side, _, variant = side.partition("_")  # ssft | st, and "" | fp32 | bf16
-    train_bf16 = {"bf16": True, "use_cpu": True} if variant == "bf16" else {}
+    if side == "ssft" and variant == "":  # ssft's default training precision: what training.bf16: auto resolves to
+        from ssft.core import precision
+
+        variant_training = "bf16" if precision.bf16_native("cpu") else "fp32"
+    else:
+        variant_training = variant or "fp32"
+    train_bf16 = {"bf16": True, "use_cpu": True} if variant_training == "bf16" else {}
     st_autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if variant == "bf16" else contextlib.nullcontext())
     if side == "ssft":
         from ssft.core import precision
@@ -278,14 +282,25 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
     else:
         raise ValueError(task)
     result.update(peak_rss_mb=rss_mb(), rss_before_mb=base, unit=UNITS[task])
-    if side == "ssft" and task in INFERENCE_TASKS:
-        result["precision"] = result_precision
+    if side == "ssft":
+        result["precision"] = result_precision if task in INFERENCE_TASKS else variant_training
     return result
 
 
 # ---------------------------------------------------------------------------------------------- parent
-def sides(task: str) -> tuple[str, ...]:
-    return SIDES[task]
+def sides(task: str, results: list[dict] | None = None) -> tuple[str, ...]:
+    """ssft's default, ssft at the other precision, ST's default, ST under bf16. The default's precision is the
+    machine's (inference: eval.precision auto; training: training.bf16 auto); an earlier results.json says which
+    other side it ran."""
+    if results:
+        other = next((r["side"] for r in results if r["task"] == task and r["side"] in ("ssft_fp32", "ssft_bf16")),
+                     "ssft_fp32")
+    else:
+        sys.path.insert(0, str(ROOT))
+        from ssft.core import precision
+
+        other = "ssft_fp32" if precision.bf16_native("cpu") else "ssft_bf16"
+    return ("ssft", other, "st", "st_bf16")
 
 
 def run_worker(task: str, side: str, data_file: Path, a, out: Path) -> dict:
@@ -313,7 +328,10 @@ def report(results: list[dict], a) -> str:
         cpu += f"; without {', '.join(missing)}"
     model_name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                        if line.startswith("model name")), "?") if Path("/proc/cpuinfo").is_file() else "?"
-    default = next((r.get("precision") for r in results if r.get("precision")), "?")
+    own = [r for r in results if r["side"] == "ssft" and r.get("precision")]  # ssft's defaults, as resolved here
+    default = next((r["precision"] for r in own if r["task"] in INFERENCE_TASKS), "?")
+    default_training = next((r["precision"] for r in own if r["task"] not in INFERENCE_TASKS),
+                            "fp32 (measured before training.bf16 defaulted to auto)")
     lines = ["## ssft vs sentence-transformers: training, reranking and encoding throughput, fp32 and bf16", "",
              f"`python benchmarks/vs_sentence_transformers.py --repeats {a.repeats} --threads {a.threads} --tasks "
              f"{','.join(a.tasks)}` — `{MODEL}` on both sides, {a.dataset} texts, {a.threads} CPU thread(s) each, on "
@@ -323,9 +341,9 @@ def report(results: list[dict], a) -> str:
              "of the throughput per CPU-second of the worker (one thread: work done / process CPU time — steadier than "
              "wall-clock on a shared machine; wall-clock medians in the last table).", "",
              f"Sides: `ssft` = ssft's defaults (inference at `eval.precision`'s default, here {default}; training without "
-             "`training.bf16`), `ssft_fp32` / `ssft_bf16` = ssft at the other precision, `st` = sentence-transformers' "
-             "defaults (fp32), `st_bf16` = sentence-transformers under bf16 autocast (inference) or `bf16=True` "
-             "(training).", "",
+             f"`training.bf16`, i.e. auto, here {default_training}), `ssft_fp32` / `ssft_bf16` = ssft at the other "
+             "precision, `st` = sentence-transformers' defaults (fp32), `st_bf16` = sentence-transformers under bf16 "
+             "autocast (inference) or `bf16=True` (training).", "",
              f"- bi_train: batch {a.batch_size} queries × (positive + 1 BM25 hard negative), in-batch negatives, max length "
              f"{a.max_length}, {a.train_steps} steps (first excluded); ssft dense + contrastive vs SentenceTransformerTrainer + "
              "MultipleNegativesRankingLoss.",
@@ -345,17 +363,17 @@ def report(results: list[dict], a) -> str:
 
     wall = []
     for task in a.tasks:
-        own, other, st, stb = (med(task, side)[0] for side in sides(task))
-        n = min(med(task, side)[1] for side in sides(task))
+        own, other, st, stb = (med(task, side)[0] for side in sides(task, results))
+        n = min(med(task, side)[1] for side in sides(task, results))
         rss = {side: med(task, side, "peak_rss_mb")[0] for side in ("ssft", "st")}
-        lines.append(f"| {task} | {UNITS[task]} per CPU-s | {own:.2f} | {other:.2f} ({sides(task)[1]}) | {st:.2f} | "
+        lines.append(f"| {task} | {UNITS[task]} per CPU-s | {own:.2f} | {other:.2f} ({sides(task, results)[1]}) | {st:.2f} | "
                      f"{stb:.2f} | **{own / st:.2f}×** | **{own / stb:.2f}×** | {rss['ssft']:.0f} | {rss['st']:.0f} | {n} |")
-        wall.append(f"{task} " + ", ".join(f"{side} {med(task, side, 'throughput')[0]:.2f}" for side in sides(task)))
+        wall.append(f"{task} " + ", ".join(f"{side} {med(task, side, 'throughput')[0]:.2f}" for side in sides(task, results)))
     lines += ["", "Wall-clock medians (" + "; ".join(wall) + ")."]
     lines += ["", "Every run (throughput per CPU-second, in run order per side): " + "; ".join(
         f"{task} " + " / ".join(f"{side} " + ", ".join(f"{r['cpu_throughput']:.2f}" for r in results
                                                      if r["task"] == task and r["side"] == side)
-                                for side in sides(task) if any(r["side"] == side for r in results if r["task"] == task))
+                                for side in sides(task, results) if any(r["side"] == side for r in results if r["task"] == task))
         for task in a.tasks)]
     return "\n".join(lines)
 
