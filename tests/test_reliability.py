@@ -418,12 +418,13 @@ def test_sweep_dry_run_tells_resumable_runs_apart(tmp_path, capsys):
 from tests.test_dense import wide_model_dir  # noqa: E402,F401  (fixture: a second, wider tiny tower)
 
 
-@pytest.mark.parametrize("kill_step", [10, 35])
+@pytest.mark.parametrize("kill_step, bf16", [(10, False), (35, False), (10, True)])
 def test_daft_run_killed_resumes_in_the_same_stage(tmp_path, tiny_model_dir, wide_model_dir,  # noqa: F811  (the fixture imported above)
-                                                   synthetic_data, kill_step):
+                                                   synthetic_data, kill_step, bf16):
     """Heterogeneous dense model with DAFT (2 alignment checks, then 2 fine-tuning epochs): killed inside stage 1
     (step 10) or stage 2 (step 35), the same command resumes in that stage — document tower frozen or not, KL
-    history and stopping state kept — and ends with the same metrics and stage changes."""
+    history and stopping state kept — and ends with the same metrics and stage changes. Also under bf16 training,
+    where the frozen tower's kept vectors must not depend on the batch they were first computed in."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text(
         f"model: {{architecture: dense, name: {tiny_model_dir}, document_name: {wide_model_dir}, "
@@ -432,7 +433,7 @@ def test_daft_run_killed_resumes_in_the_same_stage(tmp_path, tiny_model_dir, wid
         "eval: {depth: 10, metrics: [nDCG@10, R@100]}\n"
         "callbacks: [{name: daft, delta: 0.0, max_alignment_checks: 2, finetune_epochs: 2}]\n"
         "training: {per_device_train_batch_size: 4, learning_rate: 1.0e-3, num_train_epochs: 4, save_strategy: steps, "
-        "save_steps: 5, logging_steps: 5}\n")
+        f"save_steps: 5, logging_steps: 5, bf16: {str(bf16).lower()}}}\n")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     straight, killed = tmp_path / "straight", tmp_path / "killed"

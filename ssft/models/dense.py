@@ -349,11 +349,13 @@ class DenseDualEncoder(BiEncoder):
             if not mask[:, width:].any():  # right-padded: drop the columns no row attends
                 ids, mask = ids[:, :width], mask[:, :width]
             # a frozen tower is a fixed function: no dropout, so a document's kept vector does not depend on when it
-            # was first seen (nor does the random state), which exact resume needs
+            # was first seen (nor does the random state), which exact resume needs. Nor on the batch it came in:
+            # training's bf16 autocast (training.bf16) is switched off here, as bf16 rounding depends on the batch's
+            # padded width; the tower computes at its own inference precision (float32 while training)
             was_training = self.document_backbone.training
             self.document_backbone.eval()
             try:
-                with torch.no_grad():
+                with torch.no_grad(), torch.autocast(ids.device.type, enabled=False):
                     vectors = self._pool(self.document_backbone(ids, mask, tower="document"), mask)
             finally:
                 self.document_backbone.train(was_training)
