@@ -3,6 +3,8 @@ layers under inference, fp32 where not and whenever a gradient is recorded), ``a
 embedding cache keys differ by precision, int8 really quantises (and stays close), bf16 training runs on a CPU."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -178,13 +180,14 @@ def test_recipe_checks_eval_precision():
         recipe_from_dict({"eval": {"precision": "half"}}, source="r.yaml")
 
 
-def test_training_bf16_alone_trains_in_bf16_on_a_cpu(tiny_model_dir, tiny_dataset, tmp_path):
+def test_training_bf16_alone_trains_in_bf16_on_a_cpu(tiny_model_dir, tiny_dataset, tmp_path, monkeypatch):
     """training.bf16 without training.use_cpu: the run's TrainingArguments train on the CPU under bf16 autocast."""
     from ssft.pipeline.folder import train_output_folder
     from ssft.pipeline.run import prepare
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU path")
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))  # prepare() sets it for the run
     recipe = recipe_from_dict({"model": {"name": str(tiny_model_dir), "max_length": 48},
                                "data": {"dataset": str(tiny_dataset)},
                                "training": {"output_dir": str(tmp_path / "run"), "bf16": True, "max_steps": 1,
@@ -244,7 +247,10 @@ def test_a_run_validates_tests_and_records_in_its_precision(architecture, prec, 
 
     # every evaluation (validation during training, the test split) runs through ssft.core.precision.inference
     monkeypatch.setattr(precision, "inference", watched)
+    tensorboard_before = os.environ.get("TENSORBOARD_LOGGING_DIR")
     results = run_recipe(recipe)
+    # the run pointed TensorBoard at its own logs/ while it ran; a process started after it must not inherit that
+    assert os.environ.get("TENSORBOARD_LOGGING_DIR") == tensorboard_before
     info = json.loads((tmp_path / "run" / "run_info.json").read_text())
     assert info["precision"] == prec and "test" in results
     assert info["training_precision"] == ("bf16" if train_bf16 else "fp32")

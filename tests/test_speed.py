@@ -116,6 +116,7 @@ def test_training_bf16_auto_follows_the_hardware(tmp_path, monkeypatch, caplog):
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU path")
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))  # prepare() sets it for the run
     recipe = recipe_from_dict({"training": {"bf16": "Auto", "output_dir": str(tmp_path / "out")},
                                "data": {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}}, "r.yaml")
     assert recipe.training["bf16"] == "auto"
@@ -125,7 +126,7 @@ def test_training_bf16_auto_follows_the_hardware(tmp_path, monkeypatch, caplog):
         with caplog.at_level(logging.INFO, logger="ssft"):
             plan = prepare(recipe, train_output_folder(tmp_path / "out"), overwrite=False, resume_with_changes=False)
         assert plan.args.bf16 is native and bool(plan.args.use_cpu) is native
-        assert ("bf16 mixed precision" if native else "float32 (no native bf16") in caplog.text
+        assert ("bf16 mixed precision" if native else "float32 (training.bf16: auto, no native bf16") in plan.precision_note
         assert "emulates" not in caplog.text
     assert recipe.training["bf16"] == "auto"  # resolved per run, not written back into the recipe
     with pytest.raises(SsftError, match=r"^r.yaml: training.bf16: expected true/false, got 'maybe' \(or auto"):
@@ -142,6 +143,7 @@ def test_training_precision_defaults_to_auto_unless_named(tmp_path, monkeypatch)
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU path")
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))  # prepare() sets it for the run
     data = {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}
 
     def plan_of(training: dict):

@@ -56,6 +56,7 @@ class Plan:
     args: TrainingArguments
     default_checkpoints: bool  # ssft's own checkpoints (no training.save_strategy): removed once the run finishes
     started: float
+    precision_note: str  # what training.bf16: auto resolved to ("" when the recipe or accelerate named a precision)
 
 
 def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: bool = False) -> dict[str, Any]:
@@ -72,7 +73,7 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
         inputs = load_inputs(recipe)
         built = build(recipe, inputs)
         schedule = schedule_for(recipe)
-        notes = describe(recipe, inputs, built, schedule.describe(plan.args))
+        notes = describe(recipe, inputs, built, schedule.describe(plan.args), plan.precision_note)
         open_output_folder(recipe, plan)
         main = plan.args.should_save
         start, start_info = evaluate_start(recipe, inputs, built, plan.folder.path, main, plan.state == "resume")
@@ -96,6 +97,12 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
         return results
     finally:
         folder.release()
+        # prepare() points TensorBoard at this run's logs/; a later process started from this one (a subprocess
+        # ssft-train) must not inherit that folder as if the user had chosen it
+        if USER_TENSORBOARD_DIR is None:
+            os.environ.pop("TENSORBOARD_LOGGING_DIR", None)
+        else:
+            os.environ["TENSORBOARD_LOGGING_DIR"] = USER_TENSORBOARD_DIR
 
 
 def training_precision(args: TrainingArguments) -> str:
@@ -124,8 +131,12 @@ def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_c
         # bf16 mixed precision where the device computes it natively (a CUDA GPU with bf16, a CPU with avx512_bf16 /
         # amx_bf16), else float32; BENCHMARKS.md § training_precision measures what it does to ranking quality
         kwargs["bf16"] = precision.bf16_native("cuda" if torch.cuda.is_available() else "cpu")
-        logger.info("training.bf16: auto: %s", "bf16 mixed precision (native on this device)" if kwargs["bf16"]
-                    else "float32 (no native bf16 on this device)")
+        # a note of describe(), logged once the inputs are known good: a bad input stays a one-line error
+        precision_note = ("training precision: bf16 mixed precision (training.bf16: auto, native on this device)"
+                          if kwargs["bf16"] else "training precision: float32 (training.bf16: auto, no native bf16 "
+                          "on this device)")
+    else:
+        precision_note = ""
     if (kwargs.get("bf16") or kwargs.get("bf16_full_eval")) and not torch.cuda.is_available():
         # transformers accepts bf16 without a GPU only with use_cpu (which accelerate then autocasts on the CPU);
         # without a GPU there is nothing else to train on, so training.bf16 alone is enough
@@ -148,10 +159,10 @@ def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_c
         logger.warning("training.fp16 on a CPU: accelerate autocasts fp16 on GPUs only, this run trains in float32 "
                        "(for mixed precision on a CPU use training.bf16)")
     precision.resolve(recipe.eval.precision, args.device, f"{recipe.source}: eval.precision")  # int8 on a GPU: refused now
-    return Plan(folder, state, changes, kwargs, args, "save_strategy" not in recipe.training, started)
+    return Plan(folder, state, changes, kwargs, args, "save_strategy" not in recipe.training, started, precision_note)
 
 
-def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str) -> list[str]:
+def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str, precision_note: str = "") -> list[str]:
     """What the run trains on, validates and tests with: logged now, printed again at the end, kept in run_info."""
     d, e, distill = recipe.data, recipe.eval, recipe.distillation
     if not isinstance(built.source, GroupSource):
@@ -196,6 +207,8 @@ def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str) 
     notes.append(f"test: {len(inputs.test_qrels)} queries of {d.test_split}{' (subsampled)' if subsampled else ''}, "
                  + (f"full retrieval of the top-{e.depth} of the corpus ({inputs.test_name} reported beside it)"
                     if built.ranker.full_retrieval else f"top-{e.depth} of {inputs.test_name}"))
+    if precision_note:
+        notes.append(precision_note)
     for note in notes:
         logger.info(note)
     return notes
