@@ -442,6 +442,8 @@ def test_daft_run_killed_resumes_in_the_same_stage(tmp_path, tiny_model_dir, wid
     argv = [str(recipe), f"training.output_dir={killed}"]
     _kill_at(argv, killed / f"checkpoint-{kill_step}" / "ssft_checkpoint.json", cwd)
     state = json.loads((killed / f"checkpoint-{kill_step}" / "daft_state.json").read_text())
+    marker = json.loads((killed / f"checkpoint-{kill_step}" / "ssft_checkpoint.json").read_text())
+    assert marker["mixed_precision"] == ("bf16" if bf16 else "no")  # what a resume with training.bf16: auto keeps
     assert state["stage"] == ("alignment" if kill_step == 10 else "fine-tuning")
     resumed = run_cli("ssft.train", argv, cwd=cwd)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -116,7 +116,6 @@ def test_training_bf16_auto_follows_the_hardware(tmp_path, monkeypatch, caplog):
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU path")
-    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))  # prepare() sets it for the run
     recipe = recipe_from_dict({"training": {"bf16": "Auto", "output_dir": str(tmp_path / "out")},
                                "data": {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}}, "r.yaml")
     assert recipe.training["bf16"] == "auto"
@@ -143,7 +142,6 @@ def test_training_precision_defaults_to_auto_unless_named(tmp_path, monkeypatch)
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU path")
-    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))  # prepare() sets it for the run
     data = {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}
 
     def plan_of(training: dict):
@@ -160,6 +158,43 @@ def test_training_precision_defaults_to_auto_unless_named(tmp_path, monkeypatch)
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")  # what accelerate launch exports from its config
     plan = plan_of({})
     assert plan.args.bf16 is False and training_precision(plan.args) == "fp32"  # fp16 autocasts on GPUs only
+
+
+def test_a_resumed_run_keeps_the_training_precision_of_its_checkpoint(tmp_path, monkeypatch):
+    """training.bf16: auto resumes in the precision the checkpoint was trained in (exact resume, also on another
+    machine); a checkpoint written before checkpoints recorded it, of a recipe that left training.bf16 out, trained in
+    float32 — the default then."""
+    import json
+
+    from ssft.core import precision
+    from ssft.pipeline import run as run_module
+    from ssft.pipeline.folder import train_output_folder
+    from ssft.recipe import recipe_from_dict
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU path")
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    monkeypatch.setattr(run_module, "run_folder_state", lambda *args: ("resume", []))
+    data = {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}
+    marker = tmp_path / "out" / "checkpoint-5" / "ssft_checkpoint.json"
+    marker.parent.mkdir(parents=True)
+
+    def resumed(recorded: str | None, native: bool, training: dict | None = None):
+        marker.write_text(json.dumps({"global_step": 5, "loss_sum": 1.0}
+                                     | ({"mixed_precision": recorded} if recorded else {})))
+        monkeypatch.setattr(precision, "cpu_bf16_native", lambda: native)
+        recipe = recipe_from_dict({"training": {"output_dir": str(tmp_path / "out"), **(training or {})}, "data": data},
+                                  "r.yaml")
+        return run_module.prepare(recipe, train_output_folder(tmp_path / "out"), overwrite=False,
+                                  resume_with_changes=False)
+
+    plan = resumed("no", native=True)
+    assert plan.args.bf16 is False and "kept from the checkpoint" in plan.precision_note
+    plan = resumed("bf16", native=False)
+    assert plan.args.bf16 is True and "unlike this device" in plan.precision_note
+    assert resumed(None, native=True).args.bf16 is False  # before the record: float32 was the default
+    assert resumed(None, native=True, training={"bf16": "auto"}).args.bf16 is True  # asked for auto: as the device
+    assert resumed("no", native=True, training={"bf16": True}).args.bf16 is True  # the recipe's own choice rules
 
 
 # ---------------------------------------------------------------- tokenisation once per text

@@ -39,6 +39,7 @@ from ssft.pipeline.inputs import RunInputs, load_inputs
 from ssft.pipeline.report import START, evaluate, evaluate_start, freeze, print_summary, run_info, write_finished_run
 from ssft.pipeline.schedule import TrainingSetup, schedule_for
 from ssft.training.callbacks import build_callbacks, callback_name
+from ssft.training.checkpoints import checkpoint_mixed_precision
 
 logger = logging.getLogger("ssft")
 
@@ -112,6 +113,21 @@ def training_precision(args: TrainingArguments) -> str:
     return "bf16" if mixed == "bf16" else "fp16" if mixed == "fp16" and args.device.type == "cuda" else "fp32"
 
 
+def resolve_auto_bf16(native: bool, recorded: str | None, resuming: bool, defaulted: bool) -> tuple[bool, str]:
+    """training.bf16: auto → (bf16 or not, the run's note). A new run takes bf16 where the device computes it
+    natively (a CUDA GPU with bf16, a CPU with avx512_bf16 / amx_bf16), never emulated. A resumed run keeps the
+    precision its checkpoint was trained in, so that it resumes exactly (also on another machine); a checkpoint
+    from before checkpoints recorded it, of a recipe without training.bf16, trained in float32 (then the default)."""
+    if resuming and recorded is None and defaulted:
+        recorded = "no"
+    if resuming and recorded is not None:
+        bf16 = recorded == "bf16"
+        kept = f"training.bf16: auto, kept from the checkpoint this run resumes{'' if bf16 == native else ', unlike this device'}"
+        return bf16, f"training precision: {'bf16 mixed precision' if bf16 else 'float32'} ({kept})"
+    return native, ("training precision: bf16 mixed precision (training.bf16: auto, native on this device)" if native
+                    else "training precision: float32 (training.bf16: auto, no native bf16 on this device)")
+
+
 def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_changes: bool) -> Plan:
     """Stage 1: the folder's state and the run's TrainingArguments; nothing is written."""
     started = time.time()
@@ -123,20 +139,17 @@ def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_c
               "save_total_limit": 1, "eval_strategy": "epoch" if recipe.data.validation_split else "no",
               "logging_strategy": "steps", "logging_steps": 10, "disable_tqdm": not sys.stderr.isatty(),
               "seed": recipe.seed, "dataloader_pin_memory": torch.cuda.is_available(), **recipe.training}
-    if "bf16" not in kwargs and not kwargs.get("fp16") and os.environ.get("ACCELERATE_MIXED_PRECISION", "no") == "no":
+    defaulted = "bf16" not in kwargs and not kwargs.get("fp16") and os.environ.get("ACCELERATE_MIXED_PRECISION",
+                                                                                     "no") == "no"
+    if defaulted:
         # the default when neither the recipe nor the accelerate config names a precision: BENCHMARKS.md
         # § training_precision finds bf16 training no worse than float32 (cross, dense, ColBERT) and 1.35-1.48x faster
         kwargs["bf16"] = "auto"
+    precision_note = ""  # a note of describe(), logged once the inputs are known good: a bad input stays one line
     if kwargs.get("bf16") == "auto":
-        # bf16 mixed precision where the device computes it natively (a CUDA GPU with bf16, a CPU with avx512_bf16 /
-        # amx_bf16), else float32; BENCHMARKS.md § training_precision measures what it does to ranking quality
-        kwargs["bf16"] = precision.bf16_native("cuda" if torch.cuda.is_available() else "cpu")
-        # a note of describe(), logged once the inputs are known good: a bad input stays a one-line error
-        precision_note = ("training precision: bf16 mixed precision (training.bf16: auto, native on this device)"
-                          if kwargs["bf16"] else "training precision: float32 (training.bf16: auto, no native bf16 "
-                          "on this device)")
-    else:
-        precision_note = ""
+        kwargs["bf16"], precision_note = resolve_auto_bf16(
+            precision.bf16_native("cuda" if torch.cuda.is_available() else "cpu"),
+            checkpoint_mixed_precision(folder.path) if state == "resume" else None, state == "resume", defaulted)
     if (kwargs.get("bf16") or kwargs.get("bf16_full_eval")) and not torch.cuda.is_available():
         # transformers accepts bf16 without a GPU only with use_cpu (which accelerate then autocasts on the CPU);
         # without a GPU there is nothing else to train on, so training.bf16 alone is enough

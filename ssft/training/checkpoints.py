@@ -62,6 +62,20 @@ def latest_checkpoint(folder: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def checkpoint_mixed_precision(run_dir: Path) -> str | None:
+    """The mixed precision ("no", "bf16", "fp16") a run's checkpoints were trained in (its own, or a hybrid phase's:
+    one run, one precision); None when there is no checkpoint, or it was written before checkpoints recorded it."""
+    folders = [run_dir, *sorted(run_dir.glob("phase-*"))] if run_dir.is_dir() else []
+    for folder in folders:
+        last = latest_checkpoint(folder)
+        if last is not None:
+            try:
+                return json.loads((last / CHECKPOINT_MARKER).read_text()).get("mixed_precision")
+            except (OSError, ValueError, AttributeError):
+                return None  # a damaged marker is reported by the resume itself (check_checkpoint)
+    return None
+
+
 def discard_incomplete_checkpoints(folder: Path) -> list[Path]:
     """Remove checkpoint folders a kill cut short (no marker); returns what was removed."""
     removed = []
@@ -350,7 +364,9 @@ class CheckpointedTrainer(Trainer):
                 callback.save_checkpoint_state(folder)
         prior_sum, prior_steps = getattr(self, "_resumed_loss", (0.0, 0))
         loss_sum = prior_sum + self._total_loss_scalar + float(self._tr_loss.item())
-        atomic_write_json(folder / CHECKPOINT_MARKER, {"global_step": self.state.global_step, "loss_sum": loss_sum})
+        # the mixed precision too: a resumed run whose recipe leaves it to training.bf16: auto keeps the one it began in
+        atomic_write_json(folder / CHECKPOINT_MARKER, {"global_step": self.state.global_step, "loss_sum": loss_sum,
+                                                       "mixed_precision": self.args.mixed_precision})
         rotate_checkpoints(output_dir=str(run_dir), save_total_limit=limit,
                            best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=False)
 
@@ -362,6 +378,7 @@ class CheckpointedTrainer(Trainer):
             self.model.save(Path(output_dir) / "ranker")
 
 
-__all__ = ["CHECKPOINT_MARKER", "CheckpointedTrainer", "SaveAfterEpochEvaluation", "check_checkpoint", "checkpoint_problem",
+__all__ = ["CHECKPOINT_MARKER", "CheckpointedTrainer", "SaveAfterEpochEvaluation", "check_checkpoint",
+           "checkpoint_mixed_precision", "checkpoint_problem",
            "checkpoint_step", "complete_checkpoints", "discard_incomplete_checkpoints", "latest_checkpoint", "non_finite_error",
            "rebase_learning_rates"]
