@@ -15,6 +15,11 @@ def _offline(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     # the ssft cache (embeddings, downloads) of a test is its own, never ~/.cache/ssft
     monkeypatch.setenv("SSFT_CACHE", str(tmp_path_factory.mktemp("ssft-cache")))
+    # a test calling ssft.pipeline.run.prepare() directly points TensorBoard at its run through the environment;
+    # monkeypatch puts the variable back as it was, so no later test's subprocess inherits that folder
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", os.environ.get("TENSORBOARD_LOGGING_DIR", ""))
+    if not os.environ["TENSORBOARD_LOGGING_DIR"]:
+        monkeypatch.delenv("TENSORBOARD_LOGGING_DIR")
 
 
 @pytest.fixture(scope="session")

@@ -180,14 +180,13 @@ def test_recipe_checks_eval_precision():
         recipe_from_dict({"eval": {"precision": "half"}}, source="r.yaml")
 
 
-def test_training_bf16_alone_trains_in_bf16_on_a_cpu(tiny_model_dir, tiny_dataset, tmp_path, monkeypatch):
+def test_training_bf16_alone_trains_in_bf16_on_a_cpu(tiny_model_dir, tiny_dataset, tmp_path):
     """training.bf16 without training.use_cpu: the run's TrainingArguments train on the CPU under bf16 autocast."""
     from ssft.pipeline.folder import train_output_folder
     from ssft.pipeline.run import prepare
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU path")
-    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))  # prepare() sets it for the run
     recipe = recipe_from_dict({"model": {"name": str(tiny_model_dir), "max_length": 48},
                                "data": {"dataset": str(tiny_dataset)},
                                "training": {"output_dir": str(tmp_path / "run"), "bf16": True, "max_steps": 1,
