@@ -19,9 +19,11 @@ over repeats, and the ratio ssft / ST of the medians:
 
 Four sides per task (issue 19): ``ssft`` with its defaults (inference at ``ssft.core.precision.DEFAULT`` resolved on
 this machine; training as a recipe without ``training.bf16``, i.e. ``auto``: bf16 where the CPU computes it natively),
-``ssft_fp32`` / ``ssft_bf16`` (the other precision), ``st`` (sentence-transformers' defaults: fp32) and ``st_bf16``
-(sentence-transformers under ``torch.autocast(cpu, bfloat16)`` for inference — the same mechanism ssft uses —
-and with ``bf16=True, use_cpu=True`` training arguments for training).
+``ssft_fp32`` / ``ssft_bf16`` (the other precision), ``st`` (sentence-transformers' defaults: fp32), ``st_bf16``
+(sentence-transformers under ``torch.autocast(cpu, bfloat16)`` for inference, and with ``bf16=True, use_cpu=True``
+training arguments for training) and, for inference, ``st_bf16w`` (sentence-transformers loading the model with
+bfloat16 weights, ``model_kwargs={"dtype": torch.bfloat16}``). ssft against ST under bf16 is the ratio to the faster
+of ``st_bf16`` and ``st_bf16w`` (issue 19: "whichever is faster").
 
 The parent process builds the data once (``data.json`` under ``--out``: NFCorpus train triplets with BM25 hard
 negatives, test BM25 top-k pairs, corpus texts), so both sides read exactly the same texts. Training throughput
@@ -140,6 +142,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
         variant_training = variant or "fp32"
     train_bf16 = {"bf16": True, "use_cpu": True} if variant_training == "bf16" else {}
     st_autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if variant == "bf16" else contextlib.nullcontext())
+    st_kwargs = {"model_kwargs": {"dtype": torch.bfloat16}} if variant == "bf16w" else {}  # bf16 weights
     if side == "ssft":
         from ssft.core import precision
 
@@ -243,7 +246,8 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             from ssft.core.hub import resolve_model
 
-            model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.rerank_max_length, device="cpu")
+            model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.rerank_max_length, device="cpu",
+                                 **st_kwargs)
             with st_autocast:
                 model.predict(pairs[: a.eval_batch_size], batch_size=a.eval_batch_size)  # warm-up
                 base = rss_mb()
@@ -268,7 +272,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             from ssft.core.hub import resolve_model
 
-            model = SentenceTransformer(str(resolve_model(MODEL)), device="cpu")
+            model = SentenceTransformer(str(resolve_model(MODEL)), device="cpu", **st_kwargs)
             model.max_seq_length = a.rerank_max_length
             with st_autocast:
                 model.encode(corpus[: a.eval_batch_size], batch_size=a.eval_batch_size, normalize_embeddings=True)  # warm-up
@@ -300,7 +304,7 @@ def sides(task: str, results: list[dict] | None = None) -> tuple[str, ...]:
         from ssft.core import precision
 
         other = "ssft_fp32" if precision.bf16_native("cpu") else "ssft_bf16"
-    return ("ssft", other, "st", "st_bf16")
+    return ("ssft", other, "st", "st_bf16") + (("st_bf16w",) if task in INFERENCE_TASKS else ())
 
 
 def run_worker(task: str, side: str, data_file: Path, a, out: Path) -> dict:
@@ -343,7 +347,9 @@ def report(results: list[dict], a) -> str:
              f"Sides: `ssft` = ssft's defaults (inference at `eval.precision`'s default, here {default}; training without "
              f"`training.bf16`, i.e. auto, here {default_training}), `ssft_fp32` / `ssft_bf16` = ssft at the other "
              "precision, `st` = sentence-transformers' defaults (fp32), `st_bf16` = sentence-transformers under bf16 "
-             "autocast (inference) or `bf16=True` (training).", "",
+             "autocast (inference) or `bf16=True` (training), `st_bf16w` = sentence-transformers loading bf16 weights "
+             "(`model_kwargs={\"dtype\": torch.bfloat16}`; inference only). **ssft / st_bf16** divides by the faster of "
+             "`st_bf16` and `st_bf16w`.", "",
              f"- bi_train: batch {a.batch_size} queries × (positive + 1 BM25 hard negative), in-batch negatives, max length "
              f"{a.max_length}, {a.train_steps} steps (first excluded); ssft dense + contrastive vs SentenceTransformerTrainer + "
              "MultipleNegativesRankingLoss.",
@@ -353,9 +359,9 @@ def report(results: list[dict], a) -> str:
              f"{a.eval_batch_size}; ssft Trainer.predict (RankingTrainer.score over a PairDataset) vs CrossEncoder.predict.",
              f"- encode: {a.encode_docs} corpus documents, max length {a.rerank_max_length}, batch {a.eval_batch_size}; ssft "
              "encode_corpus vs SentenceTransformer.encode.", "",
-             "| task | unit | ssft | ssft other precision | st | st_bf16 | **ssft / st** | **ssft / st_bf16** | "
+             "| task | unit | ssft | ssft other precision | st | st_bf16 | st_bf16w | **ssft / st** | **ssft / st_bf16** | "
              "ssft peak RSS MB | st peak RSS MB | n |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
     def med(task, side, key="cpu_throughput"):
         rs = [r[key] for r in results if r["task"] == task and r["side"] == side]
@@ -363,11 +369,14 @@ def report(results: list[dict], a) -> str:
 
     wall = []
     for task in a.tasks:
-        own, other, st, stb = (med(task, side)[0] for side in sides(task, results))
+        own, other, st, stb, *weights = (med(task, side)[0] for side in sides(task, results))
         n = min(med(task, side)[1] for side in sides(task, results))
         rss = {side: med(task, side, "peak_rss_mb")[0] for side in ("ssft", "st")}
+        best = max([stb, *weights])  # the faster way of giving sentence-transformers bf16
+        stw = f"{weights[0]:.2f}" if weights else "–"
         lines.append(f"| {task} | {UNITS[task]} per CPU-s | {own:.2f} | {other:.2f} ({sides(task, results)[1]}) | {st:.2f} | "
-                     f"{stb:.2f} | **{own / st:.2f}×** | **{own / stb:.2f}×** | {rss['ssft']:.0f} | {rss['st']:.0f} | {n} |")
+                     f"{stb:.2f} | {stw} | **{own / st:.2f}×** | **{own / best:.2f}×** | {rss['ssft']:.0f} | "
+                     f"{rss['st']:.0f} | {n} |")
         wall.append(f"{task} " + ", ".join(f"{side} {med(task, side, 'throughput')[0]:.2f}" for side in sides(task, results)))
     lines += ["", "Wall-clock medians (" + "; ".join(wall) + ")."]
     lines += ["", "Every run (throughput per CPU-second, in run order per side): " + "; ".join(

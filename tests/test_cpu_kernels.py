@@ -126,6 +126,28 @@ def test_autocast_and_other_dtypes_take_the_original_forward(monkeypatch):
     assert calls == []
 
 
+def test_a_bf16_model_takes_the_fast_path_and_computes_as_its_plain_forward(monkeypatch):
+    """ssft's bf16 inference runs bf16 weights (ssft.core.precision.BF16Weights): the fused kernels serve it too."""
+    model = tiny_bert().to(torch.bfloat16)
+    ids, mask = inputs(length=64)
+    expected = hidden(model, ids, mask).float()
+    use_cpu_kernels(model)
+    calls = []
+    real = cpu_kernels._linear
+    monkeypatch.setattr(cpu_kernels, "_linear", lambda *a: calls.append(a[2]) or real(*a))
+    got = hidden(model, ids, mask)
+    assert got.dtype == torch.bfloat16 and calls.count("gelu") == 2 and calls.count("none") == 2 * 5
+    # bf16 rounding of the two summation orders: a few units of bf16's 8-bit mantissa
+    torch.testing.assert_close(got.float(), expected, rtol=0, atol=0.1)
+    assert (got.float() - expected).abs().mean() < 0.01
+    layer = nn.Linear(4, 3).to(torch.bfloat16)  # mixed dtypes: the original forward decides
+    use_cpu_kernels(layer)
+    calls.clear()
+    with torch.inference_mode(), pytest.raises(RuntimeError):
+        layer(torch.ones(200, 4))
+    assert calls == []
+
+
 def test_tanh_gelu_is_not_fused():
     model = tiny_bert(hidden_act="gelu_new")
     assert use_cpu_kernels(model) == 2 * 6  # the linear layers only

@@ -105,8 +105,9 @@ def replaced_prefix_states(layers: nn.ModuleList, states: torch.Tensor) -> Itera
 
 
 class Backbone(nn.Module):
-    # the inference precision (``ssft.core.precision``): fp32, or bf16 = the forward under bfloat16 autocast wherever no
-    # gradient is recorded; switched by ``precision.inference`` / ``precision.set_precision``, never saved
+    # the inference precision (``ssft.core.precision``): fp32, or bf16 = the transformer run with bfloat16 copies of its
+    # weights wherever no gradient is recorded; switched by ``precision.inference`` / ``precision.set_precision``,
+    # never saved
     inference_precision = "fp32"
 
     def __init__(self, model: nn.Module, method: str, hidden_prefix: nn.Module | None = None):
@@ -122,6 +123,7 @@ class Backbone(nn.Module):
         self.hidden_prefix = hidden_prefix
         self.tower_switch = None  # set by semi-Siamese wiring: callable(tower) selecting tower-specific modules
         self.cpu_kernels_installed = False  # ssft.adapters.cpu_kernels, installed on the first CPU forward without grad
+        self.bf16_weights = precision.BF16Weights()  # bf16 inference's copies of the transformer's weights
 
     @property
     def config(self):
@@ -148,9 +150,9 @@ class Backbone(nn.Module):
         if self.tower_switch is not None:
             self.tower_switch(tower)
         if self.inference_precision == "bf16" and not torch.is_grad_enabled():
-            with precision.autocast("bf16", input_ids.device):
-                hidden = self._forward(input_ids, attention_mask, token_type_ids, tower)
+            hidden = self.bf16_weights.call(self.model, self._forward, input_ids, attention_mask, token_type_ids, tower)
             return hidden.float()  # pooling, projections and scores stay float32
+        self.bf16_weights.clear()  # any other forward (a training step) may be followed by a weight update
         return self._forward(input_ids, attention_mask, token_type_ids, tower)
 
     def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None,

@@ -12,7 +12,8 @@ significant digit).
 What is changed: ``use_cpu_kernels(model)`` sets an instance-level ``forward`` on every plain ``nn.Linear`` of
 ``model`` and on every feed-forward block made of ``dense`` + exact GELU (BERT's ``BertIntermediate``, MPNet's,
 ...). The class, the parameters and the state dict are untouched. The fast path runs only where it computes
-the same thing as the original forward: fp32 tensors on the CPU, no autocast, not under ``torch.compile``,
+the same thing as the original forward: fp32 tensors on the CPU (or bf16 tensors with bf16 weights: ssft's bf16
+inference, ``ssft.core.precision.BF16Weights``), no autocast, not under ``torch.compile``,
 at least ``MIN_ROWS`` tokens in the call (a single short query gains nothing), and grad mode off
 (``torch.no_grad`` / ``inference_mode``: evaluation, prediction, encoding, frozen teachers). Everywhere else,
 every training forward included, the original forward runs. The weights are read as they are at each call
@@ -32,6 +33,8 @@ _AVAILABLE: bool | None = None
 # below this many rows (tokens of a call) the fused kernel gains nothing (benchmarks/cpu_kernels.py: 0.9x for one
 # row, about even up to 512 rows, 1.2-1.4x at 2,048-8,192 rows, where the activations no longer fit in the caches)
 MIN_ROWS = 128
+# float32, and bfloat16 where the weights themselves are bfloat16 (ssft's bf16 inference, ssft.core.precision)
+_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def available() -> bool:
@@ -52,9 +55,9 @@ def available() -> bool:
 
 def _needs_original(linear: nn.Linear, x: torch.Tensor) -> bool:
     weight = linear.weight
-    if x.device.type != "cpu" or x.dtype != torch.float32 or x.dim() < 2 or x.numel() < MIN_ROWS * x.shape[-1]:
+    if x.device.type != "cpu" or x.dtype not in _DTYPES or x.dim() < 2 or x.numel() < MIN_ROWS * x.shape[-1]:
         return True
-    if weight.device.type != "cpu" or weight.dtype != torch.float32:
+    if weight.device.type != "cpu" or weight.dtype != x.dtype:
         return True
     if torch.is_autocast_enabled("cpu") or torch.compiler.is_compiling():
         return True

@@ -1,10 +1,10 @@
 """Inference precision: one setting (``eval.precision``, ``--precision``) for every inference path.
 
 - ``fp32``: PyTorch's float32 forward.
-- ``bf16``: the transformer's forward under ``torch.autocast(device, torch.bfloat16)`` (matrix products in
-  bfloat16, AMX / AVX512-BF16 on CPUs that have them); the hidden states leave it as float32, so pooling,
-  projections and scores stay float32. Only where no gradient is recorded: training precision is
-  ``training.bf16``'s business.
+- ``bf16``: the transformer runs with bfloat16 copies of its weights (``BF16Weights``: every product, LayerNorm and
+  residual in bfloat16 — AMX / AVX512-BF16 on CPUs that have them — as a model loaded in bfloat16 computes); the
+  hidden states leave it as float32, so pooling, projections and scores stay float32, and the float32 parameters
+  are never touched. Only where no gradient is recorded: training precision is ``training.bf16``'s business.
 - ``int8``: dynamic int8 quantisation of every ``nn.Linear`` (weights int8, activations quantised per call;
   VNNI / AMX-INT8) of a *copy* of the model; CPU only.
 - ``auto``: ``bf16`` where the device computes bfloat16 natively (a CUDA GPU with bf16, a CPU with
@@ -19,9 +19,10 @@ from __future__ import annotations
 import copy
 import functools
 import warnings
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
+from itertools import chain
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
@@ -98,11 +99,50 @@ def resolve(precision: str, device: str | torch.device = "cpu", where: str = "pr
     return precision
 
 
-def autocast(precision: str, device: str | torch.device = "cpu"):
-    """``torch.autocast(device type, bfloat16)`` for ``bf16``; a no-op context otherwise."""
-    if precision != "bf16":
-        return nullcontext()
-    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+class _Call(nn.Module):
+    """What ``torch.func.functional_call`` runs: ``fn`` with ``target``'s tensors substituted."""
+
+    def __init__(self, target: nn.Module, fn: Callable[..., Any]):
+        super().__init__()
+        self.target, self.fn = target, fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+class BF16Weights:
+    """bf16 inference: ``call(module, fn, *args)`` runs ``fn(*args)`` — a function that calls ``module`` — with
+    bfloat16 copies of ``module``'s floating parameters and buffers in their place (``torch.func.functional_call``;
+    the float32 tensors themselves are never touched), so the module computes as if loaded in bfloat16.
+
+    Why not ``torch.autocast``: autocast casts every weight at each call, and keeps LayerNorm and the residual adds in
+    float32, so the activations are cast back and forth around each of them — on an AMX CPU those casts are 15 % of a
+    MiniLM forward, and a model whose weights are bfloat16 runs 1.2x faster (``benchmarks/vs_sentence_transformers.py``,
+    sentence-transformers' two bf16 sides). The price is precision: the residual stream is rounded to bfloat16 too
+    (BENCHMARKS.md § precision_quality measures what it does to rankings).
+
+    The copies are made once and kept while the weights are unchanged: the same tensors (``data_ptr``) at the same
+    version (an optimizer step or ``load_state_dict`` bumps it); ``clear()`` drops them (a backbone does at every
+    other forward, a training step, so a weight changed behind autograd's back — through ``.data`` — between
+    evaluations is seen too)."""
+
+    def __init__(self):
+        self._copy: tuple[tuple, dict[str, torch.Tensor]] | None = None  # (the weights' fingerprint, bf16 tensors)
+
+    def clear(self) -> None:
+        self._copy = None
+
+    def tensors(self, module: nn.Module) -> dict[str, torch.Tensor]:
+        """The bfloat16 copies, by name under ``_Call``'s ``target``."""
+        named = [(name, t) for name, t in chain(module.named_parameters(), module.named_buffers())
+                 if t.is_floating_point()]
+        fingerprint = tuple((t.data_ptr(), t._version, t.dtype, t.device) for _, t in named)
+        if self._copy is None or self._copy[0] != fingerprint:
+            self._copy = (fingerprint, {f"target.{name}": t.detach().to(torch.bfloat16) for name, t in named})
+        return self._copy[1]
+
+    def call(self, module: nn.Module, fn: Callable[..., Any], *args) -> Any:
+        return torch.func.functional_call(_Call(module, fn), self.tensors(module), args, tie_weights=True)
 
 
 def model_precision(model) -> str:
@@ -170,5 +210,5 @@ def inference(model: nn.Module, precision: str) -> Iterator[nn.Module]:
                 object.__setattr__(module, ATTRIBUTE, value)
 
 
-__all__ = ["DEFAULT", "PRECISIONS", "RESOLVED", "autocast", "bf16_native", "check", "cpu_bf16_native", "inference",
+__all__ = ["BF16Weights", "DEFAULT", "PRECISIONS", "RESOLVED", "bf16_native", "check", "cpu_bf16_native", "inference",
            "model_precision", "quantize_int8", "resolve", "set_precision"]

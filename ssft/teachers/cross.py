@@ -54,6 +54,7 @@ class DualPooledCrossEncoderTeacher:
         self.special_ids = set(tokenizer.all_special_ids)
         self.sep_id = tokenizer.sep_token_id
         self.precision = "fp32"  # ssft.core.precision; set_precision
+        self.bf16_weights = precisions.BF16Weights()
         self._documents: FrozenDense | None = None  # inheritable_documents, built once
 
     @property
@@ -107,9 +108,10 @@ class DualPooledCrossEncoderTeacher:
         device = input_ids.device
         ids, mask, types = (t.to(self.device) for t in (input_ids, attention_mask, token_type_ids))
         with torch.no_grad():
-            with precisions.autocast(self.precision, self.device):
-                hidden = self.model(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
-            hidden = hidden.float()
+            def forward() -> torch.Tensor:
+                return self.model(input_ids=ids, attention_mask=mask, token_type_ids=types).last_hidden_state
+
+            hidden = (self.bf16_weights.call(self.model, forward) if self.precision == "bf16" else forward()).float()
             q, d = dual_pool(hidden, ids, mask, types, self.special_ids, self.sep_id, self.pooling)
         if self.normalize:
             q, d = F.normalize(q, dim=-1), F.normalize(d, dim=-1)
