@@ -1,11 +1,12 @@
 """Are ssft's CPU inference kernels worth keeping? ssft reranking and encoding with and without them, in the same
-precision (fp32, and bf16 under autocast), side by side in one run (issue 19's decision).
+precision (fp32, and bf16: ssft's bf16 inference, bfloat16 copies of the weights), side by side in one run (issue 19's
+decision).
 
     SSFT_DATA_HOME=../shared/data python benchmarks/cpu_kernels_precision.py [--repeats 3] [--threads 1] [--write]
 
 The kernels (``ssft.adapters.cpu_kernels``) route every ``nn.Linear`` of the encoder through oneDNN's private
 ``torch.ops.mkldnn._linear_pointwise`` op and fuse each feed-forward block's dense layer with its exact GELU, for fp32
-inference without gradient on at least 128 tokens; under bf16 autocast they step aside by design
+and bf16 (bf16 weights) inference without gradient on at least 128 tokens; under autocast they step aside by design
 (``benchmarks/cpu_kernels.py``: the kernels themselves, op by op, in fp32). Measured here:
 
 - ``rerank``: ``prediction_trainer(cross-encoder).score`` of NFCorpus test queries × their BM25 top candidates
@@ -132,9 +133,8 @@ def main() -> int:
     best = max(speedups.values())
     fp32 = max(v for (task, prec), v in speedups.items() if prec == "fp32")
     bf16 = max(v for (task, prec), v in speedups.items() if prec == "bf16")
-    verdict = (f"kept — in fp32 they add up to {fp32:.2f}× on top of ssft without them (the bar was 1.1×); under bf16 "
-               f"autocast they step aside (at most {bf16:.2f}×, noise), so where `eval.precision` resolves to bf16 they "
-               f"cost nothing and bring nothing" if best >= 1.1 else
+    verdict = (f"kept — on top of ssft without them, in the same precision, they add up to {fp32:.2f}× in fp32 and up "
+               f"to {bf16:.2f}× in bf16 (the bar was 1.1×)" if best >= 1.1 else
                f"remove them: at most {best:.2f}× on top of ssft without them in the same precision (the bar was 1.1×)")
     lines += ["", f"Decision: {verdict}.", ""]
     text = "\n".join(lines)
