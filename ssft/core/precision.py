@@ -117,9 +117,11 @@ class BF16Weights:
 
     Why not ``torch.autocast``: autocast casts every weight at each call, and keeps LayerNorm and the residual adds in
     float32, so the activations are cast back and forth around each of them — on an AMX CPU those casts are 15 % of a
-    MiniLM forward, and a model whose weights are bfloat16 runs 1.2x faster (``benchmarks/vs_sentence_transformers.py``,
-    sentence-transformers' two bf16 sides). The price is precision: the residual stream is rounded to bfloat16 too
-    (BENCHMARKS.md § precision_quality measures what it does to rankings).
+    MiniLM forward (a one-off profile, BENCHMARKS.md § vs_sentence_transformers notes). There
+    (``benchmarks/vs_sentence_transformers.py``) sentence-transformers loading bf16 weights reranks / encodes 1.05x /
+    1.08x as fast as under autocast, and ssft's bf16 weights with the fused CPU kernels 1.37x / 1.34x. The price is
+    precision: the residual stream is rounded to bfloat16 too (BENCHMARKS.md § precision_quality measures what it does
+    to rankings).
 
     The copies are made once and kept while the weights are unchanged: the same tensors (``data_ptr``) at the same
     version (an optimizer step or ``load_state_dict`` bumps it); ``clear()`` drops them (a backbone does at every
