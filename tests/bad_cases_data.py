@@ -88,6 +88,14 @@ def _rerank_dataset_is_corpus_file(w: World) -> list[str]:
     return args
 
 
+def _scored_rows(rows: list[dict]):
+    """A recipe distilling (loss margin_mse) from ``rows``: a ``data.train`` jsonl in the scored form."""
+    def build(w: World) -> list[str]:
+        path = w.file("scored.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        return _train(w, f"data.train={path}", "loss.name=margin_mse")
+    return build
+
+
 H = b"query-id\tcorpus-id\tscore\n"
 DUPLICATE_ROWS = ["q6 Q0 d5 1 2.0 bm25", "q5 Q0 d6 1 1.5 bm25", "q6 Q0 d5 2 1.0 bm25"]
 NOT_IN_CORPUS = ["q6 Q0 other-5 1 2.0 bm25", "q5 Q0 other-6 1 1.5 bm25"]
@@ -151,4 +159,17 @@ CASES: list[tuple] = [
      "first.trec: none of the run's 2 documents is in the dataset's corpus"),
     ("rerank-run-no-corpus-documents", "ssft.rerank", _rerank_run(NOT_IN_CORPUS),
      "none of the run's 2 documents is in the dataset's corpus"),
+    # ---- data.train rows: one document, two teacher scores (the tiny training qrels judge q2-d2 relevant)
+    ("train-source-scored-positive-again-other-score", "ssft.train",
+     _scored_rows([{"query_id": "q1", "document_ids": ["d1", "d2", "d3", "d1"], "scores": [3.0, 2.0, 1.0, 0.5]}]),
+     "scored.jsonl: column 'document_ids', row 1: document 'd1' is the row's positive (score 3) and listed again at "
+     "position 4 with score 0.5"),
+    ("train-source-scored-negative-twice-other-score", "ssft.train",
+     _scored_rows([{"query_id": "q1", "document_ids": ["d1", "d2", "d3", "d4"], "scores": [3.0, 2.0, 1.0, 0.5]},
+                   {"query_id": "q2", "document_ids": ["d2", "d4", "d3", "d4"], "scores": [3.0, 2.0, 1.0, 1.5]}]),
+     "scored.jsonl: column 'document_ids', row 2: document 'd4' is listed at positions 2 and 4 with scores 2 and 1.5"),
+    ("train-source-scored-short-after-judged-dropped", "ssft.train",
+     _scored_rows([{"query_id": "q1", "document_ids": ["d1", "d2", "d3"], "scores": [3.0, 2.0, 1.0]},
+                   {"query_id": "q2", "document_ids": ["d3", "d2", "d4"], "scores": [3.0, 2.0, 1.0]}]),
+     "scored.jsonl: column 'document_ids', row 2: 2 documents (1 dropped: "),
 ]

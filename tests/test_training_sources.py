@@ -138,6 +138,87 @@ def test_bad_rows_name_the_column_and_row(tmp_path, tiny_dataset, rows, message)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 
 
+# ------------------------------------------------------------ repeats and judged positives among a row's negatives
+def _grades(root, lines: str):
+    """The tiny dataset's training qrels plus ``lines`` (query, document, grade)."""
+    with open(root / "qrels" / "train.tsv", "a") as fh:
+        fh.write(lines)
+    return load_dataset(str(root))
+
+
+def test_ids_rows_drop_repeats_and_judged_positives_with_counts(tmp_path, tiny_dataset):
+    # training qrels: q1-d1, q2-d2, q3-d3, q4-d4 (grade 1), and q1-d6 grade 0, q2-d5 grade 2
+    dataset = _grades(tiny_dataset, "q1\td6\t0\nq2\td5\t2\n")
+    path = _jsonl(tmp_path / "ids.jsonl", [
+        {"query_id": "q1", "positive_id": "d1", "negative_ids": ["d2", "d1", "d2", "d3", "d6"]},
+        {"query_id": "q1", "positive_id": "d4", "negative_ids": ["d1", "d5"]},  # d1: judged relevant to q1
+        {"query_id": "q2", "positive_id": "d2", "negative_ids": ["d5", "d1", "d5"]}])  # d5 judged (grade 2), twice
+    source = load_train_source(str(path), dataset, train_split="train", min_relevance=1)
+    assert [ex.negatives for ex in source.examples] == [["d2", "d3", "d6"], ["d5"], ["d1"]]
+    assert [w for w in dataset.warnings if "data.train" in w] == [
+        f"data.train: {path}: 1 negative equal to the row's positive dropped (row 1)",
+        f"data.train: {path}: 2 negatives listed again in the same row dropped (rows 1, 3)",
+        f"data.train: {path}: 2 negatives judged relevant to the row's query by the training qrels (train, grade >= 1) "
+        "dropped (rows 2, 3)"]
+    # the threshold is data.min_relevance's: grade 1 is not a positive at 2
+    dataset = _grades(tiny_dataset, "")
+    source = load_train_source(str(path), dataset, train_split="train", min_relevance=2)
+    assert [ex.negatives for ex in source.examples] == [["d2", "d3", "d6"], ["d1", "d5"], ["d1"]]
+    assert f"data.train: {path}: 1 negative judged relevant to the row's query by the training qrels (train, grade >= 2) " \
+           "dropped (row 3)" in dataset.warnings
+    # without training qrels (none named, or the dataset has no such split) only the repeats go
+    for split in (None, "absent"):
+        dataset = load_dataset(str(tiny_dataset))
+        source = load_train_source(str(path), dataset, train_split=split)
+        assert [ex.negatives for ex in source.examples] == [["d2", "d3", "d6"], ["d1", "d5"], ["d5", "d1"]]
+        assert not any("judged relevant" in w for w in dataset.warnings)
+
+
+def test_scored_rows_drop_repeats_and_judged_positives_with_their_scores(tmp_path, tiny_dataset):
+    dataset = load_dataset(str(tiny_dataset))
+    path = _jsonl(tmp_path / "scored.jsonl", [
+        {"query_id": "q1", "document_ids": ["d1", "d2", "d1", "d3", "d2", "d4"], "scores": [9, 5, 9, 4, 5, 3]},
+        {"query_id": "q2", "document_ids": ["d3", "d2", "d4", "d5"], "scores": [8, 7, 2, 1]}])  # d2: q2's positive
+    source = load_train_source(str(path), dataset, train_split="train")
+    assert [(ex.document_ids, ex.scores) for ex in source.examples] == [
+        (["d1", "d2", "d3", "d4"], [9.0, 5.0, 4.0, 3.0]), (["d3", "d4", "d5"], [8.0, 2.0, 1.0])]
+    assert [w for w in dataset.warnings if "data.train" in w] == [
+        f"data.train: {path}: 1 negative equal to the row's positive dropped (row 1)",
+        f"data.train: {path}: 1 negative listed again in the same row dropped (row 1)",
+        f"data.train: {path}: 1 negative judged relevant to the row's query by the training qrels (train, grade >= 1) "
+        "dropped (row 2)"]
+    # a list left too short names what was dropped from it
+    with pytest.raises(SsftError, match=r"row 2: 3 documents \(1 dropped: .*\), fewer than 1 \+ data.num_negatives = 4"):
+        ScoredGroups(source.examples, dataset, 3, name=str(path))
+    # the row named is the file's, after a subsample too
+    kept = source.subsample(None, None, 0)
+    kept.examples = kept.examples[1:]
+    with pytest.raises(SsftError, match="row 2: 3 documents"):
+        ScoredGroups(kept.examples, dataset, 3)
+
+
+def test_text_rows_drop_the_positive_and_repeats_with_counts(tmp_path, tiny_dataset):
+    dataset = load_dataset(str(tiny_dataset))
+    path = _jsonl(tmp_path / "t.jsonl", [
+        {"query": "a", "positive": "same", "negative_1": "same", "negative_2": "other", "negative_3": "other"},
+        {"query": "b", "positive": "p", "negative_1": "n1", "negative_2": "n2", "negative_3": "n3"}])
+    source = load_train_source(str(path), dataset, train_split="train")
+    assert [ex.negatives for ex in source.examples] == [["other"], ["n1", "n2", "n3"]]
+    assert sum("data.train" in w for w in dataset.warnings) == 2
+
+
+@pytest.mark.parametrize("ids, scores, message", [
+    (["d1", "d2", "d1"], [9.0, 2.0, 1.0], "row 1: document 'd1' is the row's positive (score 9) and listed again at "
+                                          "position 3 with score 1"),
+    (["d1", "d2", "d3", "d2"], [9.0, 2.0, 1.0, 2.5], "row 1: document 'd2' is listed at positions 2 and 4 with scores 2 and 2.5"),
+])
+def test_scored_row_with_two_scores_for_one_document_is_refused(tmp_path, tiny_dataset, ids, scores, message):
+    path = _jsonl(tmp_path / "s.jsonl", [{"query_id": "q1", "document_ids": ids, "scores": scores}])
+    with pytest.raises(SsftError, match=message.replace("(", "\\(").replace(")", "\\)")) as err:
+        load_train_source(str(path), load_dataset(str(tiny_dataset)))
+    assert str(path) in str(err.value) and "column 'document_ids'" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_empty_dataset_is_refused(tmp_path, tiny_dataset):
     import datasets
 
@@ -292,6 +373,33 @@ def test_run_recipe_on_training_sources(tiny_model_dir, tiny_dataset, tmp_path, 
         assert f"rows of {data['train']}" in info["notes"][0]
     else:
         assert "in-batch negatives only" in info["notes"][0]
+
+
+def test_run_recipe_records_dropped_negatives_in_data_warnings(tiny_model_dir, tiny_dataset, tmp_path, monkeypatch):
+    """An ids-form row listing a judged positive of the recipe's training qrels (data.train_split, here 'dev': q5-d6)
+    as a negative trains without it, and run_info.json's data_warnings counts it."""
+    from ssft.config.recipe import recipe_from_dict
+    from ssft.train import run_recipe
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
+    rows = _jsonl(tmp_path / "ids.jsonl", [{"query_id": "q5", "positive_id": "d1", "negative_ids": ["d6", "d2", "d6"]},
+                                           {"query_id": "q2", "positive_id": "d2", "negative_ids": ["d2", "d3"]}])
+    out = tmp_path / "run"
+    recipe = recipe_from_dict({
+        "model": {"architecture": "dense", "name": str(tiny_model_dir), "max_length": 48, "query_max_length": 16},
+        "adapter": {"method": "full"}, "loss": {"name": "contrastive"},
+        "data": {"dataset": str(tiny_dataset), "train_split": "dev", "validation_split": None, "train": str(rows),
+                 "num_negatives": 1},
+        "eval": {"depth": 5, "metrics": ["nDCG@10"]},
+        "training": {"output_dir": str(out), "num_train_epochs": 1, "per_device_train_batch_size": 2, "use_cpu": True,
+                     "report_to": []},
+    }, "sources.yaml")
+    run_recipe(recipe)
+    warnings = json.loads((out / "run_info.json").read_text())["data_warnings"]
+    assert f"data.train: {rows}: 1 negative judged relevant to the row's query by the training qrels (dev, grade >= 1) " \
+           "dropped (row 1)" in warnings
+    assert f"data.train: {rows}: 1 negative listed again in the same row dropped (row 1)" in warnings
+    assert f"data.train: {rows}: 1 negative equal to the row's positive dropped (row 2)" in warnings
 
 
 # ------------------------------------------------------------ data.max_train_queries / max_positives_per_query on data.train

@@ -138,10 +138,14 @@ class ScoredGroups(TrainingGroups):
 
     def __init__(self, examples: list, dataset: IRDataset, num_negatives: int, seed: int | str = 0, name: str = "data.train"):
         super().__init__(examples, dataset, num_negatives, seed)
-        for row, ex in enumerate(examples, start=1):
+        for index, ex in enumerate(examples, start=1):
             if len(ex.document_ids) < 1 + num_negatives:
+                row = getattr(ex, "row", 0) or index  # the source's row, also after a subsample
+                dropped = getattr(ex, "dropped", 0)
+                left = (f" ({dropped} dropped: listed twice, or judged relevant to the query by the training qrels; "
+                        f"see the warning logged above)" if dropped else "")
                 raise SsftError(f"data.train: {name}: column 'document_ids', row {row}: {len(ex.document_ids)} "
-                                f"documents, fewer than 1 + data.num_negatives = {1 + num_negatives}")
+                                f"documents{left}, fewer than 1 + data.num_negatives = {1 + num_negatives}")
 
     def lengths(self) -> list[int]:
         return [len(self.dataset.queries[ex.qid]) + len(self.dataset.corpus[ex.document_ids[0]].full_text)

@@ -15,12 +15,21 @@ folder of them, or a hub dataset id (``data.train_subset``: its configuration na
 ``auto`` picks the form from the columns. Every bad row is refused with one line naming the source, the
 column and the row (1-based: the line of a jsonl file).
 
+A negative that is not one is dropped, with one counted warning per kind in ``dataset.warnings`` (what ssft-train
+writes to run_info.json's ``data_warnings``): a negative equal to the row's positive, a negative listed again in the
+row (its first listing stays) and, in the ids and scored forms, a negative that the recipe's training qrels
+(``data.train_split``, when the dataset has it) judge relevant to the row's query at ``data.min_relevance`` or above —
+a positive of the BEIR training path, which never draws one as a negative. A scored row drops a document with its
+score; a document a scored row lists twice with two different teacher scores is refused (neither can be trusted as
+the teacher's).
+
 ``data.max_train_queries`` / ``data.max_positives_per_query`` subsample the rows as they subsample the BEIR training
 qrels (``TrainSource.subsample``): the same seeded draw over the sorted distinct queries (a query id; in the text form
 the query text), then per query over its sorted distinct positives; every row of a kept (query, positive) stays.
 """
 from __future__ import annotations
 
+import logging
 import math
 import random
 import re
@@ -32,11 +41,13 @@ from typing import Any
 
 from ssft.config.choices import TRAIN_FORMS as FORMS
 from ssft.core.errors import SsftError
-from ssft.data.beir import IRDataset
+from ssft.data.beir import IRDataset, Qrels
 from ssft.data.examples import Example, subsample_queries
 
 BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".tsv": "csv"}
 _NEGATIVE = re.compile(r"negative(?:_(\d+))?(?:_id)?|negative_id(?:_(\d+))?")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -51,6 +62,8 @@ class ScoredExample:
     qid: str
     document_ids: list[str]
     scores: list[float]
+    row: int = 0  # the source's row (1-based) it was read from; 0: not from a file
+    dropped: int = 0  # documents the reader dropped from the row (repeats, judged-relevant negatives)
 
 
 @dataclass
@@ -164,14 +177,82 @@ def detect_form(columns: list[str], features: dict, name: str) -> str:
                     f"negative_id ...) or the scored form (query_id, document_ids, scores)")
 
 
-def load_train_source(spec: str, dataset: IRDataset, form: str = "auto", subset: str | None = None) -> TrainSource:
-    """Read and check ``spec`` (see the module docstring) against ``dataset``'s queries and corpus."""
+def load_train_source(spec: str, dataset: IRDataset, form: str = "auto", subset: str | None = None,
+                      train_split: str | None = None, min_relevance: int = 1) -> TrainSource:
+    """Read and check ``spec`` (see the module docstring) against ``dataset``'s queries and corpus. Negatives that
+    ``dataset``'s ``train_split`` qrels judge relevant to their row's query (grade >= ``min_relevance``) are dropped,
+    as are repeats, with counted warnings in ``dataset.warnings`` (no ``train_split``, or a dataset without that
+    split: no judgments to check against)."""
     rows = read_rows(spec, subset)
     columns = list(rows.column_names)
     if form == "auto":
         form = detect_form(columns, dict(rows.features), spec)
     reader = {"text": _text_rows, "ids": _id_rows, "scored": _scored_rows}[form]
-    return TrainSource(form, spec, reader(rows, columns, dataset, spec))
+    judged = _judged_relevant(dataset, train_split, min_relevance) if form != "text" else None
+    dropped = _Dropped(spec, f"{train_split}, grade >= {min_relevance}")
+    examples = reader(rows, columns, dataset, spec, judged or {}, dropped)
+    dropped.report(dataset.warnings)
+    return TrainSource(form, spec, examples)
+
+
+def _judged_relevant(dataset: IRDataset, split: str | None, min_relevance: int) -> dict[str, set[str]] | None:
+    """Per query, the documents the ``split`` qrels grade ``min_relevance`` or more: the positives the BEIR training
+    path would train on, never a negative. None when there is no such split to read."""
+    if split is None or split not in dataset.splits():
+        return None
+    qrels: Qrels = dataset.qrels(split)
+    return {q: {d for d, grade in rels.items() if grade >= min_relevance} for q, rels in qrels.items()}
+
+
+class _Dropped:
+    """The negatives a reader leaves out of its rows, by reason, with the rows they were in: one counted warning per
+    reason, as the other data warnings (logged, and in run_info.json's ``data_warnings``)."""
+
+    REASONS = {"positive": "equal to the row's positive", "repeat": "listed again in the same row",
+               "judged": "judged relevant to the row's query by the training qrels ({qrels})"}
+    ROWS_SHOWN = 5
+
+    def __init__(self, name: str, qrels: str):
+        self.name, self.qrels = name, qrels
+        self.counts: dict[str, int] = {}
+        self.rows: dict[str, list[int]] = {}
+
+    def add(self, reason: str, row: int) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        rows = self.rows.setdefault(reason, [])
+        if not rows or rows[-1] != row:
+            rows.append(row)
+
+    def report(self, warnings: list[str]) -> None:
+        for reason, what in self.REASONS.items():
+            n = self.counts.get(reason, 0)
+            if not n:
+                continue
+            rows = self.rows[reason]
+            shown = ", ".join(str(r) for r in rows[:self.ROWS_SHOWN]) + (f", ... ({len(rows)} rows)"
+                                                                         if len(rows) > self.ROWS_SHOWN else "")
+            message = (f"data.train: {self.name}: {n} {'negative' if n == 1 else 'negatives'} "
+                       f"{what.format(qrels=self.qrels)} dropped ({'row' if len(rows) == 1 else 'rows'} {shown})")
+            if message not in warnings:  # a source read twice over the same dataset warns once
+                logger.warning(message)
+                warnings.append(message)
+
+
+def _kept_negatives(positive: str, negatives: list[str], judged: set[str], row: int, dropped: _Dropped) -> list[str]:
+    """``negatives`` without the positive, repeats and judged-relevant documents, in order (each drop counted)."""
+    kept, seen = [], set()
+    for d in negatives:
+        if d == positive:
+            dropped.add("positive", row)
+        elif d in seen:
+            dropped.add("repeat", row)
+        elif d in judged:
+            seen.add(d)
+            dropped.add("judged", row)
+        else:
+            seen.add(d)
+            kept.append(d)
+    return kept
 
 
 def _need(columns: list[str], wanted: tuple[str, ...], name: str, form: str) -> str:
@@ -198,18 +279,22 @@ def _id(value, name: str, column: str, row: int, known: dict, what: str) -> str:
     return key
 
 
-def _text_rows(rows, columns: list[str], dataset: IRDataset, name: str) -> list[TextExample]:
+def _text_rows(rows, columns: list[str], dataset: IRDataset, name: str, judged: dict[str, set[str]],
+               dropped: _Dropped) -> list[TextExample]:
     q_col = _need(columns, ("query",), name, "text")
     p_col = _need(columns, ("positive",), name, "text")
     neg_cols = negative_columns(columns)
     out = []
     for i, row in enumerate(rows, start=1):
         negatives = [_text(row[c], name, c, i) for c in neg_cols if row[c] is not None]
-        out.append(TextExample(_text(row[q_col], name, q_col, i), _text(row[p_col], name, p_col, i), negatives))
+        positive = _text(row[p_col], name, p_col, i)
+        out.append(TextExample(_text(row[q_col], name, q_col, i), positive,
+                               _kept_negatives(positive, negatives, set(), i, dropped)))
     return out
 
 
-def _id_rows(rows, columns: list[str], dataset: IRDataset, name: str) -> list[Example]:
+def _id_rows(rows, columns: list[str], dataset: IRDataset, name: str, judged: dict[str, set[str]],
+             dropped: _Dropped) -> list[Example]:
     q_col = _need(columns, ("query_id", "query"), name, "ids")
     p_col = _need(columns, ("positive_id", "positive"), name, "ids")
     list_col = "negative_ids" if "negative_ids" in columns else None
@@ -227,11 +312,12 @@ def _id_rows(rows, columns: list[str], dataset: IRDataset, name: str) -> list[Ex
                 raise SsftError(f"data.train: {name}: column '{list_col}', row {i}: expected a list of document ids, "
                                 f"got {values!r}")
             negatives += [_id(v, name, list_col, i, dataset.corpus, "document") for v in values]
-        out.append(Example(qid, positive, [d for d in dict.fromkeys(negatives) if d != positive]))
+        out.append(Example(qid, positive, _kept_negatives(positive, negatives, judged.get(qid, set()), i, dropped)))
     return out
 
 
-def _scored_rows(rows, columns: list[str], dataset: IRDataset, name: str) -> list[ScoredExample]:
+def _scored_rows(rows, columns: list[str], dataset: IRDataset, name: str, judged: dict[str, set[str]],
+                 dropped: _Dropped) -> list[ScoredExample]:
     q_col = _need(columns, ("query_id",), name, "scored")
     d_col = _need(columns, ("document_ids",), name, "scored")
     s_col = _need(columns, ("scores",), name, "scored")
@@ -253,8 +339,33 @@ def _scored_rows(rows, columns: list[str], dataset: IRDataset, name: str) -> lis
             if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
                 raise SsftError(f"data.train: {name}: column '{s_col}', row {i}: scores must be finite numbers, got {s!r}")
             values.append(float(s))
-        out.append(ScoredExample(qid, docs, values))
+        out.append(_scored_example(qid, docs, values, judged.get(qid, set()), name, d_col, i, dropped))
     return out
+
+
+def _scored_example(qid: str, docs: list[str], scores: list[float], judged: set[str], name: str, column: str, row: int,
+                    dropped: _Dropped) -> ScoredExample:
+    """A scored row without its repeats and judged-relevant negatives (dropped with their scores). A document listed
+    again with another score is refused: the row says two things about one (query, document) pair."""
+    first: dict[str, int] = {}  # document -> the position it is first listed at
+    keep = []
+    for j, (d, s) in enumerate(zip(docs, scores)):
+        if d in first:
+            k = first[d]
+            if not math.isclose(s, scores[k], rel_tol=1e-6, abs_tol=1e-9):  # the same number written twice passes
+                where = (f"is the row's positive (score {scores[k]:g}) and listed again at position {j + 1} with "
+                         f"score {s:g}" if k == 0 else
+                         f"is listed at positions {k + 1} and {j + 1} with scores {scores[k]:g} and {s:g}")
+                raise SsftError(f"data.train: {name}: column '{column}', row {row}: document '{d}' {where}: "
+                                f"one document, two teacher scores")
+            dropped.add("positive" if k == 0 else "repeat", row)
+            continue
+        first[d] = j
+        if j > 0 and d in judged:
+            dropped.add("judged", row)
+            continue
+        keep.append(j)
+    return ScoredExample(qid, [docs[j] for j in keep], [scores[j] for j in keep], row, len(docs) - len(keep))
 
 
 __all__ = ["FORMS", "ScoredExample", "TextExample", "TrainSource", "detect_form", "load_train_source", "negative_columns",

@@ -49,8 +49,9 @@ def load_inputs(recipe: Recipe) -> RunInputs:
     dataset = load_dataset(d.dataset)
     train_source = None
     if d.train is not None:  # training rows from a Hugging Face dataset, checked against the corpus and queries now
-        train_source = load_train_source(d.train, dataset, d.train_format, d.train_subset).subsample(
-            d.max_train_queries, d.max_positives_per_query, d.sample_seed)
+        train_source = load_train_source(d.train, dataset, d.train_format, d.train_subset, d.train_split,
+                                         d.min_relevance).subsample(d.max_train_queries, d.max_positives_per_query,
+                                                                    d.sample_seed)
         if loss_needs_scores(recipe) != (train_source.form == "scored"):
             raise SsftError(f"{recipe.source}: data.train: {d.train} is in the {train_source.form} form; "
                             + ("the scored form (query_id, document_ids, scores) is what loss '" + recipe.loss.name
