@@ -176,7 +176,9 @@ def main() -> None:
     towers = {key: tower_counts(*key) for key in runs}
 
     lines = [
-        "## Bi-encoders (TwinBERT, ColBERT) and semi-Siamese methods on NFCorpus (BM25 top-100 rerank)",
+        "## Bi-encoders (TwinBERT, ColBERT) and semi-Siamese methods on NFCorpus (BM25 top-100 rerank)"
+        if len(archs) > 1 else  # a one-architecture re-run names it: its section sits beside the other's
+        f"## Bi-encoders and semi-Siamese methods on NFCorpus: {ARCH_TITLES[archs[0]]} (BM25 top-100 rerank)",
         "",
         f"Command: `SSFT_DATA_HOME=../shared/data python benchmarks/bi_methods.py --seeds {ns.seeds}"
         + (f" --archs {ns.archs}" if ns.archs != "twin,colbert" else "")

@@ -112,7 +112,7 @@ def main() -> int:
             rates[(task, prec, kernels)].append(rate)
             outputs[(task, prec, kernels)] = out
         loads.append(os.getloadavg()[0])
-    lines = ["## CPU inference kernels: with and without, same precision (issue 19's decision)", "",
+    lines = ["## CPU inference kernels with and without, same precision: the decision to keep them", "",
              f"`python benchmarks/cpu_kernels_precision.py --repeats {a.repeats} --threads {a.threads} --queries {a.queries} "
              f"--candidates {a.candidates} --docs {a.docs}`: all-MiniLM-L6-v2, 256 tokens, batch 32, {a.threads} "
              f"thread(s); CPU flags: {cpu_flags()}; {os.cpu_count()} cores shared with other jobs (1-minute load average "

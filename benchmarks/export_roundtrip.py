@@ -308,7 +308,7 @@ def main() -> int:
         rows += more_rows
         notes += more_notes
     body = "\n".join([
-        "## Exports served by sentence-transformers (issue 18)", "",
+        "## Exports served by sentence-transformers: the same rankings as ssft (NFCorpus)", "",
         f"{ns.data} `{ns.split}` ({len(qrels)} judged queries), the BM25 top-k of each row reranked; nDCG@10 by "
         "ir_measures over every judged query. Each run's model is exported with `ssft-export` and loaded by "
         "sentence-transformers 6.2 (`CrossEncoder` with the export's identity activation; `MultiVectorEncoder`), which "

@@ -170,7 +170,7 @@ def run(task: str, a, scratch: Path) -> dict:
 
 def report(results: list[dict], a) -> str:
     device = results[0]["device"]
-    lines = ["## Training throughput and MFU (issue 8 part 4)", "",
+    lines = ["## Training throughput and MFU of a BERT-sized encoder", "",
              f"`python benchmarks/train_throughput.py --size {a.size} --precision {a.precision} --seq-len {a.seq_len} "
              f"--batch {a.batch} --steps {a.steps} --warmup {a.warmup}` on **{device}**: ssft's RankingTrainer, a "
              f"randomly initialised BERT-{a.size} encoder {SIZES[a.size]} (hidden, layers, heads, intermediate), "

@@ -87,7 +87,7 @@ def main() -> int:
     load_text = (f"1-minute load average {min(load):.1f}–{max(load):.1f} at the end of the runs trained here" if load
                  else "every run reused from an earlier invocation (load: see the notes)")
     lines = [
-        "## bf16 mixed-precision training: ranking quality against float32 (issue 19)",
+        "## bf16 mixed-precision training: ranking quality against float32",
         "",
         f"`python benchmarks/training_precision.py --recipes {ns.recipes} --seeds {ns.seeds}"
         + (" " + " ".join(ns.overrides) if ns.overrides else "") + "`: each recipe trained with `training.bf16=false` "
