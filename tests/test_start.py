@@ -84,12 +84,13 @@ def test_a_later_epoch_wins_when_it_beats_the_start():
     assert best.start_selected
 
 
-def _recipe(model_dir, data, out, architecture="twin", learning_rate=DESTROY, **model):
+def _recipe(model_dir, data, out, architecture="twin", learning_rate=DESTROY, eval_precision="auto", loss=None, **model):
     return recipe_from_dict({
         "model": {"architecture": architecture, "name": str(model_dir), "max_length": 32, **model},
         "adapter": {"method": "full"},
+        **({"loss": {"name": loss}} if loss else {}),
         "data": {"dataset": str(data), "num_negatives": 2, "negatives": "random"},
-        "eval": {"depth": 24, "metrics": ["nDCG@10", "RR@10"]},
+        "eval": {"depth": 24, "metrics": ["nDCG@10", "RR@10"], "precision": eval_precision},
         "training": {"output_dir": str(out), "num_train_epochs": 2, "per_device_train_batch_size": 4,
                      "learning_rate": learning_rate, "lr_scheduler_type": "constant", "use_cpu": True, "report_to": []},
     }, "start.yaml")
@@ -112,6 +113,28 @@ def test_run_reports_start_and_hands_back_the_starting_model(tiny_model_dir, syn
     assert (out / "per_query.start.test.tsv").is_file()
     assert json.loads((out / "metrics.json").read_text())["start"] == results["start"]
     assert "hands back the STARTING weights" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("architecture, loss", [("colbert", None), ("dense", "contrastive")])
+def test_a_run_that_hands_back_its_start_reports_one_row_twice(architecture, loss, tiny_model_dir, synthetic, tmp_path,
+                                                              monkeypatch):
+    """One precision per table: the start row is scored as the trained rows are (eval.precision, here bf16; it was
+    scored in fp32). A run whose weights never move (learning rate 0) hands back its start: both rows, and their run
+    files, are the same to the last digit; run_info records the precision and backend every row was scored with."""
+    from ssft.pipeline.run import run_recipe
+
+    out = tmp_path / "run"
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(out / "logs"))
+    results = run_recipe(_recipe(tiny_model_dir, synthetic, out, architecture, learning_rate=0.0, eval_precision="bf16",
+                                 loss=loss, head_learning_rate=0.0))
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["start_selected"] is True
+    assert results["start"] == results["test"]
+    assert read_run(out / "run.start.test.trec") == read_run(out / "run.test.trec")
+    assert (out / "per_query.start.test.tsv").read_text() == (out / "per_query.test.tsv").read_text()
+    assert info["precision"] == "bf16"
+    assert info["scoring"] == {"precision": "bf16", "backend": "torch", "rows": ["test", "start"]}
+    assert set(json.loads((out / "metrics.json").read_text())) == {"test", "bm25", "start"}  # metrics.json: rows only
 
 
 def test_a_run_that_scores_its_start_trains_in_bf16(tiny_model_dir, synthetic, tmp_path, monkeypatch):
@@ -155,15 +178,56 @@ def test_a_resumed_run_reads_the_start_it_scored_before_the_kill(tmp_path):
 
     qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
     run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"a": 2.0, "b": 1.0}}
-    recipe = SimpleNamespace(eval=SimpleNamespace(metrics=["nDCG@10", "RR@10"]), data=SimpleNamespace(test_split="test"))
+    recipe = SimpleNamespace(eval=SimpleNamespace(metrics=["nDCG@10", "RR@10"], precision="bf16"),
+                             data=SimpleNamespace(test_split="test"))
     built = SimpleNamespace(ranker=SimpleNamespace(ranks_untrained=True, architecture="dense"))
     inputs = SimpleNamespace(test_qrels=qrels)
-    metrics, info = evaluate_start(recipe, inputs, built, tmp_path, write=True, resumed=True)
+    metrics, info = evaluate_start(recipe, inputs, built, tmp_path, write=True, resumed=True, file_precision="bf16")
     assert metrics is None and info["scored"] is False and "resumed" in info["reason"]  # no file: said, not guessed
     write_run(run, tmp_path / "run.start.test.trec")
-    metrics, info = evaluate_start(recipe, inputs, built, tmp_path, write=True, resumed=True)
+    metrics, info = evaluate_start(recipe, inputs, built, tmp_path, write=True, resumed=True, file_precision="bf16")
     assert info == {"scored": True, "split": "test"}
     assert metrics == pytest.approx(evaluate_run(qrels, run, ["nDCG@10", "RR@10"])[0]) and metrics["RR@10"] == 0.75
+
+
+def test_a_resumed_run_scores_its_start_again_when_the_file_was_scored_in_another_precision(tiny_model_dir, synthetic,
+                                                                                           tmp_path):
+    """One precision per table across a resume: a start run file scored in another precision than the run's (a
+    checkpoint from before the record: the start was scored in fp32) is scored again, in the run's precision, from the
+    starting weights (a resumed run loads its checkpoint only once training starts); the file is rewritten."""
+    from types import SimpleNamespace
+
+    from ssft.data.trec import write_run
+    from ssft.pipeline.report import evaluate_start
+    from ssft.training.prediction import prediction_trainer
+
+    torch.manual_seed(0)
+    ranker = TwinBert.build(ModelConfig(name=str(tiny_model_dir), max_length=32, architecture="twin", scorer="cosine"),
+                            "full", {}).eval()
+    ds = load_dataset(str(synthetic))
+    qrels = ds.qrels("test")
+    first = {q: {d: float(-i) for i, d in enumerate(sorted(ds.corpus))} for q in qrels}
+    recipe = SimpleNamespace(eval=SimpleNamespace(metrics=["nDCG@10"], precision="bf16", depth=8, batch_size=16),
+                             data=SimpleNamespace(test_split="test"))
+    inputs = SimpleNamespace(test_qrels=qrels, test_first=first, dataset=ds)
+    built = SimpleNamespace(ranker=ranker)
+    pairs = PairDataset(first, 8, ds)
+    want = pairs.to_run(prediction_trainer(ranker, 16, precision="bf16").score(pairs))
+    stale = {q: {d: -v for d, v in docs.items()} for q, docs in want.items()}  # what another scoring left there
+    path = tmp_path / "run.start.test.trec"
+
+    def close_to(run, other) -> bool:
+        return run.keys() == other.keys() and all(
+            run[q].keys() == other[q].keys() and all(abs(run[q][d] - other[q][d]) < 1e-5 for d in run[q]) for q in run)
+
+    write_run(stale, path)
+    evaluate_start(recipe, inputs, built, tmp_path, write=True, resumed=True, file_precision="bf16")
+    assert close_to(read_run(path), stale)  # scored in the run's precision: the file is the start, read back
+    for recorded in ("fp32", None):  # another precision, or none recorded
+        write_run(stale, path)
+        metrics, info = evaluate_start(recipe, inputs, built, tmp_path, write=True, resumed=True,
+                                       file_precision=recorded)
+        assert info["scored"] and close_to(read_run(path), want)
 
 
 def test_without_per_epoch_validation_the_start_is_weighed_against_the_end(tiny_model_dir, synthetic, tmp_path):

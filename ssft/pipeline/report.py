@@ -38,12 +38,16 @@ def freeze(ranker) -> None:
 START = "start"  # metrics.json's entry for the starting model; run.start.<split>.trec, per_query.start.<split>.tsv
 
 
-def evaluate_start(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path, write: bool,
-                   resumed: bool) -> tuple[dict[str, float] | None, dict[str, Any]]:
-    """The starting model (before the first training step) on the test split, scored like the trained one
-    (reranking the same first-stage top-k, or full retrieval): (its metrics or None, run_info's ``start`` record).
-    Not scored where the starting model cannot rank (``Ranker.ranks_untrained`` false: a freshly initialised random
-    head). A resumed run reads the start's run file written before it was killed (the weights have moved since)."""
+def evaluate_start(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path, write: bool, resumed: bool,
+                   file_precision: str | None = None, batch_size: int | None = None
+                   ) -> tuple[dict[str, float] | None, dict[str, Any]]:
+    """The starting model (before the first training step) on the test split, scored like the trained one (reranking
+    the same first-stage top-k, or full retrieval, in the run's resolved ``eval.precision``: one precision per table;
+    ``batch_size``: the trained model's scoring batch, ``eval.batch_size`` when None): (its metrics or None, run_info's
+    ``start`` record). Not scored where the starting model cannot rank (``Ranker.ranks_untrained`` false: a freshly
+    initialised random head). A resumed run reads the start's run file written before it was killed when that was
+    scored in this precision (``file_precision``, as the checkpoint records it); else it scores the start again, which
+    it can: the checkpoint's weights are loaded only once training starts, after this."""
     e, ranker, split = recipe.eval, built.ranker, recipe.data.test_split
     if not ranker.ranks_untrained:
         why = (f"not scored: the {ranker.architecture} ranker starts with a freshly initialised (random) scoring head, "
@@ -51,34 +55,41 @@ def evaluate_start(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path
         logger.info("start (test): %s", why)
         return None, {"scored": False, "reason": why}
     path = out / f"run.{START}.{split}.trec"
-    if resumed:
-        if not path.is_file():
-            why = "not scored: resumed from checkpoints written before the starting model was scored"
-            logger.warning("start (test): %s", why)
-            return None, {"scored": False, "reason": why}
+    reread = resumed and file_precision == e.precision
+    if resumed and not path.is_file():
+        why = "not scored: resumed from checkpoints written before the starting model was scored"
+        logger.warning("start (test): %s", why)
+        return None, {"scored": False, "reason": why}
+    if reread:
         run = read_run(path)
     else:
-        run = start_run(recipe, inputs, built, out)
+        if resumed:
+            logger.info("start (test): its run file was scored in %s, this run scores in %s: scored again",
+                        file_precision or "an unrecorded precision", e.precision)
+        run = start_run(recipe, inputs, built, out, batch_size)
     metrics, per_query = evaluate_run(inputs.test_qrels, run, e.metrics)
-    if write and not resumed:
+    if write and not reread:
         write_run(run, path, tag="ssft-start")
         write_per_query(per_query, out / f"per_query.{START}.{split}.tsv")
     logger.info("start (test, before training): %s", ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
     return metrics, {"scored": True, "split": split}
 
 
-def start_run(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path) -> Run:
-    """The untrained model's test run: full retrieval, or the first stage's top-``eval.depth`` reranked."""
+def start_run(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path, batch_size: int | None = None) -> Run:
+    """The untrained model's test run: full retrieval, or the first stage's top-``eval.depth`` reranked, in
+    ``eval.precision`` and batches as the trained model's (``evaluate``), so that an unchanged model scores the same."""
     e, ranker = recipe.eval, built.ranker
     was_training = ranker.training
     ranker.eval()
     try:
         if ranker.full_retrieval:
             queries = {q: inputs.dataset.queries[q] for q in inputs.test_qrels if q in inputs.dataset.queries}
-            return retrieve(ranker, inputs.dataset, queries, e.depth, e.batch_size)
+            with precision.inference(ranker, e.precision) as model:
+                return retrieve(model, inputs.dataset, queries, e.depth, e.batch_size)
         first = top_k({q: inputs.test_first[q] for q in inputs.test_qrels if inputs.test_first.get(q)}, e.depth)
         pairs = PairDataset(first, e.depth, inputs.dataset)
-        return pairs.to_run(prediction_trainer(ranker, e.batch_size, output_dir=out).score(pairs))
+        scorer = prediction_trainer(ranker, batch_size or e.batch_size, output_dir=out, precision=e.precision)
+        return pairs.to_run(scorer.score(pairs))
     finally:
         ranker.train(was_training)
 

@@ -1,17 +1,24 @@
 """What ``ssft-train RECIPE`` does, as stages joined by small frozen records:
 
-1. ``prepare``  (pipeline/folder.py)   may the run write into its output folder; TrainingArguments
+1. ``prepare``  (pipeline/folder.py)   may the run write into its output folder; TrainingArguments; the precisions
+                                       ``auto`` resolves to (a resume keeps its checkpoint's)
 2. ``load_inputs`` (pipeline/inputs.py) dataset, splits, first stages, teachers
 3. ``build``    (pipeline/build.py)    ranker, training source, objective
+   — a resume checks the fingerprints of the models and data against its checkpoint's (``run_fingerprints``) —
    — everything that can fail on bad input has failed by now; from here on the output folder is written —
    the starting model scored on the test split (metrics.json's ``start``) where it can rank (pipeline/report.py)
 4. ``train``    (pipeline/schedule.py) one Trainer run, or one per hybrid phase; the best validation epoch kept,
                 epoch 0 (the starting model) included
 5. ``evaluate`` (pipeline/report.py)   the test split reranked or retrieved
 6. ``write``    (pipeline/report.py)   run_info.json, the model card, metrics.json last
+
+Every inference of a run (validation, the start, the test split, teachers) computes in one precision: ``eval.precision``
+resolved once, in ``prepare``; the stages after it get a copy of the recipe holding the resolved value (the recipe
+written to the folder keeps the user's ``auto``).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -39,7 +46,7 @@ from ssft.pipeline.inputs import RunInputs, load_inputs
 from ssft.pipeline.report import START, evaluate, evaluate_start, freeze, print_summary, run_info, write_finished_run
 from ssft.pipeline.schedule import TrainingSetup, schedule_for
 from ssft.training.callbacks import build_callbacks, callback_name
-from ssft.training.checkpoints import checkpoint_mixed_precision
+from ssft.training.checkpoints import check_fingerprints, checkpoint_record, content_fingerprint, weights_fingerprint
 
 logger = logging.getLogger("ssft")
 
@@ -58,6 +65,9 @@ class Plan:
     default_checkpoints: bool  # ssft's own checkpoints (no training.save_strategy): removed once the run finishes
     started: float
     precision_note: str  # what training.bf16: auto resolved to ("" when the recipe or accelerate named a precision)
+    eval_precision: str = "fp32"  # eval.precision resolved: every inference of the run (a resume: its checkpoint's)
+    eval_precision_note: str = ""  # what eval.precision: auto resolved to ("" when the recipe names a precision)
+    record: dict[str, Any] | None = None  # a resume: the marker of the checkpoint it resumes (what made it)
 
 
 def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: bool = False) -> dict[str, Any]:
@@ -71,27 +81,39 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
     folder = train_output_folder(Path(recipe.training["output_dir"]))
     try:
         plan = prepare(recipe, folder, overwrite, resume_with_changes)
-        inputs = load_inputs(recipe)
-        built = build(recipe, inputs)
-        schedule = schedule_for(recipe)
-        notes = describe(recipe, inputs, built, schedule.describe(plan.args), plan.precision_note)
+        run = resolved_recipe(recipe, plan)  # eval.precision resolved: what every stage below computes in
+        inputs = load_inputs(run)
+        built = build(run, inputs)
+        fingerprints = run_fingerprints(run, inputs)
+        if plan.state == "resume":  # changed weights or data cannot resume exactly: refused before anything is written
+            check_fingerprints(plan.folder.path, plan.record, fingerprints)
+        schedule = schedule_for(run)
+        notes = describe(run, inputs, built, schedule.describe(plan.args),
+                         "\n".join(n for n in (plan.precision_note, plan.eval_precision_note) if n))
         open_output_folder(recipe, plan)
         main = plan.args.should_save
-        start, start_info = evaluate_start(recipe, inputs, built, plan.folder.path, main, plan.state == "resume")
-        trained = schedule.train(training_setup(recipe, plan, inputs, built), plan.args)
+        start, start_info = evaluate_start(run, inputs, built, plan.folder.path, main, plan.state == "resume",
+                                           start_file_precision(plan.record), plan.args.per_device_eval_batch_size)
+        record = {"eval_precision": plan.eval_precision,  # what a resume with eval.precision: auto keeps
+                  "start_precision": plan.eval_precision if start is not None else None,  # of run.start.<split>.trec
+                  "fingerprints": fingerprints}
+        trained = schedule.train(training_setup(run, plan, inputs, built, record), plan.args)
         built.ranker.eval()
         if main:
             built.ranker.save(plan.folder.path / "model")  # PEFT format, before any merge
         freeze(built.ranker)
-        results, evaluation = evaluate(recipe, inputs, built, trained, plan.folder.path, write=main)
+        results, evaluation = evaluate(run, inputs, built, trained, plan.folder.path, write=main)
         if start is not None:
             results[START] = start
         if main:
-            extra = {"start": start_info, "precision": precision.resolve(recipe.eval.precision, plan.args.device),
+            # one precision per table: every row the model scored (not the first stage's) was scored in this one
+            scoring = {"precision": plan.eval_precision, "backend": "torch",
+                       "rows": [name for name in results if name != inputs.test_name]}
+            extra = {"start": start_info, "precision": plan.eval_precision, "scoring": scoring,
                      "training_precision": training_precision(plan.args),
                      "resumed_with_changes": plan.resume_changes,
                      "processes": plan.args.world_size if plan.args.world_size > 1 else None}
-            info = run_info(recipe, inputs, built, trained, evaluation, notes, plan.started, extra)
+            info = run_info(run, inputs, built, trained, evaluation, notes, plan.started, extra)
             write_finished_run(plan.folder.path, recipe, results, info, plan.default_checkpoints)
             save_indexes(inputs.bm25_indexes)  # the BM25 indexes built for this run, cached once it has succeeded
             print_summary(recipe, results, info, plan.folder.path, plan.started)
@@ -128,10 +150,81 @@ def resolve_auto_bf16(native: bool, recorded: str | None, resuming: bool, defaul
                     else "training precision: float32 (training.bf16: auto, no native bf16 on this device)")
 
 
+def resolve_eval_precision(asked: str, native: str, recorded: str | None, resuming: bool) -> tuple[str, str]:
+    """eval.precision → (the precision every inference of the run computes in, the run's note). ``native``: what
+    ``asked`` resolves to on this device. A named precision is the recipe's; ``auto`` takes ``native`` in a new run and
+    in a resumed run the precision its checkpoint recorded, so that its validation history goes on in one precision
+    (also on another machine); a checkpoint from before the record: ``native``, said so."""
+    if asked != "auto":
+        return native, ""
+    if resuming and recorded in precision.RESOLVED:
+        kept = f"kept from the checkpoint this run resumes{'' if recorded == native else ', unlike this device'}"
+        return recorded, f"inference precision: {recorded} (eval.precision: auto, {kept})"
+    if resuming:
+        return native, (f"inference precision: {native} (eval.precision: auto, resolved on this device: the checkpoint "
+                        "this run resumes predates the record of its inference precision)")
+    why = "native" if native == "bf16" else "no native bf16"
+    return native, f"inference precision: {native} (eval.precision: auto, {why} on this device)"
+
+
+def resolved_recipe(recipe: Recipe, plan: Plan) -> Recipe:
+    """A copy of ``recipe`` whose eval.precision is the one the run computes in (``plan.eval_precision``): validation,
+    the start, the test split and the teachers all read it there."""
+    if recipe.eval.precision == plan.eval_precision:
+        return recipe
+    return dataclasses.replace(recipe, eval=dataclasses.replace(recipe.eval, precision=plan.eval_precision))
+
+
+def start_file_precision(record: dict[str, Any] | None) -> str | None:
+    """The precision the start's run file of a resumed run was scored in: as its checkpoint records it; before the
+    record, float32 (the start was scored in float32 then, whatever eval.precision said)."""
+    if record is None:
+        return None
+    return record.get("start_precision") if "eval_precision" in record else "fp32"
+
+
+def run_fingerprints(recipe: Recipe, inputs: RunInputs) -> dict[str, dict[str, str]]:
+    """What a run is made from, as a checkpoint records it (key -> {"sha256", "what": how an error names it}): the
+    files of every model it loads weights from (model, document tower, teachers, query generator) and the data it
+    trains, validates and tests on (corpus, queries, each split's qrels or data.train's rows, the first-stage
+    candidates and BM25 negatives), by content, as read (``ssft.training.checkpoints``)."""
+    d, e, distill = recipe.data, recipe.eval, recipe.distillation
+    found: dict[str, dict[str, str]] = {}
+    models = {"model.name": recipe.model.name, "model.document_name": recipe.model.document_name,
+              "loss.teacher": inputs.in_loop_teacher,
+              "distillation.teacher": distill.teacher if distill is not None else None,
+              "distillation.generated_queries.model": (distill.generated_queries.model if distill is not None
+                                                       and distill.generated_queries is not None else None)}
+    for key, name in models.items():
+        if name:
+            found[key] = {"sha256": weights_fingerprint(name), "what": f"the files of {key} ({name})"}
+    dataset = inputs.dataset
+    where = f"data.dataset ({dataset.path})"
+    data: dict[str, tuple[str, Any]] = {
+        "corpus": (f"the corpus of {where}", dataset.corpus.items()),
+        "queries": (f"the queries of {where}", dataset.queries.items()),
+        "data.train_split": (f"the qrels of data.train_split '{d.train_split}' in {where}", inputs.train_qrels.items()),
+        "data.validation_split": (f"the qrels of data.validation_split '{d.validation_split}' in {where}",
+                                  (inputs.validation_qrels or {}).items()),
+        "data.test_split": (f"the qrels of data.test_split '{d.test_split}' in {where}", inputs.test_qrels.items()),
+        "eval.first_stage": (f"the candidates of eval.first_stage ({e.first_stage}) for the test queries",
+                             inputs.test_first.items()),
+        "eval.validation_first_stage": ("the validation candidates (eval.validation_first_stage: "
+                                        f"{e.validation_first_stage or 'bm25'})", (inputs.validation_first or {}).items()),
+        "data.negatives": (f"the BM25 negatives of the training queries in {where}", (inputs.negatives_run or {}).items()),
+    }
+    if inputs.train_source is not None:
+        data["data.train"] = (f"the rows of data.train ({d.train})", inputs.train_source.examples)
+    for key, (what, items) in data.items():
+        found[key] = {"sha256": content_fingerprint(items), "what": what}
+    return found
+
+
 def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_changes: bool) -> Plan:
-    """Stage 1: the folder's state and the run's TrainingArguments; nothing is written."""
+    """Stage 1: the folder's state, the run's TrainingArguments and inference precision; nothing is written."""
     started = time.time()
     state, changes = run_folder_state(recipe, folder, overwrite, resume_with_changes)
+    record = checkpoint_record(folder.path) if state == "resume" else None
     recipe.check_model()  # a missing model, or lengths beyond its position embeddings, fail now, not after the data
     # a checkpoint every epoch (only the latest kept) lets a killed run resume; removed once the run finishes
     # unless the recipe asks for checkpoints itself (training.save_strategy)
@@ -149,7 +242,7 @@ def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_c
     if kwargs.get("bf16") == "auto":
         kwargs["bf16"], precision_note = resolve_auto_bf16(
             precision.bf16_native("cuda" if torch.cuda.is_available() else "cpu"),
-            checkpoint_mixed_precision(folder.path) if state == "resume" else None, state == "resume", defaulted)
+            record.get("mixed_precision") if record is not None else None, state == "resume", defaulted)
     if (kwargs.get("bf16") or kwargs.get("bf16_full_eval")) and not torch.cuda.is_available():
         # transformers accepts bf16 without a GPU only with use_cpu (which accelerate then autocasts on the CPU);
         # without a GPU there is nothing else to train on, so training.bf16 alone is enough
@@ -171,8 +264,13 @@ def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_c
     if args.fp16 and args.device.type == "cpu":
         logger.warning("training.fp16 on a CPU: accelerate autocasts fp16 on GPUs only, this run trains in float32 "
                        "(for mixed precision on a CPU use training.bf16)")
-    precision.resolve(recipe.eval.precision, args.device, f"{recipe.source}: eval.precision")  # int8 on a GPU: refused now
-    return Plan(folder, state, changes, kwargs, args, "save_strategy" not in recipe.training, started, precision_note)
+    # int8 on a GPU: refused now; auto: resolved once for the whole run (a resume keeps its checkpoint's)
+    native = precision.resolve(recipe.eval.precision, args.device, f"{recipe.source}: eval.precision")
+    eval_precision, eval_note = resolve_eval_precision(recipe.eval.precision, native,
+                                                       record.get("eval_precision") if record is not None else None,
+                                                       state == "resume")
+    return Plan(folder, state, changes, kwargs, args, "save_strategy" not in recipe.training, started, precision_note,
+                eval_precision, eval_note, record)
 
 
 def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str, precision_note: str = "") -> list[str]:
@@ -220,8 +318,7 @@ def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str, 
     notes.append(f"test: {len(inputs.test_qrels)} queries of {d.test_split}{' (subsampled)' if subsampled else ''}, "
                  + (f"full retrieval of the top-{e.depth} of the corpus ({inputs.test_name} reported beside it)"
                     if built.ranker.full_retrieval else f"top-{e.depth} of {inputs.test_name}"))
-    if precision_note:
-        notes.append(precision_note)
+    notes += [note for note in precision_note.splitlines() if note]  # what training.bf16 / eval.precision: auto became
     for note in notes:
         logger.info(note)
     return notes
@@ -246,9 +343,11 @@ def open_output_folder(recipe: Recipe, plan: Plan) -> None:
         atomic_write_text(folder.path / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))
 
 
-def training_setup(recipe: Recipe, plan: Plan, inputs: RunInputs, built: BuiltRun) -> TrainingSetup:
+def training_setup(recipe: Recipe, plan: Plan, inputs: RunInputs, built: BuiltRun,
+                   run_record: dict[str, Any] | None = None) -> TrainingSetup:
     """What the Trainers are built from. A dense teacher's document embeddings are filled from its (cached) corpus
-    index first; the recipe's callbacks get what a Trainer event does not carry (dataset, qrels)."""
+    index first; the recipe's callbacks get what a Trainer event does not carry (dataset, qrels). ``run_record``: what
+    made the run (resolved precisions, input fingerprints), written into every checkpoint."""
     distill, e = recipe.distillation, recipe.eval
     if (distill is not None and distill.keep_teacher_corpus and not distill.query_only and distill.teacher_kind == "dense"
             and (distill.inherit_documents or distill.score_weight or distill.document_embedding_weight)):
@@ -268,4 +367,4 @@ def training_setup(recipe: Recipe, plan: Plan, inputs: RunInputs, built: BuiltRu
     pairs = (PairDataset(inputs.validation_first, inputs.validation_depth, inputs.dataset)
              if inputs.validation_qrels else None)
     return TrainingSetup(recipe, inputs, built, plan.training_kwargs, pairs, callbacks, plan.state == "resume",
-                         bool(plan.resume_changes))
+                         bool(plan.resume_changes), dict(run_record or {}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ class TrainingSetup:
     callbacks: list  # the recipe's own callbacks (daft, collapse_monitor, negative_cache)
     resume: bool
     rebase_learning_rates: bool  # --resume-with-changes
+    run_record: dict[str, Any] = field(default_factory=dict)  # what made the run: written into every checkpoint
 
     @property
     def out(self) -> Path:
@@ -48,7 +49,7 @@ class TrainingSetup:
             data_collator=built.objective.collator(built.ranker), objective=built.objective,
             head_learning_rate=self.recipe.model.head_learning_rate, learning_rates_from_args=self.rebase_learning_rates,
             eval_qrels=self.inputs.validation_qrels, eval_metrics=sorted({e.selection_metric, *e.metrics}),
-            precision=e.precision,
+            precision=e.precision, run_record=self.run_record,
             callbacks=callbacks + self.callbacks,
         )
 

@@ -12,15 +12,23 @@
   a resume keeps the optimizer moments and the place in the schedule, but the base learning rates become this
   run's (``base_learning_rate``). A non-finite loss or gradient norm stops training before the
   optimizer step (``_stop_non_finite``), so no checkpoint ever holds weights a NaN touched.
+- What made a checkpoint (``run_record``, written into its marker): the mixed precision it trained in, the precision
+  ``eval.precision`` resolved to (validation, test, the start, teachers), and the fingerprints of its inputs -- the files
+  of every model it loaded (``weights_fingerprint``) and the data it trained, validated and tested on
+  (``content_fingerprint``). A resume reads them back (``checkpoint_record``): it keeps the precisions and refuses
+  changed inputs (``check_fingerprints``); a checkpoint written before the record resumes unchecked.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import logging
 import math
 import shutil
 import zipfile
 from pathlib import Path
+from typing import Any, Iterable
 
 import torch
 from accelerate.state import AcceleratorState
@@ -32,8 +40,9 @@ from transformers.trainer_pt_utils import safe_globals
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ssft.core.errors import SsftError
+from ssft.core.hub import resolve_model
 from ssft.core.io import atomic_write_json
-from ssft.models.base import PICKLE_WEIGHTS, SPEC_FILE, Ranker, _first_line
+from ssft.models.base import PICKLE_WEIGHTS, SPEC_FILE, Ranker, _first_line, saved_model_folder
 
 logger = logging.getLogger(__name__)
 
@@ -62,18 +71,127 @@ def latest_checkpoint(folder: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def checkpoint_mixed_precision(run_dir: Path) -> str | None:
-    """The mixed precision ("no", "bf16", "fp16") a run's checkpoints were trained in (its own, or a hybrid phase's:
-    one run, one precision); None when there is no checkpoint, or it was written before checkpoints recorded it."""
+def checkpoint_record(run_dir: Path) -> dict[str, Any] | None:
+    """The marker of a run's latest complete checkpoint (its own, or a hybrid phase's: one run, one record): the step,
+    the loss so far and what made it (``CheckpointedTrainer``'s ``run_record``); None when there is no checkpoint or
+    its marker cannot be read (the resume itself reports that: ``check_checkpoint``)."""
     folders = [run_dir, *sorted(run_dir.glob("phase-*"))] if run_dir.is_dir() else []
     for folder in folders:
         last = latest_checkpoint(folder)
         if last is not None:
             try:
-                return json.loads((last / CHECKPOINT_MARKER).read_text()).get("mixed_precision")
-            except (OSError, ValueError, AttributeError):
-                return None  # a damaged marker is reported by the resume itself (check_checkpoint)
+                record = json.loads((last / CHECKPOINT_MARKER).read_text())
+            except (OSError, ValueError):
+                return None
+            return record if isinstance(record, dict) else None
     return None
+
+
+def checkpoint_mixed_precision(run_dir: Path) -> str | None:
+    """The mixed precision ("no", "bf16", "fp16") a run's checkpoints were trained in (its own, or a hybrid phase's:
+    one run, one precision); None when there is no checkpoint, or it was written before checkpoints recorded it."""
+    record = checkpoint_record(run_dir)
+    return record.get("mixed_precision") if record is not None else None
+
+
+# ---------------------------------------------------------------- fingerprints of what a run is made from
+
+# the files a model is loaded from: weights (safetensors: ssft never loads pickle weights), configs, tokenizer files,
+# remote code; other formats of the same weights (.bin, onnx/, openvino/) and a folder's history are not read
+_MODEL_FILE_SUFFIXES = {".safetensors", ".json", ".txt", ".model", ".py", ".tiktoken"}
+_NOT_MODEL_FOLDERS = {"onnx", "openvino", ".git", ".cache", "logs"}
+
+
+def _hash_file(digest, path: Path) -> None:
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+
+
+def _model_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*")
+                  if p.is_file() and p.suffix in _MODEL_FILE_SUFFIXES and not p.name.startswith(".")
+                  and not any(part in _NOT_MODEL_FOLDERS or part.startswith("checkpoint-")
+                              for part in p.relative_to(folder).parts[:-1]))
+
+
+def weights_fingerprint(name: str, _depth: int = 0) -> str:
+    """SHA-256 over the bytes (and relative names) of the files a model named ``name`` (hub id or folder, resolved as
+    loading resolves it; a saved ssft model: its own files and its base model's) is loaded from: weights, configs and
+    tokenizer. Values, not sizes or dates: a model re-saved at the same path with other weights of the same shapes
+    changes it. About 0.1 s for all-MiniLM-L6-v2's 90 MB (in the page cache, which loading the model fills anyway)."""
+    digest = hashlib.sha256()
+    saved = saved_model_folder(name)
+    folder = saved if saved is not None else resolve_model(name)
+    for path in _model_files(Path(folder)) if saved is None else sorted(p for p in saved.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(folder).as_posix()}\0{path.stat().st_size}\0".encode())
+        _hash_file(digest, path)
+    if saved is not None and _depth < 4:  # an adapter is loaded on top of its base model's weights
+        try:
+            base = json.loads((saved / SPEC_FILE).read_text(encoding="utf-8")).get("base_model")
+        except (OSError, ValueError, AttributeError):
+            base = None
+        if isinstance(base, str):
+            digest.update(f"base_model\0{weights_fingerprint(base, _depth + 1)}".encode())
+    return digest.hexdigest()
+
+
+def _feed(update, item: Any) -> None:
+    """``item`` into a digest, unambiguously (every string and container length-prefixed): strings, numbers, None,
+    dicts, lists / tuples, and dataclasses (a document, a training row) as the dict of their fields."""
+    if isinstance(item, str):
+        data = item.encode("utf-8", "surrogatepass")
+        update(b"s%d:" % len(data))
+        update(data)
+    elif item is None or isinstance(item, (bool, int, float)):
+        update(f"v{item!r};".encode())
+    elif isinstance(item, dict):
+        update(b"d%d:" % len(item))
+        for key, value in item.items():
+            _feed(update, key)
+            _feed(update, value)
+    elif isinstance(item, (list, tuple)):
+        update(b"l%d:" % len(item))
+        for value in item:
+            _feed(update, value)
+    elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+        _feed(update, {f.name: getattr(item, f.name) for f in dataclasses.fields(item)})
+    else:
+        _feed(update, str(item))
+
+
+def content_fingerprint(items: Iterable[Any]) -> str:
+    """SHA-256 over ``items`` in their order (e.g. a corpus' (id, document) pairs, a qrels' or a run's (query,
+    {document: value}) pairs, data.train's rows): what the run read, whatever file it was read from. About 0.07 s for
+    NFCorpus' 3,633 documents (5.4 MB of text)."""
+    digest = hashlib.sha256()
+    count = 0
+    for item in items:
+        _feed(digest.update, item)
+        count += 1
+    digest.update(b"n%d" % count)
+    return digest.hexdigest()
+
+
+def check_fingerprints(run_dir: Path, record: dict[str, Any] | None, current: dict[str, dict[str, str]]) -> None:
+    """Before a resume: the inputs a checkpoint recorded (``record["fingerprints"]``: key -> {"sha256", "what"}) are the
+    ones this run has read (``current``), else one SsftError naming the first that changed. Changed weights or data
+    cannot continue exactly (the adapter would go onto other weights, the history on other data): no option resumes
+    over them. A checkpoint written before checkpoints recorded fingerprints is resumed unchecked, and the log says
+    so."""
+    if not isinstance(record, dict):
+        return  # no readable marker: the resume reports the damaged checkpoint itself (check_checkpoint)
+    recorded = record.get("fingerprints")
+    if not isinstance(recorded, dict):
+        logger.warning("%s: its checkpoint was written before checkpoints recorded the fingerprints of their model "
+                       "and data: not checked; resuming on the model and data as they are now", run_dir)
+        return
+    for key, now in current.items():
+        then = recorded.get(key)
+        if isinstance(then, dict) and then.get("sha256") != now["sha256"]:
+            raise SsftError(f"{run_dir} holds checkpoints made from other inputs: {now['what']} changed since they "
+                            f"were written, so they cannot be resumed exactly; pass --overwrite to start over, or set "
+                            f"training.output_dir to another folder")
 
 
 def discard_incomplete_checkpoints(folder: Path) -> list[Path]:
@@ -272,12 +390,15 @@ class CheckpointedTrainer(Trainer):
     """The Trainer's checkpoints, made complete-or-absent and resumable exactly (see the module docstring). The
     model is an ssft ``Ranker`` (``save`` / ``load_weights``)."""
 
-    def __init__(self, *args, learning_rates_from_args: bool = False, **kwargs):
+    def __init__(self, *args, learning_rates_from_args: bool = False, run_record: dict[str, Any] | None = None,
+                 **kwargs):
         training_args = kwargs["args"] if "args" in kwargs else args[1] if len(args) > 1 else None
         if training_args is not None:
             release_accelerator_precision(training_args.mixed_precision)
         super().__init__(*args, **kwargs)
         self.learning_rates_from_args = learning_rates_from_args
+        # what made the run (resolved precisions, input fingerprints): written into every checkpoint's marker
+        self.run_record = dict(run_record or {})
         self.add_callback(SaveAfterEpochEvaluation())
 
     def _ranker(self):
@@ -364,9 +485,10 @@ class CheckpointedTrainer(Trainer):
                 callback.save_checkpoint_state(folder)
         prior_sum, prior_steps = getattr(self, "_resumed_loss", (0.0, 0))
         loss_sum = prior_sum + self._total_loss_scalar + float(self._tr_loss.item())
-        # the mixed precision too: a resumed run whose recipe leaves it to training.bf16: auto keeps the one it began in
-        atomic_write_json(folder / CHECKPOINT_MARKER, {"global_step": self.state.global_step, "loss_sum": loss_sum,
-                                                       "mixed_precision": self.args.mixed_precision})
+        # the mixed precision too: a resumed run whose recipe leaves it to training.bf16: auto keeps the one it began
+        # in; and what else made the run (run_record: inference precision, input fingerprints), checked on resume
+        atomic_write_json(folder / CHECKPOINT_MARKER, {**self.run_record, "global_step": self.state.global_step,
+                                                       "loss_sum": loss_sum, "mixed_precision": self.args.mixed_precision})
         rotate_checkpoints(output_dir=str(run_dir), save_total_limit=limit,
                            best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=False)
 
@@ -379,6 +501,6 @@ class CheckpointedTrainer(Trainer):
 
 
 __all__ = ["CHECKPOINT_MARKER", "CheckpointedTrainer", "SaveAfterEpochEvaluation", "check_checkpoint",
-           "checkpoint_mixed_precision", "checkpoint_problem",
-           "checkpoint_step", "complete_checkpoints", "discard_incomplete_checkpoints", "latest_checkpoint", "non_finite_error",
-           "rebase_learning_rates"]
+           "check_fingerprints", "checkpoint_mixed_precision", "checkpoint_problem", "checkpoint_record",
+           "checkpoint_step", "complete_checkpoints", "content_fingerprint", "discard_incomplete_checkpoints",
+           "latest_checkpoint", "non_finite_error", "rebase_learning_rates", "weights_fingerprint"]
