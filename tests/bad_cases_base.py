@@ -54,7 +54,7 @@ CASES = [
     ("export-prefix-method", "ssft.cli.export", _export_prefix_model, "method 'prefix' cannot be exported"),
     ("export-wrong-format", "ssft.cli.export", lambda w: [str(w.ranker), "--output", str(w.out), "--format", "multi-vector"],
      "--format multi-vector: a 'cross' model is exported as cross-encoder"),
-    ("export-output-not-empty", "ssft.cli.export", _export_over_a_folder, "not empty; pass --overwrite"),
+    ("export-output-not-empty", "ssft.cli.export", _export_over_a_folder, "is not empty and holds no ssft-export output"),
     ("export-not-a-run", "ssft.cli.export", lambda w: [str(w.data), "--output", str(w.out)],
      "not a run folder or saved ssft model"),
     # ---- model names and folders

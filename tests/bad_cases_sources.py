@@ -24,6 +24,7 @@ def _mine(*extra: str):
 def _mine_existing(w: World) -> list[str]:
     w.out.mkdir()
     (w.out / "mined.jsonl").write_text("{}\n")
+    (w.out / "mined.mining.json").write_text('{"tool": "ssft-mine"}\n')  # an earlier ssft-mine output
     return _mine()(w)
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 PROGS = {"ssft.train": "ssft-train", "ssft.rerank": "ssft-rerank", "ssft.sweep": "ssft-sweep", "ssft.retrieve": "ssft-retrieve",
-         "ssft.cli.export": "ssft-export", "ssft.cli.mine": "ssft-mine", "ssft.cli.encode": "ssft-encode"}
+         "ssft.cli.export": "ssft-export", "ssft.cli.mine": "ssft-mine", "ssft.cli.encode": "ssft-encode",
+         "ssft.cli.ambiguity": "ssft-ambiguity"}
 
 
 @pytest.fixture(scope="module")

@@ -185,3 +185,143 @@ def test_resume_with_changes_continues_with_the_new_learning_rate(tmp_path, tiny
     assert before and after
     assert all(rate == pytest.approx(1e-3, rel=0.05) for rate in before), before
     assert all(rate == pytest.approx(1e-4, rel=0.05) for rate in after), after
+
+
+# ---------------------------------------------------------------- ssft-export under the same contract
+
+
+@pytest.fixture
+def saved_run(tmp_path, tiny_model_dir) -> Path:
+    """A finished run folder: model/ (a tiny full cross-encoder), metrics.json, recipe.yaml."""
+    from ssft.models.cross import CrossEncoder
+    from ssft.recipe import ModelConfig
+
+    run = tmp_path / "run"
+    CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), max_length=48), "full", {}).save(run / "model")
+    (run / "metrics.json").write_text(json.dumps({"test": {"nDCG@10": 0.5, "RR@10": 0.25}}))
+    (run / "recipe.yaml").write_text("data: {dataset: nfcorpus, test_split: test}\n")
+    return run
+
+
+def test_two_exports_into_one_new_folder_the_second_is_refused(saved_run, tmp_path, monkeypatch):
+    """Two ssft-export into one new folder at once, neither with --overwrite: while the first builds its export, the
+    second is refused in one line (the folder is created and locked first); only the first's export is there."""
+    from ssft.core.errors import SsftError
+    from ssft.pipeline import export as pipeline_export
+
+    out = tmp_path / "export"
+    real, calls, second = pipeline_export.export_model, [], []
+
+    def first_then_a_second(ranker, folder, fmt):
+        calls.append(folder)
+        if len(calls) == 1:  # the second export starts while the first is writing its temporary folder
+            try:
+                second.append(pipeline_export.export_run(saved_run, out))
+            except SsftError as err:
+                second.append(err)
+        return real(ranker, folder, fmt)
+
+    monkeypatch.setattr(pipeline_export, "export_model", first_then_a_second)
+    info = pipeline_export.export_run(saved_run, out)
+    assert isinstance(second[0], SsftError), second
+    assert "in use by another ssft-export process" in str(second[0]) and "\n" not in str(second[0])
+    assert info["format"] == "cross-encoder" and (out / "model.safetensors").is_file()
+    assert json.loads((out / MANIFEST).read_text())["tool"] == "ssft-export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "run"]  # no temporary folder left beside it
+
+
+def test_an_export_refused_while_another_process_holds_the_new_folder(saved_run, tmp_path):
+    """The same, across processes: another ssft-export created the folder and holds its lock (here: this test)."""
+    from filelock import FileLock
+
+    out = tmp_path / "export"
+    out.mkdir()
+    lock = FileLock(str(out / ".ssft.lock"), timeout=0)
+    lock.acquire()
+    try:
+        done = run_cli("ssft.cli.export", [str(saved_run), "--output", str(out)], cwd=tmp_path)
+    finally:
+        lock.release()
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "in use by another ssft-export process" in done.stderr.strip().splitlines()[-1]
+    assert sorted(p.name for p in out.iterdir()) == [".ssft.lock"]
+
+
+def test_export_overwrite_replaces_only_what_ssft_export_wrote(saved_run, tmp_path):
+    """An earlier export, a user's notes and a folder beside its files, a file the earlier export listed but the new
+    one does not write: --overwrite replaces the export, removes that stale file, keeps the user's entries (with
+    their modes), and the folder's manifest names what ssft-export wrote."""
+    from ssft.pipeline.export import export_run
+
+    out = tmp_path / "export"
+    export_run(saved_run, out)
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["tool"] == "ssft-export" and {"model.safetensors", "README.md", "config.json"} <= set(manifest["outputs"])
+    (out / "notes.txt").write_text("my notes\n")
+    (out / "notes.txt").chmod(0o600)
+    (out / "analysis").mkdir()
+    (out / "analysis" / "plot.png").write_bytes(b"\x89PNG")
+    (out / "stale.bin").write_bytes(b"old")  # written by an earlier export (listed in its manifest)
+    (out / MANIFEST).write_text(json.dumps({**manifest, "outputs": [*manifest["outputs"], "stale.bin"]}))
+    weights = (out / "model.safetensors").stat().st_ino
+    export_run(saved_run, out, overwrite=True)
+    assert (out / "notes.txt").read_text() == "my notes\n" and (out / "notes.txt").stat().st_mode & 0o777 == 0o600
+    assert (out / "analysis" / "plot.png").read_bytes() == b"\x89PNG"
+    assert not (out / "stale.bin").exists()
+    assert (out / "model.safetensors").stat().st_ino != weights  # the new export's file
+    outputs = json.loads((out / MANIFEST).read_text())["outputs"]
+    assert "notes.txt" not in outputs and "analysis" not in outputs and "stale.bin" not in outputs
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "run"]
+    # the user's entries stay through a third export too: they are never taken for the export's
+    export_run(saved_run, out, overwrite=True)
+    assert (out / "notes.txt").read_text() == "my notes\n"
+
+
+def test_export_through_a_symbolic_link_follows_it(saved_run, tmp_path):
+    """--output a link to an (empty) folder: the export is written into the folder it points to; the link stays."""
+    from ssft.pipeline.export import export_run
+
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    export_run(saved_run, link)
+    assert link.is_symlink() and (real / "model.safetensors").is_file()
+    export_run(saved_run, link, overwrite=True)  # and again, replacing it
+    assert link.is_symlink() and (link / "model.safetensors").is_file()
+
+
+def test_export_of_a_run_whose_metrics_hold_strings(saved_run, tmp_path):
+    """A hand-edited metrics.json with values that are not numbers: the export goes ahead, the card keeps the numbers
+    (a traceback before)."""
+    from huggingface_hub import ModelCard
+
+    from ssft.pipeline.export import export_run
+
+    (saved_run / "metrics.json").write_text(json.dumps({"model": "oops", "test": {"nDCG@10": "x", "RR@10": 0.25},
+                                                        "bm25": {"nDCG@10": None, "R@100": True}}))
+    export_run(saved_run, tmp_path / "export")
+    card = ModelCard.load(tmp_path / "export" / "README.md")
+    assert [(r.metric_type, r.metric_value) for r in card.data.eval_results] == [("RR@10", 0.25)]
+    assert "| test | 0.2500 |" in card.text
+
+
+def test_mine_overwrite_replaces_only_its_own_pair(tmp_path, capsys):
+    """ssft-mine --overwrite replaces a pair it wrote (its lock file gone afterwards); one whose .mining.json is a
+    user's file is refused, and the files stay as they were."""
+    from ssft.cli.mine import main
+    from tests.helpers import write_synthetic_beir
+
+    data = write_synthetic_beir(tmp_path / "syn")
+    out = tmp_path / "mined" / "neg.jsonl"
+    argv = ["--data", str(data), "--bm25", "--output", str(out), "--depth", "20"]
+    assert main(argv) == 0
+    assert main([*argv, "--overwrite"]) == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["neg.jsonl", "neg.mining.json"]  # no lock file left
+    assert json.loads(out.with_suffix(".mining.json").read_text())["tool"] == "ssft-mine"
+    capsys.readouterr()
+    out.with_suffix(".mining.json").write_text('{"my": "notes"}\n')
+    before = out.read_bytes()
+    assert main([*argv, "--overwrite"]) == 2
+    assert "neg.mining.json does not name ssft-mine" in capsys.readouterr().err
+    assert out.read_bytes() == before and out.with_suffix(".mining.json").read_text() == '{"my": "notes"}\n'

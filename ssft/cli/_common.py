@@ -9,8 +9,15 @@ import logging
 import warnings
 from pathlib import Path
 
-from ssft.core.errors import SsftError
-from ssft.core.run_folder import RESULT_MARKERS, OutputFolder
+from ssft.core.errors import SsftError, user_path
+from ssft.core.run_folder import (
+    MANIFEST,
+    RESULT_MARKERS,
+    OutputFolder,
+    Source,
+    local_dataset_folder,
+    missing_model_message,
+)
 
 
 def setup_logging(level: str = "INFO") -> None:
@@ -37,15 +44,41 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None):
 
 
 def model_dir(path: Path) -> Path:
-    """A run folder (with model/) or a model folder itself."""
+    """A run folder (with model/) or a model folder itself; an unfinished run is named as one (still training, or
+    stopped: run the same ssft-train command again)."""
     from ssft.models.base import SPEC_FILE, saved_model_folder
 
     folder = saved_model_folder(path)
     if folder is not None:
         return folder
-    if not path.exists():
-        raise SsftError(f"run folder not found: {path}")
-    raise SsftError(f"{path}: no trained model (expected {path}/model/{SPEC_FILE}; did the run finish?)")
+    raise SsftError(missing_model_message(path, SPEC_FILE))
+
+
+def model_sources(path: Path, folder: Path) -> tuple[Source, ...]:
+    """What a command reading the model of ``path`` (a run folder or a model folder, ``folder`` its model) must not
+    write into: the run folder around the model (named first: an output holding both is named by the run), and the
+    model folder."""
+    sources: list[Source] = []
+    if folder != path:
+        sources.append((path, "the run folder being read"))
+    elif folder.name == "model" and any((folder.parent / n).exists() for n in ("recipe.yaml", "metrics.json", MANIFEST)):
+        sources.append((folder.parent, "the run folder being read"))
+    return (*sources, (folder, "the model folder being read"))
+
+
+def dataset_sources(name: str, what: str = "the dataset folder being read") -> tuple[Source, ...]:
+    """The dataset folder ``--data`` names, when it is one here already (before it is loaded; checked again once
+    it is): an output must not be, hold or lie inside it."""
+    folder = local_dataset_folder(name)
+    return () if folder is None else ((folder, what),)
+
+
+def output_path(text: str) -> Path:
+    """``--output`` / ``--out`` (argparse ``type=``): ``~`` expanded; an empty value (an unset shell variable) is
+    refused rather than read as the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name the folder or file to write")
+    return user_path(text)
 
 
 def at_least_one(ns: argparse.Namespace, *names: str) -> None:
@@ -55,14 +88,14 @@ def at_least_one(ns: argparse.Namespace, *names: str) -> None:
             raise SsftError(f"--{name.replace('_', '-')} must be >= 1")
 
 
-def result_folder(path: Path, tool: str, outputs: tuple[str, ...], overwrite: bool) -> OutputFolder:
+def result_folder(path: Path, tool: str, outputs: tuple[str, ...], overwrite: bool,
+                  sources: tuple[Source, ...] = ()) -> OutputFolder:
     """The ``--output`` folder of ssft-rerank / ssft-retrieve, checked before anything is loaded: new, empty or the
-    tool's own (``ssft.core.run_folder``), an earlier finished result only with ``--overwrite``."""
-    folder = OutputFolder(path, tool, outputs, RESULT_MARKERS, where="--output")
+    tool's own (``ssft.core.run_folder``), an earlier finished result only with ``--overwrite``; never one of
+    ``sources`` (what the command reads), a folder holding one, or a folder inside one."""
+    folder = OutputFolder(path, tool, outputs, RESULT_MARKERS, where="--output", sources=sources,
+                          finished="metrics.json", overwrite=overwrite)
     folder.check()
-    if (path / "metrics.json").is_file() and not overwrite:
-        raise SsftError(f"--output: {path} holds a finished {tool} result (metrics.json); pass --overwrite to replace "
-                        f"it, or name another folder")
     return folder
 
 

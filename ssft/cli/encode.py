@@ -6,7 +6,9 @@ the model's document tower at ``--precision`` and written as float16 ``INDEX_DIR
 same arguments skips the shards already written. Then the main process builds the index (``--index``: flat, ivf,
 hnsw, pq, ivfpq, or a faiss index_factory string) from the shards and writes ``index.faiss`` + ``index.json``;
 ``ssft-retrieve MODEL --index-dir INDEX_DIR`` retrieves from it (memory-mapped where faiss allows) without encoding
-the corpus again. INDEX_DIR: a new or empty folder, or an earlier ssft-encode folder of the same model and corpus.
+the corpus again. INDEX_DIR follows the output-folder rule of ``ssft.core.run_folder``: a new or empty folder, or an earlier
+ssft-encode folder (of the same model and corpus: resumed); never the model or dataset read, a folder holding one or
+a folder inside one; locked (``.ssft.lock``) while it is written.
 """
 from __future__ import annotations
 
@@ -14,7 +16,17 @@ import argparse
 import os
 import sys
 
-from ssft.cli._common import add_precision_argument, at_least_one, model_dir, parse_args, precision_of, setup_logging
+from ssft.cli._common import (
+    add_precision_argument,
+    at_least_one,
+    dataset_sources,
+    model_dir,
+    model_sources,
+    output_path,
+    parse_args,
+    precision_of,
+    setup_logging,
+)
 from ssft.core.errors import SsftError, cli_entry, user_path
 
 
@@ -23,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ssft-encode", description="Encode a corpus with a dense model and index it.")
     parser.add_argument("model", type=user_path, help="output folder of ssft-train (or its model/ folder)")
     parser.add_argument("--data", required=True, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
-    parser.add_argument("--output", required=True, type=user_path, help="folder for the shards and the index")
+    parser.add_argument("--output", required=True, type=output_path, help="folder for the shards and the index")
     parser.add_argument("--index", default="flat", help="flat, ivf, hnsw, pq, ivfpq, or a faiss index_factory string")
     parser.add_argument("--no-index", action="store_true", help="encode only (build the index later with --index)")
     parser.add_argument("--nprobe", type=int, default=16, help="IVF lists searched per query (kept in index.json)")
@@ -43,10 +55,15 @@ def main(argv: list[str] | None = None) -> int:
         raise SsftError("--passage-words must be >= 1")
     precision = precision_of(ns)
     out = ns.output
-    if out.exists() and not out.is_dir():
-        raise SsftError(f"--output: {out} is a file, not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / "encode.json").is_file():
-        raise SsftError(f"--output: {out} is not empty and holds no ssft-encode output; name a new or empty folder")
+    from ssft.core.run_folder import ENCODE_MARKERS, ENCODE_OUTPUTS, OutputFolder
+
+    # the output-folder rule (ssft.core.run_folder): new, empty or an earlier ssft-encode folder (resumed), never the
+    # model or dataset read nor a folder around or inside one; under accelerate launch only the main process locks it
+    main_process = os.environ.get("RANK", "0") == "0"
+    folder = OutputFolder(out, "ssft-encode", ENCODE_OUTPUTS, ENCODE_MARKERS, where="--output",
+                          sources=model_sources(ns.model, model_dir(ns.model))
+                          + dataset_sources(ns.data, "the dataset folder being encoded"))
+    folder.check(check_lock=main_process)
     from ssft.eval.index import KINDS
 
     if ns.index not in KINDS and not ns.index[:1].isupper():  # a factory string starts with its first stage's name
@@ -61,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
     state = PartialState() if int(os.environ.get("WORLD_SIZE", "1")) > 1 else None  # accelerate launch: the group
     dataset = load_dataset(ns.data)
+    folder.add_sources((dataset.path, "the dataset folder being encoded"))
     model = load_ranker(model_dir(ns.model), trust_remote_code=ns.trust_remote_code)
     if not model.full_retrieval:
         raise SsftError(f"{ns.model}: a corpus index needs a single-vector dense model (architecture 'dense'), "
@@ -72,13 +90,22 @@ def main(argv: list[str] | None = None) -> int:
         model.document_teacher.set_precision(precision)
     unit_ids, texts = corpus_units(dataset, ns.passage_words, ns.passage_stride)
     settings = {"data": str(dataset.path), "passage_words": ns.passage_words, "passage_stride": ns.passage_stride}
-    manifest = encode_shards(model, unit_ids, texts, out, ns.shard_size, ns.batch_size, settings)
-    if not ns.no_index and (state is None or state.is_main_process):
-        info = build_saved_index(out, ns.index, nprobe=ns.nprobe)
-        print(f"{info['vectors']} vectors ({manifest['precision']}) in {manifest['shards']} shard(s), index "
-              f"{info['factory']}: {out}")
+    if main_process:
+        folder.claim()  # the lock, held until the index is written; a second ssft-encode here is refused
     if state is not None:
-        state.wait_for_everyone()
+        state.wait_for_everyone()  # the folder exists (and is locked) before any process writes a shard
+    try:
+        manifest = encode_shards(model, unit_ids, texts, out, ns.shard_size, ns.batch_size, settings)
+        if not ns.no_index and (state is None or state.is_main_process):
+            info = build_saved_index(out, ns.index, nprobe=ns.nprobe)
+            print(f"{info['vectors']} vectors ({manifest['precision']}) in {manifest['shards']} shard(s), index "
+                  f"{info['factory']}: {out}")
+        if state is not None:
+            state.wait_for_everyone()
+    except BaseException:
+        folder.abandon()  # e.g. a folder of another encoding, refused before a shard is written: left as it was
+        raise
+    folder.release()
     return 0
 
 

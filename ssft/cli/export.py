@@ -6,6 +6,9 @@ load: cross → a sequence-classification folder (CrossEncoder, AutoModelForSequ
 SentenceTransformer folder (a Router when query and document towers differ), colbert → a MultiVectorEncoder folder;
 LoRA merged first, with a model card. Methods a standard forward cannot express are refused in one line. The folder
 is written under a temporary name beside DIR and renamed into place: never half-written (``ssft.pipeline.export``).
+DIR follows the output-folder rule of ``ssft.core.run_folder``: new, empty or an earlier ssft-export (``--overwrite``
+replaces only what ssft-export wrote); never the run being exported, its model/, a folder holding it, a folder inside
+it, ``.`` or a folder above it; locked while written.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import argparse
 import logging
 import sys
 
-from ssft.cli._common import parse_args, setup_logging
+from ssft.cli._common import output_path, parse_args, setup_logging
 from ssft.core.errors import cli_entry, user_path
 
 logger = logging.getLogger("ssft")
@@ -25,11 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ssft-export", description="Export a trained ssft model for sentence-transformers / "
                                      "transformers / PyLate.")
     parser.add_argument("run_dir", type=user_path, help="output folder of ssft-train (or its model/ folder)")
-    parser.add_argument("--output", required=True, type=user_path, help="folder to write the exported model into")
+    parser.add_argument("--output", required=True, type=output_path,
+                        help="folder to write the exported model into (new, empty, or an earlier ssft-export)")
     parser.add_argument("--format", choices=FORMAT_CHOICES, default="auto",
                         help="auto (default): by architecture: cross → cross-encoder, twin / dense → sentence-transformers, "
                              "colbert → multi-vector")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --output folder")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier ssft-export in --output (only what ssft-export wrote; your files stay)")
     parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the export to this hub repository (needs a token)")
     parser.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
     parser.add_argument("--trust-remote-code", action="store_true",

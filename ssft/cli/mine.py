@@ -11,15 +11,18 @@ ssft run (e.g. a cross-encoder) and writes its scores.
 Writes FILE.jsonl in a form ``data.train`` reads (``--form ids``: query_id, positive_id, negative_ids;
 ``--form scored``: query_id, document_ids = [positive, negatives ...], scores — the teacher's, else the miner's)
 and FILE.mining.json: how it was made (miner, filters, what each filter removed, the command). Both are written
-atomically, after everything else succeeded; existing files are replaced only with ``--overwrite``.
+atomically, after everything else succeeded. The output-file rule of ``ssft.core.run_folder``: never inside the
+dataset being mined (nor a model read); an existing pair is replaced only with ``--overwrite`` and only when its
+.mining.json says ssft-mine wrote it; a lock file beside it (``.FILE.jsonl.ssft.lock``) keeps out a second writer.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from pathlib import Path
 
-from ssft.cli._common import at_least_one, parse_args, setup_logging
+from ssft.cli._common import at_least_one, dataset_sources, output_path, parse_args, setup_logging
 from ssft.core.errors import SsftError, cli_entry, user_path
 
 
@@ -28,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ssft-mine", description="Mine hard negatives for training queries.")
     parser.add_argument("--data", required=True, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
     parser.add_argument("--split", default="train", help="qrels split whose queries are mined (default train)")
-    parser.add_argument("--output", required=True, type=user_path, help="the dataset to write (.jsonl)")
+    parser.add_argument("--output", required=True, type=output_path,
+                        help="the dataset to write (.jsonl; never inside the dataset folder being mined)")
     miner = parser.add_mutually_exclusive_group(required=True)
     miner.add_argument("--model", help="dense miner: an ssft run / model folder, or a sentence embedder by name or folder")
     miner.add_argument("--bm25", action="store_true", help="BM25 miner (bm25s, English stopwords)")
@@ -50,33 +54,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="run Python code a saved model ships; only for models you trust")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output and its .mining.json")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier ssft-mine --output and its .mining.json (never a file ssft-mine did not write)")
     ns = parse_args(parser, argv)
 
     at_least_one(ns, "depth", "batch_size", "max_length", "query_max_length")
     output = ns.output
     if output.suffix != ".jsonl":
         raise SsftError(f"--output: {output}: expected a .jsonl file")
+    from ssft.core.run_folder import OutputFile, resolved
+
+    if output.is_symlink() and output.exists():
+        output = resolved(output)  # a link to an earlier output: that file is the one replaced (the link stays)
     info_path = output.with_suffix(".mining.json")
-    for path in (output, info_path):
-        if path.exists() and not ns.overwrite:
-            raise SsftError(f"--output: {path} exists; pass --overwrite to replace it")
-    if output.parent.exists() and not output.parent.is_dir():
-        raise SsftError(f"--output: {output.parent} is not a folder")
+    sources = tuple((Path(p), f"the {flag} model being read") for flag, p in (("--model", ns.model), ("--teacher", ns.teacher))
+                    if p is not None and Path(p).exists()) + dataset_sources(ns.data, "the dataset folder being mined")
+    # the output-file rule (ssft.core.run_folder): never into what is read; an existing pair replaced only with
+    # --overwrite and only when its .mining.json says ssft-mine wrote it
+    target = OutputFile(output, "ssft-mine", lambda: _not_mined(output, info_path), companions=(info_path,),
+                        sources=sources, overwrite=ns.overwrite)
+    target.check()
     form = ns.form or ("scored" if ns.teacher else "ids")
 
     setup_logging("INFO")
-    from ssft.core.io import atomic_write_json, atomic_write_text
     from ssft.data.beir import load_dataset
-    from ssft.eval.mining import MiningFilters, mine, teacher_run, to_records
+    from ssft.eval.mining import MiningFilters
 
     filters = MiningFilters(ns.range_min, ns.range_max, ns.absolute_margin, ns.relative_margin, ns.max_score,
                             ns.num_negatives, ns.min_negatives)
     filters.check()
     started = time.time()
     dataset = load_dataset(ns.data)
+    target.add_sources((dataset.path, "the dataset folder being mined"))
     qrels = dataset.qrels(ns.split)
     teacher = _load_teacher(ns) if ns.teacher else None  # a bad teacher fails before the mining
+    with target:
+        target.claim()  # one writer: a second ssft-mine onto this file is refused from here on
+        return _mine_and_write(ns, argv, dataset, qrels, teacher, filters, form, output, info_path, started)
+
+
+def _mine_and_write(ns, argv, dataset, qrels, teacher, filters, form, output, info_path, started) -> int:
+    from ssft.core.io import atomic_write_json, atomic_write_text
+    from ssft.eval.mining import mine, teacher_run, to_records
+
     if ns.bm25:
         retrieve_fn, score_fn, miner, index = _bm25_miner(dataset)
     else:
@@ -95,20 +115,41 @@ def main(argv: list[str] | None = None) -> int:
     records = to_records(rows, form, teacher_scores)
     import json
 
-    info = {"dataset": ns.data, "split": ns.split, "miner": miner, "depth": ns.depth, "form": form,
+    info = {"tool": "ssft-mine", "dataset": ns.data, "split": ns.split, "miner": miner, "depth": ns.depth, "form": form,
             "teacher": str(ns.teacher) if ns.teacher else None, "filters": filters.__dict__ | {
                 "range_max": filters.range_max or ns.depth}, **report.as_dict(),
             "seconds": round(time.time() - started, 1), "command": ["ssft-mine", *(argv if argv is not None else sys.argv[1:])]}
     if index is not None:
         index.save()  # the BM25 index built now: cached for the next run
     output.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(output, "".join(json.dumps(r) + "\n" for r in records))
+    # the mark first (it says ssft-mine wrote the pair), an earlier dataset of the pair removed before it: a kill
+    # between leaves a .mining.json without its dataset, never a dataset described by another run's .mining.json
+    output.unlink(missing_ok=True)
     atomic_write_json(info_path, info)
+    atomic_write_text(output, "".join(json.dumps(r) + "\n" for r in records))
     removed = ", ".join(f"{k} {v}" for k, v in sorted(report.removed.items())) or "nothing"
     print(f"ssft-mine: {report.rows} rows of {report.queries} queries, {report.negatives} negatives "
           f"({report.as_dict()['negatives_per_row']} per row) from {report.candidates} candidates ({report.judged} judged "
           f"documents excluded first); removed: {removed}; {report.rows_dropped} rows dropped -> {output}")
     return 0
+
+
+def _not_mined(output: Path, info_path: Path) -> str | None:
+    """What shows that ssft-mine did not write the files at ``output`` / ``info_path`` (None: it did): its
+    ``.mining.json`` (``tool``, or an older one's ``command``) is the mark."""
+    import json
+
+    if not info_path.exists():
+        return f"no {info_path.name} beside it"
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"{info_path.name} is not ssft-mine's JSON"
+    command = info.get("command") if isinstance(info, dict) else None
+    if not isinstance(info, dict) or not (info.get("tool") == "ssft-mine" or (
+            isinstance(command, list) and command[:1] == ["ssft-mine"])):
+        return f"{info_path.name} does not name ssft-mine"
+    return None
 
 
 def _bm25_miner(dataset):

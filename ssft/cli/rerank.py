@@ -4,19 +4,24 @@ Reloads a finished run's model and reranks a first-stage run; writes OUT_DIR/run
 OUT_DIR/metrics.json ({split: {...}, first_stage_name: {...}}, the same contract as ssft-train).
 
 OUT_DIR follows the output-folder rule of ``ssft.core.run_folder``: new, empty or an earlier ssft-rerank output (a finished
-one only with ``--overwrite``, which removes only what ssft-rerank wrote); never a training run's folder. Everything
-is loaded and checked before OUT_DIR is touched; metrics.json is removed first and written last.
+one only with ``--overwrite``, which removes only what ssft-rerank wrote); never a training run's folder, nor the run,
+the dataset or the first-stage file being read, a folder holding one or a folder inside one. Everything is loaded
+and checked before OUT_DIR is touched (and locked); metrics.json is removed first and written last.
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from ssft.cli._common import (
     add_precision_argument,
     at_least_one,
+    dataset_sources,
     model_dir,
+    model_sources,
+    output_path,
     parse_args,
     precision_of,
     result_folder,
@@ -35,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", required=True, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
     parser.add_argument("--first-stage", required=True, help="TREC run file to rerank, or 'bm25'")
     parser.add_argument("--split", required=True, help="qrels split to evaluate on (e.g. test)")
-    parser.add_argument("--output", required=True, type=user_path, help="folder for run.trec and metrics.json")
+    parser.add_argument("--output", required=True, type=output_path, help="folder for run.trec and metrics.json")
     parser.add_argument("--depth", type=int, default=100, help="rerank the first stage's top-k (default 100)")
     parser.add_argument("--metrics", default="P@20,nDCG@5,nDCG@10,nDCG@20,RR@10,R@100")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -65,8 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     metrics = [m.strip() for m in ns.metrics.split(",") if m.strip()]
     parse_measures(metrics, "--metrics")
     folder_of_model = model_dir(ns.run_dir)
-    folder = result_folder(ns.output, "ssft-rerank", RERANK_OUTPUTS, ns.overwrite)
+    sources = model_sources(ns.run_dir, folder_of_model) + dataset_sources(ns.data)
+    if Path(ns.first_stage).exists():
+        sources += ((Path(ns.first_stage), "the first-stage run file being read"),)
+    folder = result_folder(ns.output, "ssft-rerank", RERANK_OUTPUTS, ns.overwrite, sources)
     dataset = load_dataset(ns.data)
+    folder.add_sources((dataset.path, "the dataset folder being read"))
     qrels = dataset.qrels(ns.split)
     indexes: dict = {}
     name, first = first_stage_run(ns.first_stage, dataset, indexes, {q: dataset.queries[q] for q in qrels}, ns.depth)

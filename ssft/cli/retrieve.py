@@ -15,17 +15,22 @@ document index (a saved ssft dense model, or a sentence embedder by hub id / fol
 the asymmetric set-up of 002 / 004; the teacher's corpus vectors go to the on-disk embedding cache.
 
 OUT_DIR follows the output-folder rule of ``ssft.core.run_folder`` (as ssft-rerank's ``--output``): new, empty or an
-earlier ssft-retrieve output, a finished one only with ``--overwrite``; checked before anything is encoded.
+earlier ssft-retrieve output, a finished one only with ``--overwrite``; never the model, dataset or ``--index-dir``
+being read, a folder holding one or a folder inside one; checked before anything is encoded.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ssft.cli._common import (
     add_precision_argument,
     at_least_one,
+    dataset_sources,
     model_dir,
+    model_sources,
+    output_path,
     parse_args,
     precision_of,
     result_folder,
@@ -41,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model", type=user_path, help="output folder of ssft-train (or its model/ folder)")
     parser.add_argument("--data", required=True, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
     parser.add_argument("--split", required=True, help="qrels split whose queries are retrieved and evaluated")
-    parser.add_argument("--output", required=True, type=user_path, help="folder for run.trec and metrics.json")
+    parser.add_argument("--output", required=True, type=output_path, help="folder for run.trec and metrics.json")
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--index", default="flat", help="flat (exact), ivf, hnsw, pq, ivfpq")
     parser.add_argument("--index-dir", type=user_path, default=None,
@@ -83,13 +88,19 @@ def main(argv: list[str] | None = None) -> int:
     if ns.passage_words is not None and ns.passage_words < 1:
         raise SsftError("--passage-words must be >= 1")
     fusion = _parse_fusion(ns.fusion, ns.tune_split)
-    # the output folder is checked after the flags, before anything is loaded
-    folder = result_folder(ns.output, "ssft-retrieve", RETRIEVE_OUTPUTS, ns.overwrite)
+    # the output folder is checked after the flags, before anything is loaded; never what is read
+    sources = model_sources(ns.model, model_dir(ns.model)) + dataset_sources(ns.data)
+    if ns.index_dir is not None:
+        sources += ((ns.index_dir, "the index folder being read (--index-dir)"),)
+    if ns.documents_from and Path(ns.documents_from).exists():
+        sources += ((Path(ns.documents_from), "the --documents-from model being read"),)
+    folder = result_folder(ns.output, "ssft-retrieve", RETRIEVE_OUTPUTS, ns.overwrite, sources)
     metrics = [m.strip() for m in ns.metrics.split(",") if m.strip()]
     parse_measures(metrics, "--metrics")
     if fusion == "auto":
         parse_measures([ns.tune_metric], "--tune-metric")
     dataset = load_dataset(ns.data)
+    folder.add_sources((dataset.path, "the dataset folder being read"))
     qrels = dataset.qrels(ns.split)
     tune_qrels = dataset.qrels(ns.tune_split) if fusion == "auto" else None
     model = load_ranker(model_dir(ns.model), trust_remote_code=ns.trust_remote_code)

@@ -16,12 +16,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("grid", help="grid YAML file")
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their state, train nothing")
     ns = parse_args(parser, argv)
-    from ssft.pipeline.sweep import expand, load_grid, run_sweep, train_command
+    from ssft.pipeline.sweep import check_outputs, expand, load_grid, run_sweep, train_command
     from ssft.training.checkpoints import complete_checkpoints
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     grid = load_grid(ns.grid)
     if ns.dry_run:
+        check_outputs(grid, check_lock=False)  # where a real run would write: refused in the same words, nothing written
         fold_dirs = [grid.output_root / "folds" / f"fold{i}" for i in range(grid.folds.k)] if grid.folds else None
         for run in expand(grid, fold_dirs):
             resumable = any(complete_checkpoints(f) for f in [run.run_dir, *run.run_dir.glob("phase-*")])

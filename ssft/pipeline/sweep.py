@@ -24,6 +24,9 @@ checkpoints is resumed by ssft-train itself, so an interrupted sweep resumes whe
 Every run's recipe is validated before the first one trains. ``results`` gets one JSON line per run when it ends
 (status ok / failed); a finished run
 already listed as ok is not listed again; a failed run is retried on the next invocation (and listed again).
+``output_root`` follows the output-folder rule of ``ssft.core.run_folder`` (``sweep_folder``): new, empty or an
+earlier sweep's root, never the dataset or recipe it reads nor a folder around or inside one, locked by one sweep at a
+time; a ``results`` file outside it must be new or an earlier sweep's (rows are appended to it).
 
 With ``folds``, fold i is a derived BEIR folder ``<output_root>/folds/fold<i>`` (corpus and queries linked to the
 source, qrels/train.tsv, dev.tsv, test.tsv written, and ``fold.json`` saying which definition made it): the k parts
@@ -57,6 +60,14 @@ from ssft.config.recipe import load_recipe
 from ssft.config.strict_yaml import safe_load_strict
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_text
+from ssft.core.run_folder import (
+    SWEEP_MARKERS,
+    SWEEP_OUTPUTS,
+    OutputFolder,
+    Source,
+    local_dataset_folder,
+    refuse_overlap,
+)
 from ssft.data.beir import load_dataset
 
 logger = logging.getLogger("ssft")
@@ -338,8 +349,89 @@ def check_runs(grid: Grid, runs: Sequence[Run]) -> None:
             raise SsftError(f"run {run.name}: {err}") from None
 
 
+# ---------------------------------------------------------------- where the sweep writes
+
+
+def _sources(grid: Grid) -> tuple[Source, ...]:
+    """What the sweep reads and must not write into: the base recipe and the dataset(s) it trains on."""
+    sources: list[Source] = [(grid.recipe, "the base recipe")]
+    names = [grid.folds.dataset if grid.folds else None]
+    try:
+        names.append(load_recipe(grid.recipe).data.dataset)
+    except SsftError:
+        pass  # a bad recipe is reported by check_runs, naming the run
+    for name in names:
+        folder = local_dataset_folder(name)
+        if folder is not None:
+            sources.append((folder, "the dataset folder the sweep trains on"))
+    return tuple(sources)
+
+
+def sweep_folder(grid: Grid) -> OutputFolder:
+    """The output root under the output-folder rule (``ssft.core.run_folder``): new, empty or an earlier ssft-sweep
+    root (``runs/``, ``folds/``, the results file), never the dataset or recipe it reads, a folder holding one or a
+    folder inside one; locked by one sweep at a time. Each run's folder under ``runs/`` is ssft-train's own."""
+    outputs, markers = list(SWEEP_OUTPUTS), list(SWEEP_MARKERS)
+    root, results = grid.output_root, grid.results
+    if results.parent != root and root in results.parents:  # results: sub/results.jsonl under the root
+        outputs.append(results.relative_to(root).parts[0])
+    elif results.parent == root and results.name not in outputs:  # results: table.jsonl
+        outputs.append(results.name)
+        markers.append(results.name)
+    return OutputFolder(root, "ssft-sweep", tuple(outputs), tuple(markers), where="output_root", sources=_sources(grid))
+
+
+def check_results_file(grid: Grid) -> None:
+    """``results`` outside the output root: rows are appended to it, so it must be new or a results file of ssft-sweep
+    (JSON rows with ``run`` and ``status``), and not in what the sweep reads."""
+    results = grid.results
+    refuse_overlap(results, _sources(grid), "results")
+    if results.is_dir():
+        raise SsftError(f"results: {results} is a folder, not a file")
+    if not results.exists():
+        return
+    try:
+        lines = results.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = ["-"]
+    for i, line in enumerate(lines):
+        try:
+            row = json.loads(line) if line.strip() else {"run": "", "status": ""}
+            ok = isinstance(row, dict) and "run" in row and "status" in row
+        except json.JSONDecodeError:
+            ok = i == len(lines) - 1  # a last line cut by a crash
+        if not ok:
+            raise SsftError(f"results: {results} exists and is no ssft-sweep results file (line {i + 1}); rows are "
+                            f"appended to it: name a new file or an earlier sweep's")
+
+
+def check_outputs(grid: Grid, check_lock: bool = True) -> OutputFolder:
+    """Both places a sweep writes, checked before anything is written (``--dry-run`` too, without the lock)."""
+    folder = sweep_folder(grid)
+    folder.check(check_lock=check_lock)
+    if grid.output_root not in grid.results.parents:
+        check_results_file(grid)
+    return folder
+
+
 def run_sweep(grid: Grid, runner: Callable[[list[str], Path], int] = subprocess_runner) -> list[dict[str, Any]]:
-    """Run every unfinished run of the grid in order; returns the rows appended to ``grid.results``."""
+    """Run every unfinished run of the grid in order; returns the rows appended to ``grid.results``. The output
+    root is claimed (locked) for the whole sweep."""
+    folder = check_outputs(grid)
+    # every run's recipe checked before the root is touched (fold datasets: at the paths they will be written to)
+    k = grid.folds.k if grid.folds is not None else 0
+    check_runs(grid, expand(grid, [grid.output_root / "folds" / f"fold{i}" for i in range(k)] if k else None))
+    folder.claim()
+    try:
+        return _run_sweep(grid, runner)
+    except SsftError:
+        folder.abandon()  # refused before a run started (e.g. a fold file): what claim added goes again
+        raise
+    finally:
+        folder.release()
+
+
+def _run_sweep(grid: Grid, runner: Callable[[list[str], Path], int]) -> list[dict[str, Any]]:
     fold_dirs = None
     if grid.folds is not None:
 
