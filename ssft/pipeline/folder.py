@@ -10,7 +10,7 @@ import yaml
 
 from ssft.config.recipe import Recipe
 from ssft.core.errors import SsftError
-from ssft.core.run_folder import TRAIN_MARKERS, TRAIN_OUTPUTS, OutputFolder
+from ssft.core.run_folder import TRAIN_MARKERS, TRAIN_OUTPUTS, OutputFolder, Source, local_dataset_folder
 from ssft.training.checkpoints import complete_checkpoints
 
 # the user's own TensorBoard folder, if any, read before ssft sets the variable for its run
@@ -38,6 +38,26 @@ def train_output_folder(out: Path) -> OutputFolder:
     return OutputFolder(out, "ssft-train", outputs, TRAIN_MARKERS, where="training.output_dir")
 
 
+def train_sources(recipe: Recipe) -> tuple[Source, ...]:
+    """What a run reads from local paths (the dataset folder, model and teacher folders, data.train and first-stage
+    files): its output folder must not be, hold or lie inside any of them (--overwrite would clear what it reads)."""
+    found: list[Source] = []
+    dataset = local_dataset_folder(recipe.data.dataset)
+    if dataset is not None:
+        found.append((dataset, "the dataset folder the run trains on"))
+    named = [(recipe.model.name, "the model folder (model.name)"),
+             (recipe.model.document_name, "the document model folder (model.document_name)"),
+             (recipe.data.train, "data.train"), (recipe.eval.first_stage, "the first-stage run file (eval.first_stage)"),
+             (recipe.eval.validation_first_stage, "the validation first-stage run file"),
+             (recipe.loss.options.get("teacher"), "the teacher (loss.teacher)"),
+             (recipe.distillation.teacher if recipe.distillation is not None else None,
+              "the teacher (distillation.teacher)")]
+    for value, what in named:
+        if isinstance(value, str) and value and Path(value).expanduser().exists():
+            found.append((Path(value).expanduser(), what))
+    return tuple(found)
+
+
 def run_folder_state(recipe: Recipe, folder: OutputFolder, overwrite: bool,
                      resume_with_changes: bool = False) -> tuple[str, list[str]]:
     """('new' | 'resume' | 'overwrite', the recipe keys a resume changes). Refused: a folder ssft-train must not
@@ -45,6 +65,7 @@ def run_folder_state(recipe: Recipe, folder: OutputFolder, overwrite: bool,
     ``overwrite``; a resume that changes anything but ``RESUMABLE_CHANGES`` (those only with
     ``resume_with_changes``)."""
     out = folder.path
+    folder.add_sources(*train_sources(recipe))
     # under accelerate launch only process 0 writes (and locks); the others must not mistake its lock for another run's
     folder.check(check_lock=os.environ.get("RANK", "0") == "0")
     if overwrite:
