@@ -114,13 +114,9 @@ def stream_step(step: str, folder: Path, n: int, dim: int, threads: int, factory
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
-    from ssft.core.io import atomic_write_file, atomic_write_json
+    from ssft.core.io import atomic_write_json
     from ssft.eval.index import build_saved_index, load_index
-    from ssft.models.corpus import MANIFEST, SHARDS_FORMAT, read_manifest, read_shards, shard_complete
-
-    def save_npy(tmp: str, v: np.ndarray) -> None:
-        with open(tmp, "wb") as fh:  # np.save(path) would append .npy to the temporary name
-            np.save(fh, v)
+    from ssft.models.corpus import MANIFEST, SHARDS_FORMAT, read_manifest, read_shards, shard_complete, write_shard
 
     faiss.omp_set_num_threads(threads)
     size = 100_000
@@ -134,10 +130,8 @@ def stream_step(step: str, folder: Path, n: int, dim: int, threads: int, factory
             atomic_write_json(folder / MANIFEST, {**manifest, "unit_ids": [str(i) for i in range(n)]})
         written = 0
         for shard, x in enumerate(vector_chunks(n, dim, seed=1, chunk=size)):
-            path = folder / "shards" / f"{shard:05d}.npy"
-            if not shard_complete(folder, shard, len(x)):
-                path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_file(path, lambda tmp, v=x.astype(np.float16): save_npy(tmp, v))
+            if not shard_complete(folder, shard, manifest):
+                write_shard(folder, shard, x, manifest)  # the shard and its checksum record, as ssft-encode writes them
                 written += 1
         out["shards_written"] = written
         out["disk_gb"] = sum(p.stat().st_size for p in (folder / "shards").iterdir()) / 1e9

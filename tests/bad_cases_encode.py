@@ -2,6 +2,7 @@
 tests/bad_cases_base.py. The output folder (--output) must be left as it was."""
 from __future__ import annotations
 
+import hashlib
 import json
 
 from tests.bad_input_world import World
@@ -40,6 +41,14 @@ def _encode_into(files: dict[str, str], *extra: str):
     return build
 
 
+def _encode_one_document(*extra: str):
+    def build(w: World) -> list[str]:
+        path = w.data / "corpus.jsonl"
+        path.write_text(path.read_text().splitlines()[0] + "\n")
+        return _encode(*extra)(w)
+    return build
+
+
 def _output_is_a_file(w: World) -> list[str]:
     argv = _encode()(w)
     w.out.write_text("not a folder\n")
@@ -57,6 +66,52 @@ def _retrieve_from(files: dict[str, str]):
     return build
 
 
+def _encoded_then(change, *extra: str):
+    """ssft-retrieve --index-dir INDEX with an index ssft-encode built of --data, then ``change(w)`` to --data (the
+    corpus edited after the index was built)."""
+    def build(w: World) -> list[str]:
+        from tests.cli_runner import run_cli
+
+        ranker, index_dir = _dense_ranker(w), w.root / "index"
+        done = run_cli("ssft.cli.encode", [str(ranker), "--data", str(w.data), "--output", str(index_dir), *extra],
+                       cwd=w.root, env={"HF_HUB_OFFLINE": "1", "SSFT_CACHE": str(w.root / "cache")})
+        assert done.returncode == 0, done.stderr[-3000:]
+        change(w)
+        return [str(ranker), "--data", str(w.data), "--split", "test", "--output", str(w.out), "--index-dir",
+                str(index_dir)]
+    return build
+
+
+def _edit_corpus(edit):
+    def change(w: World) -> None:
+        path = w.data / "corpus.jsonl"
+        docs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        path.write_text("".join(json.dumps(d) + "\n" for d in edit(docs)))
+    return change
+
+
+def _text_changed(docs: list[dict]) -> list[dict]:
+    docs[2]["text"] += " (corrected)"
+    return docs
+
+
+def _replace_index_file(w: World) -> None:
+    path = w.root / "index" / "index.faiss"
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF  # one byte of a vector: the same size, faiss still reads it
+    path.write_bytes(bytes(data))
+
+
+def _manifest_without(key: str):
+    def change(w: World) -> None:
+        path = w.root / "index" / "encode.json"
+        manifest = json.loads(path.read_text())
+        del manifest[key]
+        path.write_text(json.dumps(manifest))
+    return change
+
+
+NOT_FAISS_SHA = hashlib.sha256(b"not faiss").hexdigest()
 OTHER_ENCODING = json.dumps({"format": SHARDS_FORMAT, "model": "another-model", "precision": "fp32", "corpus": "x",
                              "units": 3, "shard_size": 10, "settings": {}, "unit_ids": ["a", "b", "c"]})
 
@@ -85,6 +140,26 @@ CASES: list[tuple] = [
     ("retrieve-index-info-not-json", "ssft.retrieve",
      _retrieve_from({"encode.json": OTHER_ENCODING, "index.json": "{", "index.faiss": "x"}), "index.json: not readable JSON"),
     ("retrieve-index-unreadable", "ssft.retrieve",
+     _retrieve_from({"encode.json": OTHER_ENCODING, "index.json": json.dumps({"factory": "Flat", "sha256": NOT_FAISS_SHA}),
+                     "index.faiss": "not faiss"}), "index.faiss: faiss cannot read it"),
+    ("retrieve-index-no-checksum", "ssft.retrieve",
      _retrieve_from({"encode.json": OTHER_ENCODING, "index.json": '{"factory": "Flat"}', "index.faiss": "not faiss"}),
-     "index.faiss: faiss cannot read it"),
+     "index.json: records no checksum of index.faiss"),
+    # an index.faiss replaced (by another index, or damaged) after ssft-encode built it
+    ("retrieve-index-file-replaced", "ssft.retrieve", _encoded_then(_replace_index_file),
+     "index.faiss: does not match the checksum in index.json"),
+    ("retrieve-index-manifest-no-unit-ids", "ssft.retrieve", _encoded_then(_manifest_without("unit_ids")),
+     "encode.json: not a manifest of ssft-encode shards ('unit_ids' missing or malformed)"),
+    # the corpus changed since the index was built: its rows would name documents that are gone or say other things
+    ("retrieve-index-corpus-text-changed", "ssft.retrieve", _encoded_then(_edit_corpus(_text_changed)),
+     "the corpus changed since"),
+    ("retrieve-index-corpus-docs-removed", "ssft.retrieve", _encoded_then(_edit_corpus(lambda d: d[::3] + d[1::3])),
+     "2 of the 6 indexed documents are missing"),
+    ("retrieve-index-passages-text-changed", "ssft.retrieve",
+     _encoded_then(_edit_corpus(_text_changed), "--passage-words", "3"), "--index-dir"),
+    # more inverted lists / centroids than vectors to train them: refused before anything is encoded
+    ("encode-ivf-more-lists-than-vectors", "ssft.cli.encode", _encode("--index", "IVF4096,Flat"),
+     "--index IVF4096,Flat: faiss needs at least 4096 training vectors"),
+    ("encode-pq-more-centroids-than-vectors", "ssft.cli.encode", _encode("--index", "IVF2,PQ8x8"), "the corpus has 6"),
+    ("encode-pq-one-document", "ssft.cli.encode", _encode_one_document("--index", "pq"), "--index pq"),
 ]

@@ -82,7 +82,8 @@ def test_a_killed_encoding_resumes_with_the_shards_left(tiny_model_dir, tmp_path
     monkeypatch.setattr(corpus, "encode_corpus", killed_after_two)
     with pytest.raises(KeyboardInterrupt):
         encode_shards(model, ids, texts, tmp_path / "enc", shard_size=8)
-    assert sorted(p.name for p in (tmp_path / "enc" / "shards").iterdir()) == ["00000.npy", "00001.npy"]
+    assert sorted(p.name for p in (tmp_path / "enc" / "shards").iterdir()) == ["00000.json", "00000.npy", "00001.json",
+                                                                                "00001.npy"]  # each with its checksum
     # a shard cut short by the kill (a partial write under its final name) counts as absent
     np.save(tmp_path / "enc" / "shards" / "00002.npy", np.zeros((3, 32), dtype=np.float16))
     calls.clear()
@@ -108,13 +109,12 @@ def test_a_saved_index_reloads_with_the_same_top_k(kind, tmp_path):
     vectors = rng.standard_normal((600, 32)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     folder = tmp_path / "idx"
-    (folder / "shards").mkdir(parents=True)
-    for shard in range(3):
-        np.save(folder / "shards" / f"{shard:05d}.npy", vectors[shard * 200 : (shard + 1) * 200].astype(np.float16))
     ids = [f"d{i}" for i in range(600)]
-    (folder / "encode.json").write_text(json.dumps({"format": corpus.SHARDS_FORMAT, "model": "m", "precision": "fp32",
-                                                    "corpus": "c", "units": 600, "shard_size": 200, "settings": {},
-                                                    "unit_ids": ids}))
+    manifest = {"format": corpus.SHARDS_FORMAT, "model": "m", "precision": "fp32", "corpus": "c", "units": 600,
+                "shard_size": 200, "settings": {}, "unit_ids": ids}
+    for shard in range(3):
+        corpus.write_shard(folder, shard, vectors[shard * 200 : (shard + 1) * 200], manifest)
+    (folder / "encode.json").write_text(json.dumps(manifest))
     info = build_saved_index(folder, kind, nprobe=4)
     queries = rng.standard_normal((10, 32)).astype(np.float32)
     built = faiss.read_index(str(folder / INDEX_FILE))  # the index as written, read whole
@@ -143,7 +143,7 @@ def test_encode_then_retrieve_from_the_saved_index(tiny_model_dir, tiny_dataset,
     _dense(tiny_model_dir).save(tmp_path / "run" / "model")
     assert encode_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--output", str(tmp_path / "index"),
                         "--shard-size", "4"]) == 0
-    assert sorted(os.listdir(tmp_path / "index" / "shards")) == ["00000.npy", "00001.npy"]
+    assert sorted(os.listdir(tmp_path / "index" / "shards")) == ["00000.json", "00000.npy", "00001.json", "00001.npy"]
     assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output",
                           str(tmp_path / "direct"), "--depth", "3"]) == 0
     assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output",
@@ -155,3 +155,168 @@ def test_encode_then_retrieve_from_the_saved_index(tiny_model_dir, tiny_dataset,
     other = "fp32" if precision.resolve(precision.DEFAULT) == "bf16" else "bf16"
     assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output",
                           str(tmp_path / other), "--index-dir", str(tmp_path / "index"), "--precision", other]) == 2
+
+
+# ---- fingerprints, not trust: a shard, an index and the corpus they were made from
+
+
+def _encoded_folder(tiny_model_dir, tmp_path, docs: int = 30, shard_size: int = 8):
+    data = write_synthetic_beir(tmp_path / "data", queries=6, docs=docs)
+    ids, texts = corpus_units(load_dataset(str(data)))
+    model = _dense(tiny_model_dir)
+    encode_shards(model, ids, texts, tmp_path / "enc", shard_size=shard_size)
+    return model, ids, texts, tmp_path / "enc"
+
+
+def _swap(folder: Path, source: int, target: int) -> None:
+    """Shard ``target`` replaced by shard ``source`` (same number of rows: a file of the same size)."""
+    shards = folder / "shards"
+    (shards / f"{target:05d}.npy").write_bytes((shards / f"{source:05d}.npy").read_bytes())
+    assert (shards / f"{target:05d}.npy").stat().st_size == (shards / f"{source:05d}.npy").stat().st_size
+
+
+def test_a_swapped_shard_is_encoded_again_on_resume(tiny_model_dir, tmp_path, monkeypatch, caplog):
+    model, ids, texts, folder = _encoded_folder(tiny_model_dir, tmp_path)
+    _swap(folder, 0, 1)
+    # a shard copied whole with whatever ssft-encode keeps beside it is still the wrong shard
+    for path in (folder / "shards").iterdir():
+        if path.name.startswith("00000.") and path.suffix != ".npy":
+            (folder / "shards" / path.name.replace("00000", "00002")).write_bytes(path.read_bytes())
+    _swap(folder, 0, 2)
+    real, calls = corpus.encode_corpus, []
+    monkeypatch.setattr(corpus, "encode_corpus", lambda m, t, batch_size=64: calls.append(len(t)) or real(m, t, batch_size))
+    with caplog.at_level("WARNING"):
+        encode_shards(model, ids, texts, folder, shard_size=8)
+    assert calls == [8, 8]  # shards 1 and 2 again, not 0 and 3
+    assert "00001.npy" in caplog.text
+    np.testing.assert_allclose(_vectors(folder).astype(np.float32), real(model, texts), atol=2e-3)
+
+
+def test_building_an_index_refuses_a_swapped_shard(tiny_model_dir, tmp_path):
+    pytest.importorskip("faiss")
+    from ssft.core.errors import SsftError
+    from ssft.eval.index import build_saved_index
+
+    _, _, _, folder = _encoded_folder(tiny_model_dir, tmp_path)
+    _swap(folder, 2, 0)
+    with pytest.raises(SsftError, match=r"00000\.npy: .*checksum"):
+        build_saved_index(folder, "flat")
+    assert not (folder / "index.faiss").exists()
+    with pytest.raises(SsftError, match=r"00000\.npy: .*checksum"):
+        list(read_shards(folder, read_manifest(folder)))
+
+
+def test_a_shard_swapped_after_the_index_is_built(tiny_model_dir, tiny_dataset, tmp_path):
+    """ssft-retrieve serves index.faiss, not the shards: a shard swapped afterwards changes nothing it returns, and
+    the next ssft-encode (resume) encodes that shard again before it builds anything from it."""
+    from ssft.cli.encode import main as encode_main
+    from ssft.cli.retrieve import main as retrieve_main
+
+    _dense(tiny_model_dir).save(tmp_path / "run" / "model")
+    encode = [str(tmp_path / "run"), "--data", str(tiny_dataset), "--output", str(tmp_path / "index"), "--shard-size", "2"]
+    assert encode_main(encode) == 0
+
+    def retrieved(name: str) -> list[list[str]]:
+        assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output",
+                              str(tmp_path / name), "--depth", "3", "--index-dir", str(tmp_path / "index")]) == 0
+        return [line.split()[:3] for line in (tmp_path / name / "run.trec").read_text().splitlines()]
+
+    before = retrieved("before")
+    shard1 = (tmp_path / "index" / "shards" / "00001.npy").read_bytes()
+    _swap(tmp_path / "index", 0, 1)
+    assert retrieved("after") == before
+    assert encode_main(encode) == 0  # resumed: shard 1 encoded again, the index rebuilt from the right shards
+    assert (tmp_path / "index" / "shards" / "00001.npy").read_bytes() == shard1
+    assert retrieved("rebuilt") == before
+
+
+def test_an_index_file_replaced_by_another_of_the_same_size_is_refused(tiny_model_dir, tmp_path):
+    pytest.importorskip("faiss")
+    from ssft.core.errors import SsftError
+    from ssft.eval.index import INDEX_FILE, build_saved_index, load_index
+
+    model, ids, texts, folder = _encoded_folder(tiny_model_dir, tmp_path)
+    build_saved_index(folder, "flat")
+    load_index(folder)
+    # another model's index of the same corpus: the same size, the same number of vectors
+    other = _dense(tiny_model_dir)
+    with torch.no_grad():
+        next(other.parameters()).add_(0.1)
+    encode_shards(other, ids, texts, tmp_path / "other", shard_size=8)
+    build_saved_index(tmp_path / "other", "flat")
+    swapped = (tmp_path / "other" / INDEX_FILE).read_bytes()
+    assert len(swapped) == (folder / INDEX_FILE).stat().st_size
+    (folder / INDEX_FILE).write_bytes(swapped)
+    with pytest.raises(SsftError, match=r"index\.faiss: .*checksum"):
+        load_index(folder)
+
+
+def _write_corpus(data: Path, docs: dict[str, str]) -> None:
+    with open(data / "corpus.jsonl", "w") as fh:
+        for doc_id, text in docs.items():
+            fh.write(json.dumps({"_id": doc_id, "title": "", "text": text}) + "\n")
+
+
+def _corpus(data: Path) -> dict[str, str]:
+    return {k: d.text for k, d in load_dataset(str(data)).corpus.items()}
+
+
+@pytest.mark.parametrize("passage_words", [None, 5])
+def test_an_index_of_another_version_of_the_corpus_is_refused(passage_words, tiny_model_dir, tmp_path):
+    pytest.importorskip("faiss")
+    from ssft.core.errors import SsftError
+    from ssft.eval.index import build_saved_index, load_index
+
+    data = write_synthetic_beir(tmp_path / "data", queries=6, docs=30)
+    docs = _corpus(data)
+    ids, texts = corpus_units(load_dataset(str(data)), passage_words)
+    encode_shards(_dense(tiny_model_dir), ids, texts, tmp_path / "enc", shard_size=8,
+                  settings={"passage_words": passage_words, "passage_stride": None})
+    build_saved_index(tmp_path / "enc", "flat")
+    assert load_index(tmp_path / "enc", dataset=load_dataset(str(data))).unit_ids == ids
+    # the same documents in another order: the index still holds them all, row by row
+    _write_corpus(data, dict(reversed(list(docs.items()))))
+    load_index(tmp_path / "enc", dataset=load_dataset(str(data)))
+    # one text changed
+    _write_corpus(data, {**docs, "d7": docs["d7"] + " and more"})
+    changed = r"--index-dir .*enc: the corpus changed since .*\(--data .*: the same 30 documents, but their texts differ\)"
+    with pytest.raises(SsftError, match=changed + "; rebuild the index with ssft-encode"):
+        load_index(tmp_path / "enc", dataset=load_dataset(str(data)))
+    # a third of the documents removed
+    _write_corpus(data, {k: v for i, (k, v) in enumerate(docs.items()) if i % 3})
+    with pytest.raises(SsftError, match=r"the corpus changed since .*: 10 of the 30 indexed documents are missing\)"):
+        load_index(tmp_path / "enc", dataset=load_dataset(str(data)))
+    # a document added
+    _write_corpus(data, {**docs, "new": "a document written after the index"})
+    with pytest.raises(SsftError, match=r"the corpus changed since .*: 1 document is not indexed\)"):
+        load_index(tmp_path / "enc", dataset=load_dataset(str(data)))
+
+
+@pytest.mark.parametrize("spec", ["IVF64,Flat", "PQ8x8np", "IVF4,PQ8x8np", "OPQ8,IVF4,PQ8", "HNSW32,PQ8",
+                                  "IVF4,PQ8x4fs", "RQ2x6", "IVF2,RQ1x4", "PRQ2x2x4", "PCA16,IVF2,Flat"])
+def test_training_needs_match_what_faiss_needs(spec):
+    """The count of training vectors ``check_index`` asks for is the one faiss needs: one less fails in faiss."""
+    faiss = pytest.importorskip("faiss")
+    from ssft.core.errors import SsftError
+    from ssft.eval.index import check_index
+
+    need = check_index(spec, 10**6, 32)[1]
+    assert need > 1
+    with pytest.raises(SsftError, match=rf"--index {spec}: .*{need}.*the corpus has {need - 1}"):
+        check_index(spec, need - 1, 32)
+    x = np.random.default_rng(0).standard_normal((need, 32)).astype(np.float32)
+    faiss.index_factory(32, spec, faiss.METRIC_INNER_PRODUCT).train(x)
+    with pytest.raises(RuntimeError):
+        faiss.index_factory(32, spec, faiss.METRIC_INNER_PRODUCT).train(x[:-1])
+
+
+def test_an_index_with_more_lists_than_vectors_is_refused_before_building(tiny_model_dir, tmp_path):
+    pytest.importorskip("faiss")
+    from ssft.core.errors import SsftError
+    from ssft.eval.index import build_saved_index
+
+    _, _, _, folder = _encoded_folder(tiny_model_dir, tmp_path)
+    for spec, numbers in (("IVF4096,Flat", "4096 .*30"), ("PQ8x8", "256 .*30")):
+        with pytest.raises(SsftError, match=rf"--index {spec}: .*{numbers}"):
+            build_saved_index(folder, spec)
+    assert not (folder / "index.faiss").exists()

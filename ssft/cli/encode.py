@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ssft.core.precision import set_precision
     from ssft.data.beir import load_dataset
-    from ssft.eval.index import build_saved_index
+    from ssft.eval.index import build_saved_index, check_index
     from ssft.models import load_ranker
     from ssft.models.corpus import corpus_units, encode_shards
 
@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         model.document_teacher.set_precision(precision)
     unit_ids, texts = corpus_units(dataset, ns.passage_words, ns.passage_stride)
     settings = {"data": str(dataset.path), "passage_words": ns.passage_words, "passage_stride": ns.passage_stride}
+    if not ns.no_index:  # an index too big to train on this corpus is refused before anything is encoded
+        check_index(ns.index, len(unit_ids), model.embedding_dim)
     if main_process:
         folder.claim()  # the lock, held until the index is written; a second ssft-encode here is refused
     if state is not None:

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.index_dir is not None:
         from ssft.eval.index import load_index
 
-        saved = load_index(ns.index_dir)
+        saved = load_index(ns.index_dir, dataset=dataset)  # refused when --data is not the corpus indexed
         precision = ns.precision or saved.manifest["precision"]
         settings = saved.manifest.get("settings", {})
         ns.passage_words, ns.passage_stride = settings.get("passage_words"), settings.get("passage_stride")

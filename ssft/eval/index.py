@@ -6,7 +6,14 @@ codes), so retrieval memory is bounded by the index, not by the corpus or its ve
 Index kinds (000 Eq. 3-4's inner product throughout), as ``faiss.index_factory`` strings: ``flat`` (exact),
 ``ivf`` (``IVF{nlist},Flat``), ``hnsw`` (``HNSW32``), ``pq`` (``PQ{m}x8np``), ``ivfpq`` (``IVF{nlist},PQ{m}x8np``), or
 any factory string given as is (``IVF4096,PQ32x8``, ``OPQ16,IVF1024,PQ16``). Trained kinds learn from an even sample
-of at most ``max_train`` vectors; vectors are added shard by shard.
+of at most ``max_train`` vectors (more where the index needs more); vectors are added shard by shard. An index that
+needs more training vectors than the corpus has (more IVF lists or PQ centroids than vectors) is refused by
+``check_index``, before encoding where the caller knows the unit count.
+
+Fingerprints, not trust: ``index.json`` records the SHA-256 of ``index.faiss`` (checked on every load: an index file
+replaced by another of the same size is refused) besides the model and corpus fingerprints of ``encode.json``; the
+shards are verified against their own checksums while the index is built (``ssft.models.corpus.read_shards``); and
+``load_index(folder, dataset=...)`` refuses a dataset whose corpus is not the one indexed (``corpus_difference``).
 """
 from __future__ import annotations
 
@@ -20,7 +27,8 @@ from tqdm.auto import tqdm
 
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_file, atomic_write_json
-from ssft.models.corpus import read_manifest, read_shards
+from ssft.data.beir import IRDataset
+from ssft.models.corpus import corpus_difference, file_sha256, read_manifest, read_shards
 
 INDEX_FILE = "index.faiss"
 INDEX_INFO = "index.json"
@@ -43,6 +51,59 @@ def factory_string(kind: str, n: int, dim: int, nlist: int | None = None, pq_m: 
             "ivfpq": f"IVF{nlist},PQ{pq_m}x{bits}np"}[kind]
 
 
+def _training_needs(index: Any) -> list[tuple[int, str]]:
+    """(vectors, why) for each part of a faiss index that cannot learn from fewer vectors: k-means needs a vector
+    per centroid (IVF lists, the 2^bits centroids of each PQ / OPQ / additive quantizer step), an additive quantizer
+    and OPQ's rotation at least one per dimension (OPQ on fewer crashes faiss), a PCA one per output dimension."""
+    import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
+
+    needs: list[tuple[int, str]] = []
+    index = faiss.downcast_index(index)
+    if isinstance(index, faiss.IndexPreTransform):
+        for i in range(index.chain.size()):
+            transform = faiss.downcast_VectorTransform(index.chain.at(i))
+            if isinstance(transform, faiss.OPQMatrix):  # a PQ of its own (256 centroids) and a d_in x d_in rotation
+                needs.append((max(256, transform.d_in), f"OPQ on {transform.d_in} dimensions, 256 centroids each"))
+            elif isinstance(transform, faiss.PCAMatrix):
+                needs.append((transform.d_out, f"a PCA to {transform.d_out} dimensions"))
+        index = faiss.downcast_index(index.index)
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is not None:
+        needs.append((int(ivf.nlist), f"{ivf.nlist} inverted lists"))
+    storage = getattr(index, "storage", None)  # HNSW over PQ codes
+    for holder in (index, ivf, faiss.downcast_index(storage) if storage is not None else None):
+        pq = getattr(holder, "pq", None)
+        if pq is not None:
+            needs.append((int(pq.ksub), f"{pq.ksub} centroids per PQ sub-quantizer"))
+        for name in ("rq", "lsq", "prq", "plsq"):
+            quantizer = getattr(holder, name, None)
+            if quantizer is not None and hasattr(quantizer, "nbits"):
+                k = 2 ** int(max(faiss.vector_to_array(quantizer.nbits)))
+                dims = quantizer.d // int(getattr(quantizer, "nsplits", 1))
+                needs.append((max(k, dims), f"{name.upper()}: {k} centroids per step on {dims} dimensions"))
+    return needs
+
+
+def check_index(kind: str, units: int, dim: int) -> tuple[str, int]:
+    """(faiss factory string, training vectors faiss needs, 0 for an index that learns nothing) of index ``kind``
+    over ``units`` vectors of ``dim``; refused in one line naming ``--index`` when the corpus has fewer vectors than
+    the index needs to train (an IVF with more lists than vectors, a PQ with more centroids than vectors)."""
+    import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
+
+    spec = factory_string(kind, units, dim)
+    try:
+        index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as err:
+        raise SsftError(f"index '{spec}': faiss cannot build it ({str(err).strip().splitlines()[-1]})") from None
+    needs = _training_needs(index) if not index.is_trained else []
+    need, why = max(needs, default=(1 if not index.is_trained else 0, "training"))
+    if units < need:
+        named = kind if kind == spec else f"{kind} ({spec})"
+        raise SsftError(f"--index {named}: faiss needs at least {need} training vectors ({why}), the corpus has "
+                        f"{units} vectors; name an index with fewer lists or centroids, or use --index flat or hnsw")
+    return spec, need
+
+
 def _training_sample(folder: Path, manifest: dict, max_train: int) -> np.ndarray:
     """An even sample (every k-th vector) of at most ``max_train`` vectors over all shards, float32."""
     step = max(1, -(-manifest["units"] // max_train))
@@ -56,8 +117,9 @@ def _training_sample(folder: Path, manifest: dict, max_train: int) -> np.ndarray
 
 def build_saved_index(folder: Path, kind: str = "flat", nprobe: int = 16, max_train: int = 200_000,
                       ef_search: int = 128) -> dict[str, Any]:
-    """Build the index of the shards in ``folder`` and write ``index.faiss`` and ``index.json`` (atomically; an
-    earlier index is replaced). Returns index.json's content."""
+    """Build the index of the shards in ``folder`` (each verified against its checksum) and write ``index.faiss``
+    and ``index.json`` (atomically; an earlier index is replaced; index.json records index.faiss's SHA-256).
+    Returns index.json's content."""
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
     folder = Path(folder)
@@ -68,20 +130,28 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int = 16, max_tr
     if first is None:
         raise SsftError(f"{folder}: the encoded corpus is empty")
     dim = first.shape[1]
-    spec = factory_string(kind, manifest["units"], dim)
-    try:
-        index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
-    except RuntimeError as err:
-        raise SsftError(f"index '{spec}': faiss cannot build it ({str(err).strip().splitlines()[-1]})") from None
+    spec, need = check_index(kind, manifest["units"], dim)
+    index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
     if not index.is_trained:
-        index.train(_training_sample(folder, manifest, max_train))
+        sample = _training_sample(folder, manifest, max(max_train, need))
+        try:
+            index.train(sample)
+        except RuntimeError as err:  # a need _training_needs does not know of
+            raise SsftError(f"--index {kind}: faiss cannot train '{spec}' on {len(sample)} vectors "
+                            f"({str(err).strip().splitlines()[-1]})") from None
     for shard in tqdm(read_shards(folder, manifest), total=-(-manifest["units"] // manifest["shard_size"]),
                       desc=f"indexing ({spec})", unit="shard"):
         index.add(np.ascontiguousarray(shard, dtype=np.float32))
-    atomic_write_file(folder / INDEX_FILE, lambda tmp: faiss.write_index(index, tmp))
+    checksum: dict[str, str] = {}
+
+    def write(tmp: str) -> None:
+        faiss.write_index(index, tmp)
+        checksum["sha256"] = file_sha256(Path(tmp))
+
+    atomic_write_file(folder / INDEX_FILE, write)
     info = {"factory": spec, "kind": kind, "vectors": int(index.ntotal), "dim": dim, "nprobe": nprobe,
             "ef_search": ef_search, "model": manifest["model"], "precision": manifest["precision"],
-            "corpus": manifest["corpus"]}
+            "corpus": manifest["corpus"], "sha256": checksum["sha256"]}
     atomic_write_json(folder / INDEX_INFO, info)
     return info
 
@@ -99,9 +169,10 @@ class SavedIndex:
         return self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
 
 
-def load_index(folder: Path, mmap: bool = True) -> SavedIndex:
+def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None) -> SavedIndex:
     """The index ``build_saved_index`` wrote in ``folder``, memory-mapped where the index type allows (``mmap``),
-    with its search parameters (IVF ``nprobe``, HNSW ``efSearch``) set."""
+    with its search parameters (IVF ``nprobe``, HNSW ``efSearch``) set. ``index.faiss`` must match the checksum in
+    ``index.json``; with ``dataset`` (ssft-retrieve's ``--data``), its corpus must be the one indexed."""
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
     folder = Path(folder)
@@ -112,6 +183,12 @@ def load_index(folder: Path, mmap: bool = True) -> SavedIndex:
         info = json.loads((folder / INDEX_INFO).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise SsftError(f"{folder / INDEX_INFO}: not readable JSON") from None
+    if not isinstance(info, dict) or not info.get("sha256"):
+        raise SsftError(f"{folder / INDEX_INFO}: records no checksum of {INDEX_FILE} (written by an earlier "
+                        f"ssft-encode); run ssft-encode again to rebuild the index")
+    if file_sha256(folder / INDEX_FILE) != info["sha256"]:
+        raise SsftError(f"{folder / INDEX_FILE}: does not match the checksum in {INDEX_INFO} (replaced or changed "
+                        f"since ssft-encode built it); run ssft-encode again to rebuild the index")
     # IVF: the inverted lists memory-mapped (IO_FLAG_MMAP); flat codes (Flat, PQ, HNSW storage): IO_FLAG_MMAP_IFC;
     # read whole where faiss maps neither
     mapped = faiss.IO_FLAG_MMAP if "IVF" in str(info.get("factory", "")) else faiss.IO_FLAG_MMAP_IFC
@@ -133,7 +210,13 @@ def load_index(folder: Path, mmap: bool = True) -> SavedIndex:
     hnsw = getattr(faiss.downcast_index(index), "hnsw", None)
     if hnsw is not None:
         hnsw.efSearch = int(info.get("ef_search", 128))
+    if dataset is not None:  # the rows name units of the corpus indexed: another corpus's ids would be wrong or gone
+        difference = corpus_difference(manifest, dataset)
+        if difference is not None:
+            raise SsftError(f"--index-dir {folder}: the corpus changed since the index was built (--data "
+                            f"{dataset.path}: {difference}); rebuild the index with ssft-encode")
     return SavedIndex(index, manifest["unit_ids"], info, manifest)
 
 
-__all__ = ["INDEX_FILE", "INDEX_INFO", "KINDS", "SavedIndex", "build_saved_index", "factory_string", "load_index"]
+__all__ = ["INDEX_FILE", "INDEX_INFO", "KINDS", "SavedIndex", "build_saved_index", "check_index", "factory_string",
+           "load_index"]

@@ -10,9 +10,16 @@ a frozen dense model keeps of its corpus.
   units cut into fixed shards, each process of ``accelerate launch --num_processes N`` encoding every N-th shard,
   each shard written as float16 ``shards/NNNNN.npy`` atomically (complete or absent), so a killed run resumes by
   skipping the shards already written; ``read_shards`` gives them back in order.
+- Fingerprints, not trust: each shard has a record beside it (``shards/NNNNN.json``: its SHA-256, its number, its
+  unit range, the model and corpus fingerprints), written after the shard; a shard without its record, or one whose
+  bytes or record do not match (a shard replaced by another of the same size), is encoded again on resume and
+  refused by ``read_shards``. ``corpus_difference`` says whether a dataset is still the corpus an encoded folder
+  holds (the same units with the same texts, in any order).
 """
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import logging
 from contextlib import contextmanager
@@ -109,19 +116,72 @@ def corpus_vectors(model, dataset: IRDataset, batch_size: int = 64, passage_word
 
 SHARDS_FORMAT = "ssft-encoded-corpus/1"
 MANIFEST = "encode.json"
+_MANIFEST_KEYS = {"model": str, "precision": str, "corpus": str, "units": int, "shard_size": int, "unit_ids": list}
 
 
 def _shard_path(folder: Path, shard: int) -> Path:
     return folder / "shards" / f"{shard:05d}.npy"
 
 
-def shard_complete(folder: Path, shard: int, rows: int) -> bool:
-    """True when shard ``shard`` is on disk whole: ``rows`` float16 vectors (a file cut short reads as absent)."""
+def _record_path(folder: Path, shard: int) -> Path:
+    return folder / "shards" / f"{shard:05d}.json"
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in blocks (a shard or an index is never held whole for it)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 24):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _shard_record(manifest: dict, shard: int) -> dict:
+    """What the record of shard ``shard`` of the encoding ``manifest`` says besides its checksum."""
+    size, units = manifest["shard_size"], manifest["units"]
+    return {"format": SHARDS_FORMAT, "shard": shard, "units": [shard * size, min((shard + 1) * size, units)],
+            "model": manifest["model"], "corpus": manifest["corpus"]}
+
+
+def write_shard(folder: Path, shard: int, vectors: np.ndarray, manifest: dict) -> None:
+    """Write shard ``shard`` of the encoding ``manifest`` (float16), then its record (checksum), each atomically: a
+    kill between the two leaves a shard without a record, encoded again on resume."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(vectors, dtype=np.float16))
+    data = buffer.getvalue()
+    atomic_write_file(_shard_path(folder, shard), lambda tmp: Path(tmp).write_bytes(data))
+    atomic_write_json(_record_path(folder, shard),
+                      {**_shard_record(manifest, shard), "sha256": hashlib.sha256(data).hexdigest()})
+
+
+def shard_problem(folder: Path, shard: int, manifest: dict) -> str | None:
+    """None when shard ``shard`` is on disk whole and is the one ``write_shard`` wrote for the encoding
+    ``manifest`` (its bytes match its record's checksum); else what is wrong with it, in words."""
+    path = _shard_path(folder, shard)
+    if not path.is_file():
+        return "missing"
+    start, stop = _shard_record(manifest, shard)["units"]
     try:
-        vectors = np.load(_shard_path(folder, shard), mmap_mode="r")
+        vectors = np.load(path, mmap_mode="r")
     except (OSError, ValueError, EOFError):
-        return False
-    return vectors.dtype == np.float16 and vectors.ndim == 2 and vectors.shape[0] == rows
+        return "incomplete (not a whole .npy file)"
+    if vectors.dtype != np.float16 or vectors.ndim != 2 or vectors.shape[0] != stop - start:
+        return f"incomplete (expected {stop - start} float16 vectors)"
+    try:
+        record = json.loads(_record_path(folder, shard).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return f"no readable checksum record ({_record_path(folder, shard).name})"
+    if not isinstance(record, dict) or {k: record.get(k) for k in _shard_record(manifest, shard)} != \
+            _shard_record(manifest, shard):
+        return f"its checksum record ({_record_path(folder, shard).name}) is of another shard or encoding"
+    if file_sha256(path) != record.get("sha256"):
+        return "does not match the checksum ssft-encode recorded (replaced or changed since it was written)"
+    return None
+
+
+def shard_complete(folder: Path, shard: int, manifest: dict) -> bool:
+    """True when shard ``shard`` of the encoding ``manifest`` is on disk whole and verified (``shard_problem``)."""
+    return shard_problem(folder, shard, manifest) is None
 
 
 def encode_shards(model, unit_ids: list[str], texts: list[str], folder: Path, shard_size: int = 10_000,
@@ -146,7 +206,13 @@ def encode_shards(model, unit_ids: list[str], texts: list[str], folder: Path, sh
     shards = (len(unit_ids) + shard_size - 1) // shard_size
     rank, world = distributed.rank(), distributed.world_size()
     mine = [s for s in range(shards) if s % world == rank]
-    todo = [s for s in mine if not shard_complete(folder, s, min(shard_size, len(unit_ids) - s * shard_size))]
+    todo = []
+    for s in mine:
+        problem = shard_problem(folder, s, manifest)
+        if problem is not None:
+            if problem != "missing":  # never served: a shard that is not the one written here is encoded again
+                logger.warning("%s: %s; encoding it again", _shard_path(folder, s), problem)
+            todo.append(s)
     if len(todo) < len(mine):
         logger.info("process %d: %d of its %d shards already encoded, skipped", rank, len(mine) - len(todo), len(mine))
     if rank == 0:
@@ -155,14 +221,9 @@ def encode_shards(model, unit_ids: list[str], texts: list[str], folder: Path, sh
                       disable=not todo):
         rows = slice(shard * shard_size, min((shard + 1) * shard_size, len(unit_ids)))
         vectors = encode_corpus(model, texts[rows], batch_size).astype(np.float16)
-        atomic_write_file(_shard_path(folder, shard), lambda tmp, v=vectors: _save_npy(tmp, v))
+        write_shard(folder, shard, vectors, manifest)
     distributed.barrier()
     return {**manifest, "unit_ids": unit_ids, "shards": shards}
-
-
-def _save_npy(path: str, vectors: np.ndarray) -> None:
-    with open(path, "wb") as fh:  # np.save(path) would append .npy to the temporary name
-        np.save(fh, vectors)
 
 
 def read_manifest(folder: Path) -> dict | None:
@@ -176,18 +237,52 @@ def read_manifest(folder: Path) -> dict | None:
         raise SsftError(f"{path}: not a readable manifest of encoded shards") from None
     if not isinstance(manifest, dict) or manifest.get("format") != SHARDS_FORMAT:
         raise SsftError(f"{path}: not a manifest of ssft-encode shards (format {SHARDS_FORMAT})")
+    for key, kind in _MANIFEST_KEYS.items():  # what reading the shards and the index relies on
+        value = manifest.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < (key == "shard_size")):
+            raise SsftError(f"{path}: not a manifest of ssft-encode shards ('{key}' missing or malformed)")
+    if len(manifest["unit_ids"]) != manifest["units"] or not all(isinstance(u, str) for u in manifest["unit_ids"]):
+        raise SsftError(f"{path}: not a manifest of ssft-encode shards ('unit_ids' is not {manifest['units']} ids)")
     return manifest
 
 
 def read_shards(folder: Path, manifest: dict) -> Iterator[np.ndarray]:
-    """The shards of ``folder`` in order (float16, memory-mapped); a missing or short shard is an error."""
+    """The shards of ``folder`` in order (float16, memory-mapped), each verified against its record first; a
+    missing, short or changed shard is an error."""
     size, units = manifest["shard_size"], manifest["units"]
     for shard in range((units + size - 1) // size):
-        rows = min(size, units - shard * size)
-        if not shard_complete(folder, shard, rows):
-            raise SsftError(f"{_shard_path(folder, shard)}: missing or incomplete; run ssft-encode again to finish it")
+        problem = shard_problem(folder, shard, manifest)
+        if problem is not None:
+            raise SsftError(f"{_shard_path(folder, shard)}: {problem}; run ssft-encode again (it encodes this shard anew)")
         yield np.load(_shard_path(folder, shard), mmap_mode="r")
 
 
-__all__ = ["corpus_units", "corpus_vectors", "encode_corpus", "encode_query_texts", "encode_shards", "read_manifest",
-           "read_shards", "shard_complete", "split_passages"]
+def corpus_difference(manifest: dict, dataset: IRDataset) -> str | None:
+    """None when ``dataset``'s corpus is the one the encoded folder of ``manifest`` holds: the same units (under the
+    folder's passage settings) with the same texts, in any order (an index maps each row to its unit id); else what
+    changed, in words, counted in documents."""
+    settings = manifest.get("settings") or {}
+    passages = bool(settings.get("passage_words"))
+    unit_ids, texts = corpus_units(dataset, settings.get("passage_words"), settings.get("passage_stride"))
+    indexed = manifest["unit_ids"]
+    if unit_ids == indexed and corpus_fingerprint(unit_ids, texts) == manifest["corpus"]:
+        return None
+    text_of = dict(zip(unit_ids, texts))
+    if len(text_of) == len(indexed) and all(u in text_of for u in indexed) and \
+            corpus_fingerprint(indexed, [text_of[u] for u in indexed]) == manifest["corpus"]:
+        return None  # the same units in another order
+    # documents, not passages: a changed text can change its number of passages
+    was = set(u.rsplit("#", 1)[0] for u in indexed) if passages else set(indexed)
+    now = set(dataset.corpus)
+    gone, new = len(was - now), len(now - was)
+    if not gone and not new:
+        return f"the same {len(was)} documents, but their texts differ"
+    parts = [f"{gone} of the {len(was)} indexed documents {'is' if gone == 1 else 'are'} missing"] if gone else []
+    if new:
+        parts.append(f"{new} document{' is' if new == 1 else 's are'} not indexed")
+    return ", ".join(parts)
+
+
+__all__ = ["corpus_difference", "corpus_units", "corpus_vectors", "encode_corpus", "encode_query_texts", "encode_shards",
+           "file_sha256", "read_manifest", "read_shards", "shard_complete", "shard_problem", "split_passages",
+           "write_shard"]
