@@ -277,6 +277,26 @@ def test_maxp_scores_a_document_by_its_best_passage(tiny_model_dir, tiny_dataset
         assert score == pytest.approx(best, abs=1e-4)
 
 
+def test_maxp_keeps_document_ids_that_hold_a_hash(tiny_model_dir, tmp_path):
+    """A passage's id is ``<document id>#<n>``: a document id holding ``#`` itself is found again whole."""
+    import json
+
+    from ssft.data.beir import load_dataset
+    from ssft.eval.retrieve import retrieve
+
+    root = tmp_path / "hash"
+    (root / "qrels").mkdir(parents=True)
+    docs = {"PMC#12": "vitamin d and bone health in adults", "x#y#z": "statin drugs lower cholesterol", "plain": "sleep"}
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in docs.items()))
+    (root / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "vitamin bones"}) + "\n")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tPMC#12\t1\n")
+    ds = load_dataset(str(root))
+    model = build_dense(tiny_model_dir)
+    model.requires_grad_(False)
+    run = retrieve(model, ds, {"q1": ds.queries["q1"]}, depth=3, passage_words=2)
+    assert set(run["q1"]) == set(docs)
+
+
 # ---------------------------------------------------------------- KL estimator and DAFT
 
 

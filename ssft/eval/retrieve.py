@@ -86,7 +86,7 @@ def retrieve(model, dataset: IRDataset, queries: dict[str, str], depth: int = 10
         unit_ids, vectors = corpus_vectors(model, dataset, batch_size, passage_words, passage_stride)
     else:
         unit_ids, vectors = doc_vectors
-    doc_of = [u.split("#", 1)[0] if passage_words else u for u in unit_ids]
+    doc_of = [u.rsplit("#", 1)[0] if passage_words else u for u in unit_ids]  # ids "<document id>#<n>"
     per_doc = max(np.unique(doc_of, return_counts=True)[1]) if passage_words else 1
     qids = sorted(queries)
     if not qids or not unit_ids:
