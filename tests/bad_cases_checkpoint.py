@@ -191,3 +191,138 @@ CASES: list[tuple] = [
     ("rerank-spec-trust-remote-code", "ssft.rerank", _rerank_trust_remote_code,
      "ssft_model.json: this model was saved with trust_remote_code; pass --trust-remote-code"),
 ]
+
+
+# ---- foreign checkpoints: a model folder whose parts do not fit together, read before any weight is loaded
+def _model_copy(w: World, name: str, keep: tuple[str, ...] | None = None, **config) -> Path:
+    """A copy of the world's tiny BERT (only the files ``keep`` names, when given) with ``config`` written into its
+    config.json."""
+    model = w.root / name
+    shutil.copytree(w.model, model)
+    if keep is not None:
+        for path in model.iterdir():
+            if path.name not in keep:
+                path.unlink()
+    if config:
+        data = json.loads((model / "config.json").read_text())
+        data.update(config)
+        (model / "config.json").write_text(json.dumps(data))
+    return model
+
+
+def _foreign(name: str, *overrides: str, check: bool = False, keep: tuple[str, ...] | None = None, **config):
+    """An argv builder: train (or ``--check``) the world's recipe on a copy of its model changed as ``_model_copy``
+    says."""
+    def build(w: World) -> list[str]:
+        model = _model_copy(w, name, keep, **config)
+        return (["--check"] if check else []) + _train(w, f"model.name={model}", *overrides)
+    return build
+
+
+def _small_tokenizer(check: bool):
+    """The tiny BERT with a 100-word tokenizer of its own (another model's, far smaller than its 30522 embeddings)."""
+    def build(w: World) -> list[str]:
+        from tokenizers import Tokenizer, models, pre_tokenizers
+        from transformers import PreTrainedTokenizerFast
+
+        model = _model_copy(w, "small-tokenizer", keep=("config.json", "model.safetensors"))
+        vocab = {word: i for i, word in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+                                                  + [f"w{i}" for i in range(95)])}
+        tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+        tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+        PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                sep_token="[SEP]", mask_token="[MASK]").save_pretrained(model)
+        return (["--check"] if check else []) + _train(w, f"model.name={model}")
+    return build
+
+
+def _st_folder_escaping(path: str, check: bool = False):
+    """A sentence-transformers folder whose modules.json sends its Transformer module to ``path`` (outside it)."""
+    def build(w: World) -> list[str]:
+        shutil.copytree(w.model, w.root / "outside-module")
+        st_folder = w.root / "st-model"
+        shutil.copytree(w.model, st_folder)
+        (st_folder / "modules.json").write_text(json.dumps([
+            {"idx": 0, "name": "0", "path": path.replace("ROOT", str(w.root)),
+             "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+        (st_folder / "1_Pooling").mkdir()
+        (st_folder / "1_Pooling" / "config.json").write_text('{"word_embedding_dimension": 32, '
+                                                             '"pooling_mode_mean_tokens": true}')
+        return (["--check"] if check else []) + _train(w, f"model.name={st_folder}", "model.architecture=dense",
+                                                       "loss.name=contrastive")
+    return build
+
+
+def _sequence_classification(name: str, labels: int, dtype: str = "float32"):
+    """A BertForSequenceClassification with ``labels`` labels saved in ``dtype`` beside the tiny BERT's tokenizer."""
+    def make(w: World) -> Path:
+        import torch
+        from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+        folder = w.root / name
+        tokenizer = AutoTokenizer.from_pretrained(w.model)
+        torch.manual_seed(1)
+        config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                            intermediate_size=64, max_position_embeddings=128, num_labels=labels)
+        BertForSequenceClassification(config).to(getattr(torch, dtype)).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        return folder
+    return make
+
+
+FOREIGN_CASES: list[tuple] = [
+    # a model folder without tokenizer files (transformers would build a 5-token tokenizer and train on [UNK])
+    ("train-model-without-tokenizer-files", "ssft.train",
+     _foreign("no-tokenizer", keep=("config.json", "model.safetensors")),
+     "no-tokenizer has no tokenizer files"),
+    ("train-model-tokenizer-far-smaller-than-vocabulary", "ssft.train", _small_tokenizer(check=False),
+     "its tokenizer has 100 tokens, far fewer than the 30522"),
+    # a config.json that does not describe the weights beside it
+    ("train-config-lies-about-hidden-size", "ssft.train", _foreign("lying-hidden", hidden_size=64),
+     "embeddings.word_embeddings.weight is [30522, 32] in model.safetensors, config.json makes it [30522, 64]"),
+    ("train-config-lies-about-vocabulary", "ssft.train", _foreign("lying-vocab", vocab_size=50000),
+     "embeddings.word_embeddings.weight is [30522, 32] in model.safetensors, config.json makes it [50000, 32]"),
+    ("train-config-lies-about-intermediate-size", "ssft.train", _foreign("lying-intermediate", intermediate_size=200),
+     "encoder.layer.0.intermediate.dense.weight is [64, 32] in model.safetensors, config.json makes it [200, 32]"),
+    ("train-config-lies-about-positions", "ssft.train", _foreign("lying-positions", max_position_embeddings=512),
+     "embeddings.position_embeddings.weight is [128, 32] in model.safetensors, config.json makes it [512, 32]"),
+    ("train-config-absurd-layer-count", "ssft.train", _foreign("absurd-layers", num_hidden_layers=200000),
+     "config.json: num_hidden_layers is 200000, but model.safetensors holds 2 layers"),
+    ("train-config-one-layer-more", "ssft.train", _foreign("three-layers", num_hidden_layers=3),
+     "config.json: num_hidden_layers is 3, but model.safetensors holds 2 layers"),
+    # modules.json may only name folders inside the model folder (as sentence-transformers 6.2 requires)
+    ("train-modules-json-parent-path", "ssft.train", _st_folder_escaping("../outside-module"),
+     "modules.json: module path '../outside-module' leaves the model folder"),
+    ("train-modules-json-absolute-path", "ssft.train", _st_folder_escaping("ROOT/outside-module"),
+     "outside-module' leaves the model folder"),
+    # ---- ssft-train --check: what config.json, the tokenizer files and the safetensors header tell, no weights loaded
+    ("train-check-model-without-tokenizer-files", "ssft.train",
+     _foreign("no-tokenizer", check=True, keep=("config.json", "model.safetensors")),
+     "no-tokenizer has no tokenizer files"),
+    ("train-check-tokenizer-far-smaller-than-vocabulary", "ssft.train", _small_tokenizer(check=True),
+     "its tokenizer has 100 tokens, far fewer than the 30522"),
+    ("train-check-config-lies-about-intermediate-size", "ssft.train",
+     _foreign("lying-intermediate", check=True, intermediate_size=200),
+     "encoder.layer.0.intermediate.dense.weight is [64, 32] in model.safetensors, config.json makes it [200, 32]"),
+    ("train-check-config-absurd-layer-count", "ssft.train", _foreign("absurd-layers", check=True, num_hidden_layers=200000),
+     "config.json: num_hidden_layers is 200000, but model.safetensors holds 2 layers"),
+    ("train-check-modules-json-parent-path", "ssft.train", _st_folder_escaping("../outside-module", check=True),
+     "modules.json: module path '../outside-module' leaves the model folder"),
+    ("train-check-two-label-checkpoint", "ssft.train",
+     lambda w: ["--check", *_train(w, f"model.name={_sequence_classification('two-labels', 2)(w)}")],
+     "two-labels: its classifier has 2 labels; a ranking cross-encoder has one"),
+    ("train-check-report-to-not-installed", "ssft.train", lambda w: ["--check", *_train(w, "training.report_to=[wandb]")],
+     "training.report_to: 'wandb' is not installed"),
+    ("train-report-to-not-installed", "ssft.train", lambda w: _train(w, "training.report_to=wandb"),
+     "training.report_to: 'wandb' is not installed"),
+    ("train-report-to-unknown", "ssft.train", lambda w: _train(w, "training.report_to=[tensorboard, wandbb]"),
+     "training.report_to: unknown integration 'wandbb' (did you mean 'wandb'?)"),
+    # a saved ssft model whose tokenizer.json was lost (its tokenizer_config.json alone builds a stub of 5 tokens)
+    ("rerank-saved-model-without-tokenizer-file", "ssft.rerank",
+     lambda w: ((w.ranker / "tokenizer.json").unlink(), w.rerank())[1],
+     "its tokenizer has 5 tokens, far fewer than the 30522 token embeddings"),
+    ("train-check-not-ready", "ssft.train", lambda w: ["--check", *_train(w, "model.name=someone/not-in-the-cache")],
+     "not ready to train here: model.name 'someone/not-in-the-cache'"),
+]
+CASES += FOREIGN_CASES

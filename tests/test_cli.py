@@ -82,3 +82,21 @@ training: {{output_dir: {out}, num_train_epochs: 2, per_device_train_batch_size:
         assert result.returncode == 0, result.stderr[-3000:]
         results[scope] = json.loads((tmp_path / f"rerank-{scope}" / "metrics.json").read_text())["one"]
     assert results["judged"]["R@100"] == pytest.approx(results["run"]["R@100"] / 2)
+
+
+def test_check_exits_non_zero_when_not_ready(tmp_path, tiny_dataset):
+    """`ssft-train --check` on a recipe whose model is not here (a hub id not cached, offline): the plan on stdout,
+    then one error line naming what is missing, exit code 2 (it used to print "not ready" and exit 0)."""
+    import os
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"model: {{name: someone/not-cached-anywhere}}\ndata: {{dataset: {tiny_dataset}}}\n"
+                      f"training: {{output_dir: {tmp_path / 'out'}}}\n")
+    result = subprocess.run([sys.executable, "-m", "ssft.train", "--check", str(recipe)], capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 2, result.stderr
+    assert "architecture:" in result.stdout and "NOT HERE" in result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ssft-train: error: not ready to train here: model.name "
+                                                   "'someone/not-cached-anywhere' is not here"), result.stderr
+    assert not (tmp_path / "out").exists()

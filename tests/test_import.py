@@ -292,3 +292,128 @@ def test_ssft_train_check_finds_a_router_folder_and_its_length_limit(tiny, wide,
     assert main(["--check", str(recipe), "model.max_length=200"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("ssft-train: error: ") and "model.max_length: 200" in err and "128" in err
+
+
+# ---------------------------------------------------------------- foreign checkpoints: what their files tell
+def half_precision_checkpoint(tiny: Path, folder: Path, dtype: torch.dtype) -> tuple[Path, Path]:
+    """A random BertForSequenceClassification (one label) saved twice with save_pretrained: in float32 and in
+    ``dtype`` (the same weights rounded), each beside the tiny BERT's tokenizer."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    torch.manual_seed(5)
+    model = BertForSequenceClassification(BertConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=128, num_labels=1))
+    model.save_pretrained(folder / "float32")
+    model.to(dtype).save_pretrained(folder / "half")
+    for sub in ("float32", "half"):
+        tokenizer.save_pretrained(folder / sub)
+    return folder / "float32", folder / "half"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_a_half_precision_sequence_classification_checkpoint_loads_in_float32(tiny, tmp_path, dtype, method):
+    """A float16 / bfloat16 cross-encoder checkpoint (transformers 5 would keep its dtype, and the first scoring failed
+    with a dtype mismatch) is loaded in float32: it scores as its float32 copy, and trains (a gradient step)."""
+    full, half = half_precision_checkpoint(tiny, tmp_path, dtype)
+    ranker = build("cross", half, method)
+    assert {p.dtype for p in ranker.parameters()} == {torch.float32}
+    assert torch.allclose(scores(ranker), scores(build("cross", full, method)), atol=1e-2)
+    ranker.train()
+    batch = ranker.tokenize(QUERIES, DOCUMENTS)
+    ranker(**batch).sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in ranker.parameters() if p.requires_grad)
+
+
+def test_check_notes_a_half_precision_checkpoint_and_is_ready(tiny, tmp_path, capsys):
+    """`ssft-train --check` on a float16 checkpoint: ready (exit 0), the plan says it loads in float32."""
+    from ssft.cli.train import main
+
+    _, half = half_precision_checkpoint(tiny, tmp_path, torch.float16)
+    data = write_synthetic_beir(tmp_path / "data", queries=12, docs=10)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"model: {{name: {half}, max_length: 48}}\ndata: {{dataset: {data}}}\n"
+                      f"training: {{output_dir: {tmp_path / 'train'}, report_to: [tensorboard]}}\n")
+    assert main(["--check", str(recipe)]) == 0
+    out = capsys.readouterr().out
+    assert "weights stored in float16, loaded in float32" in out and out.strip().endswith("ready to train here")
+    assert not (tmp_path / "train").exists()
+
+
+def with_config(source: Path, folder: Path, **changes) -> Path:
+    shutil.copytree(source, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(changes)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("layers", [200_000, 1])
+def test_a_layer_count_the_weights_do_not_hold_is_refused_before_building(tiny, tmp_path, layers):
+    """A config.json asking for layers the safetensors header does not hold (200,000 built for minutes; one layer
+    fewer left weights unused) is refused from the header alone, well under a second, naming both counts."""
+    import time
+
+    from ssft.models.base import load_pretrained
+
+    folder = with_config(tiny, tmp_path / "model", num_hidden_layers=layers)
+    started = time.perf_counter()
+    with pytest.raises(SsftError, match=f"num_hidden_layers is {layers}, but model.safetensors holds 2 layers") as err:
+        load_pretrained(str(folder))
+    assert time.perf_counter() - started < 0.5 and "\n" not in str(err.value)
+
+
+def test_sharded_weights_are_read_from_every_header(tiny, tmp_path):
+    """A model saved in shards (model.safetensors.index.json): every shard's header is read, the config checked
+    against all of them, and a good one loads."""
+    from transformers import AutoModel
+
+    from ssft.core.hub import weights_header
+    from ssft.models.base import load_pretrained
+
+    folder = tmp_path / "sharded"
+    AutoModel.from_pretrained(tiny).save_pretrained(folder, max_shard_size="400KB")
+    shutil.copy(tiny / "tokenizer.json", folder)
+    shutil.copy(tiny / "tokenizer_config.json", folder)
+    header = weights_header(folder)
+    assert len(header.files) > 1 and "encoder.layer.1.output.dense.weight" in header.shapes
+    load_pretrained(str(folder))
+    with_config(folder, tmp_path / "lying", intermediate_size=100)
+    with pytest.raises(SsftError, match=r"intermediate.dense.weight is \[64, 32\] in model-00001-of-0000\d.safetensors … "
+                                        r"\(\d shards\), config.json makes it \[100, 32\]"):
+        load_pretrained(str(tmp_path / "lying"))
+
+
+def test_a_tokenizer_beyond_the_model_embeddings_is_refused(tiny, tmp_path):
+    """The MiniLM tokenizer (30522 ids) beside a model of 20000 token embeddings: ids past them cannot be embedded."""
+    from transformers import BertConfig, BertModel
+
+    from ssft.models.base import load_pretrained
+
+    folder = tmp_path / "small-vocab"
+    BertModel(BertConfig(vocab_size=20000, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=128), add_pooling_layer=False).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tiny / name, folder)
+    with pytest.raises(SsftError, match="its tokenizer has 30522 tokens, more than the 20000 token embeddings"):
+        load_pretrained(str(folder))
+
+
+def test_router_module_paths_stay_inside_the_folder(tiny, wide, tmp_path):
+    """A Router whose router_config.json names a module outside its folder ('..') is refused, for the model as for
+    its length limit (read by ssft-train before anything else), as sentence-transformers 6 refuses it."""
+    from ssft.core.hub import max_input_length
+
+    _, out = two_tower_export(tiny, wide, tmp_path, "heterogeneous")
+    config_file = out / "router_config.json"
+    config = json.loads(config_file.read_text())
+    module = config["structure"]["document"][0]
+    shutil.copytree(out / module, tmp_path / "elsewhere")
+    config["types"]["../elsewhere"] = config["types"].pop(module)
+    config["structure"]["document"][0] = "../elsewhere"
+    config_file.write_text(json.dumps(config))
+    for call in (lambda: build("dense", out), lambda: max_input_length(str(out))):
+        with pytest.raises(SsftError, match="router_config.json: module path '../elsewhere' leaves the model folder"):
+            call()

@@ -1,6 +1,7 @@
 """ssft-train RECIPE.yaml [key=value ...] — build, train, keep the best validation epoch, evaluate.
 ``ssft-train --check RECIPE.yaml``: validate the recipe, look up its models and data offline, print the plan; train
-nothing, write nothing (``ssft.pipeline.check``).
+nothing, write nothing (``ssft.pipeline.check``). It exits 0 only when the recipe can train here as it is; otherwise
+the plan is printed and one ``ssft-train: error:`` line says why not (exit code 2).
 
 Also ``python -m ssft.cli.train``, ``python -m ssft.train`` and ``accelerate launch ssft/train.py RECIPE``."""
 from __future__ import annotations
@@ -26,7 +27,9 @@ def main(argv: list[str] | None = None) -> int:
                              "(learning rates, max_grad_norm), e.g. a lower learning rate after a NaN stop")
     parser.add_argument("--check", action="store_true",
                         help="dry validation: parse the recipe, look up its models and datasets offline (no download, "
-                             "no weights), print the plan; train nothing, write nothing")
+                             "no weights: their config, tokenizer files and safetensors headers are checked), print the "
+                             "plan; train nothing, write nothing. Exit code 0: ready to train here; 2: not ready (a "
+                             "model or dataset is not here) or the recipe or a model folder is wrong")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     ns = parse_args(parser, argv)
     setup_logging(ns.log_level)
@@ -38,8 +41,10 @@ def main(argv: list[str] | None = None) -> int:
             raise SsftError("--check trains nothing: --overwrite and --resume-with-changes do not apply")
         from ssft.pipeline.check import check_recipe
 
-        text, _ready = check_recipe(recipe)
-        print(text)
+        text, missing = check_recipe(recipe)
+        print(text, flush=True)
+        if missing is not None:  # the plan is printed; a script running --check first must not go on
+            raise SsftError(f"not ready to train here: {missing}")
         return 0
     from ssft.pipeline.run import run_recipe
 

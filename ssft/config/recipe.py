@@ -36,6 +36,7 @@ from typing import Any
 import torch
 import yaml
 from transformers import TrainingArguments
+from transformers.integrations import integration_utils
 from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType, get_scheduler
 
 from ssft.config.choices import (
@@ -340,8 +341,45 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
                                                                     f"{source}: distillation.generated_queries")
     _expand_paths(recipe)
     _validate_numbers(recipe, source)
+    _validate_report_to(recipe.training, source)
     _validate_semantics(recipe, source)
     return recipe
+
+
+# training.report_to name -> (transformers' check that it can run, the pip package to install)
+REPORTERS = {
+    "azure_ml": ("is_azureml_available", "azureml-core"), "clearml": ("is_clearml_available", "clearml"),
+    "codecarbon": ("is_codecarbon_available", "codecarbon"), "comet_ml": ("is_comet_available", "comet-ml"),
+    "dagshub": ("is_dagshub_available", "dagshub mlflow"), "dvclive": ("is_dvclive_available", "dvclive"),
+    "flyte": ("is_flytekit_available", "flytekit"), "kubeflow": ("is_kubeflow_available", "kubeflow"),
+    "mlflow": ("is_mlflow_available", "mlflow"), "neptune": ("is_neptune_available", "neptune"),
+    "swanlab": ("is_swanlab_available", "swanlab"), "tensorboard": ("is_tensorboard_available", "tensorboard"),
+    "trackio": ("is_trackio_available", "trackio"), "wandb": ("is_wandb_available", "wandb"),
+}
+
+
+def _validate_report_to(training: dict[str, Any], source: str) -> None:
+    """training.report_to names integrations transformers knows and that can run here (installed): the Trainer builds
+    their callbacks only after the data and the first stage, and dies there with a traceback."""
+    value = training.get("report_to")
+    if value is None or value in ("none", "all", ["none"], ["all"]):  # "all": those installed
+        return
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise SsftError(f"{source}: training.report_to: expected a name or a list of names ({', '.join(REPORTERS)}, "
+                        f"all, none), got {value!r}")
+    known = set(REPORTERS) & set(integration_utils.INTEGRATION_TO_CALLBACK)
+    for name in names:
+        if name not in known:
+            raise SsftError(f"{source}: training.report_to: unknown integration '{name}'{closest(name, known)}; known: "
+                            f"{', '.join(sorted(known))}, all, none")
+        check, package = REPORTERS[name]
+        if not getattr(integration_utils, check)():
+            if name == "kubeflow":
+                raise SsftError(f"{source}: training.report_to: 'kubeflow' reports only inside a Kubeflow TrainJob "
+                                f"(KUBEFLOW_TRAINER_SERVER_URL is not set)")
+            raise SsftError(f"{source}: training.report_to: '{name}' is not installed here (pip install {package}), "
+                            f"or is switched off; install it or remove it from training.report_to")
 
 
 def _expand_paths(recipe: Recipe) -> None:

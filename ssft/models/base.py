@@ -32,16 +32,29 @@ from ssft.adapters.hidden_prefix import build_hidden_prefix
 from ssft.adapters.loading import PICKLE_WEIGHTS, load_peft_adapter, refuse_pickle_weights
 from ssft.config.registry import ADAPTERS, MODELS
 from ssft.core.errors import SsftError
-from ssft.core.hub import resolve_model
+from ssft.core.hub import (
+    check_layer_count,
+    check_tokenizer_files,
+    read_json_file,
+    refuse_foreign_vocabulary,
+    resolve_model,
+    weights_header,
+)
 from ssft.core.io import replace_folder
 from ssft.core.paths import SPEC_FILE
 from ssft.data.tokens import TokenCache
-from ssft.models.interop.checkpoint import Pretrained, account_weights, read_checkpoint, read_weights
+from ssft.models.interop.checkpoint import (
+    Pretrained,
+    account_weights,
+    check_weight_shapes,
+    read_checkpoint,
+    read_weights,
+)
 
-__all__ = ["LOAD_ERRORS", "PICKLE_WEIGHTS", "SPEC_FILE", "Pretrained", "Ranker", "load_backbone", "load_hidden_prefix",
-           "load_peft_adapter", "load_pretrained", "load_ranker", "load_transformer", "refuse_pickle_weights",
-           "refuse_two_towers", "remove_stale_save_folders", "save_backbone",
-           "saved_model_folder"]
+__all__ = ["LOAD_ERRORS", "PICKLE_WEIGHTS", "SPEC_FILE", "Pretrained", "Ranker", "check_model_folder", "load_backbone",
+           "load_hidden_prefix", "load_peft_adapter", "load_pretrained", "load_ranker", "load_transformer",
+           "refuse_other_tokenizer", "refuse_pickle_weights", "refuse_two_towers", "remove_stale_save_folders",
+           "save_backbone", "saved_model_folder"]
 
 
 def saved_model_folder(name: str | Path) -> Path | None:
@@ -78,6 +91,31 @@ def load_hidden_prefix(path: Path) -> nn.Module:
     return prefix
 
 
+def check_model_folder(folder: Path, name: str, trust_remote_code: bool = False, tokenizer: bool = True) -> None:
+    """What a transformers folder's files tell before any weight is read, each a one-line SsftError: its config.json
+    describes the weights beside it (the layer count from the safetensors header first, so an absurd count is refused
+    before anything is built; then every tensor's shape) and, with ``tokenizer``, it has tokenizer files covering the
+    model's vocabulary. What ``ssft-train --check`` reports and what loading refuses are the same."""
+    folder = Path(folder)
+    config = read_json_file(folder / "config.json")
+    header = weights_header(folder)
+    check_layer_count(folder, config if isinstance(config, dict) else None, header)
+    check_weight_shapes(folder, trust_remote_code, header)
+    if tokenizer:
+        check_tokenizer_files(folder, name, config.get("vocab_size") if isinstance(config, dict) else None)
+
+
+def refuse_other_tokenizer(tokenizer, model: nn.Module, name: str, folder: Path) -> None:
+    """SsftError when ``tokenizer`` (loaded from ``folder``) does not fit ``model``'s token embeddings: far fewer
+    tokens (transformers builds a stub of special tokens from a folder without tokenizer files: every word [UNK]) or ids
+    past them (``ssft.core.hub.refuse_foreign_vocabulary``)."""
+    try:
+        embeddings = model.get_input_embeddings().num_embeddings
+    except (AttributeError, NotImplementedError):  # a model without one token embedding matrix
+        return
+    refuse_foreign_vocabulary(len(tokenizer), embeddings, name, folder)
+
+
 def load_pretrained(name: str, trust_remote_code: bool = False, route: str = "query"):
     """(model, tokenizer, ``Pretrained``) from a hub id or folder, resolved offline where possible. The model is the
     plain encoder (no pooler: a ranker that uses one takes its weights from the checkpoint); ``Pretrained`` says what
@@ -91,18 +129,23 @@ def load_pretrained(name: str, trust_remote_code: bool = False, route: str = "qu
     pretrained = read_checkpoint(name, path, route)
     source = path / pretrained.modules.transformer_path if pretrained.modules and pretrained.modules.transformer_path else path
     refuse_pickle_weights(source)
+    check_model_folder(source, name, trust_remote_code)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its report is Pretrained.report's, which knows what the ranker uses
     try:
+        # float32 whatever the checkpoint was saved in (transformers 5 keeps a float16 / bfloat16 checkpoint's dtype,
+        # which the ranker's float32 modules cannot take); bf16 inference and training cast from there
         try:
-            model = AutoModel.from_pretrained(source, add_pooling_layer=False, trust_remote_code=trust_remote_code)
+            model = AutoModel.from_pretrained(source, add_pooling_layer=False, trust_remote_code=trust_remote_code,
+                                              dtype=torch.float32)
         except TypeError:  # architectures without a pooler argument
-            model = AutoModel.from_pretrained(source, trust_remote_code=trust_remote_code)
+            model = AutoModel.from_pretrained(source, trust_remote_code=trust_remote_code, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
     except LOAD_ERRORS as err:  # corrupt or truncated weights, a config.json that is not JSON, no tokenizer files
         raise SsftError(f"model '{name}' at {path} could not be loaded: {_first_line(err)}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
+    refuse_other_tokenizer(tokenizer, model, name, source)
     account_weights(pretrained, read_weights(source), model.state_dict())
     if pretrained.kind == "colbert-stanford" and pretrained.colbert is not None:
         pretrained.colbert.projection = pretrained.extra.get("linear.weight")
@@ -179,10 +222,12 @@ def load_backbone(path: Path, method: str, base_model: str, trust: bool, spec: d
         backbone = Backbone(load_peft_adapter(base(), path / "adapter", base_model), method)
     elif (path / "backbone").is_dir():
         refuse_pickle_weights(path / "backbone")
+        check_model_folder(path / "backbone", str(path), trust, tokenizer=False)  # the tokenizer is the ranker folder's
         try:
-            transformer = AutoModel.from_pretrained(path / "backbone", add_pooling_layer=False, trust_remote_code=trust)
+            transformer = AutoModel.from_pretrained(path / "backbone", add_pooling_layer=False, trust_remote_code=trust,
+                                                    dtype=torch.float32)
         except TypeError:
-            transformer = AutoModel.from_pretrained(path / "backbone", trust_remote_code=trust)
+            transformer = AutoModel.from_pretrained(path / "backbone", trust_remote_code=trust, dtype=torch.float32)
         backbone = Backbone(transformer, method)
     elif Ranker._frozen_base_method(method):
         transformer = base()
@@ -376,6 +421,7 @@ class Ranker(nn.Module):
         trust = bool(trust_remote_code)
         backbone = load_backbone(path, spec["method"], spec["base_model"], trust, spec, layers=spec.get("query_layers"))
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
+        refuse_other_tokenizer(tokenizer, backbone.base_model, str(path), path)
         ranker = cls.from_loaded(path, backbone, tokenizer, spec, trust_remote_code=trust)
         state_file = path / "ranker.safetensors"
         if not state_file.is_file():

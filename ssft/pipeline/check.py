@@ -1,12 +1,18 @@
 """``ssft-train --check RECIPE``: a dry validation. The recipe is parsed and validated (as ``ssft-train`` does), the
 models and datasets it names are looked up *offline and without side effects* (no download, no unpacking, no weights
-loaded: config.json at most), and the plan is printed — architecture, method, loss, data, steps / epochs, evaluations.
-Nothing is trained and nothing is written.
+loaded: JSON files and safetensors headers at most), and the plan is printed — architecture, method, loss, data,
+steps / epochs, evaluations. Nothing is trained and nothing is written.
 
-A model or dataset that is not here is reported, not fatal, when it can come from elsewhere: a hub id (downloaded when
-online), a BEIR dataset name (downloaded when online), or a licensed / remote collection ssft cannot fetch (Robust04,
-ClueWeb09b, MS MARCO: the recipe's comment says where it comes from). A local path that does not exist is fatal,
-except a run folder another recipe produces first (a teacher): that is reported as "to be trained first".
+A model folder that is here is checked as loading it would be, from its JSON files and its safetensors header alone (no
+weight read): module paths that stay inside it, a config.json that describes its weights (layer count, every tensor's
+shape), tokenizer files that cover its vocabulary, and for a ``head: classifier`` cross-encoder a sequence-classification
+classifier of one label; a float16 / bfloat16 checkpoint is noted (loaded in float32). Any of these is fatal.
+
+A model or dataset that is not here is reported when it can come from elsewhere: a hub id (downloaded when online), a
+BEIR dataset name (downloaded when online), or a licensed / remote collection ssft cannot fetch (Robust04, ClueWeb09b,
+MS MARCO: the recipe's comment says where it comes from); the plan is printed and ``check_recipe`` says the recipe is
+not ready (``ssft-train --check`` then exits non-zero). A local path that does not exist is fatal, except a run folder
+another recipe produces first (a teacher): that is reported as "to be trained first".
 """
 from __future__ import annotations
 
@@ -14,14 +20,16 @@ import importlib.metadata
 import importlib.util
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ssft.config.recipe import Recipe
 from ssft.config.registry import ADAPTERS, LOSSES, MODELS
 from ssft.core.errors import SsftError
-from ssft.core.hub import ALIASES, PIP_SHIPPED, PIP_SPLIT_ZIP, is_router_folder, max_input_length
+from ssft.core.hub import ALIASES, PIP_SHIPPED, PIP_SPLIT_ZIP, is_router_folder, max_input_length, weights_header
 from ssft.core.paths import SPEC_FILE, cache_home, data_home
+from ssft.models.base import check_model_folder
+from ssft.models.interop.checkpoint import checkpoint_kind, classifier_labels, transformer_folders, two_labels_message
 
 # collections ssft cannot download: where they come from (a recipe at the papers' settings names them)
 REMOTE_DATASETS = {
@@ -47,10 +55,12 @@ class Found:
     where: str | None  # where it was found, or None
     note: str = ""  # why it is not here, when it is not
     fatal: bool = False
+    folder: Path | None = None  # the local folder a model loads from, when it is here and not a saved ssft model
+    remarks: list[str] = field(default_factory=list)  # what its files tell that the plan mentions
 
     def line(self) -> str:
         if self.where is not None:
-            return f"  {self.what}: {self.name} — {self.where}"
+            return f"  {self.what}: {self.name} — {self.where}" + "".join(f"; {r}" for r in self.remarks)
         return f"  {self.what}: {self.name} — NOT HERE: {self.note}"
 
 
@@ -61,28 +71,31 @@ def model_status(what: str, name: str) -> Found:
         if (local / SPEC_FILE).is_file() or (local / "model" / SPEC_FILE).is_file():
             return Found(what, name, "a saved ssft model (local)")
         if (local / "config.json").is_file():
-            return Found(what, name, "a transformers folder (local)")
+            return Found(what, name, "a transformers folder (local)", folder=local)
         if is_router_folder(local):
-            return Found(what, name, "a sentence-transformers Router folder with query / document routes (local)")
+            return Found(what, name, "a sentence-transformers Router folder with query / document routes (local)",
+                         folder=local)
         return Found(what, name, None, f"{local} exists but holds no config.json, {SPEC_FILE} nor a sentence-transformers "
                                        f"Router (modules.json + router_config.json)", fatal=True)
     hub_id = ALIASES.get(name, name)
     try:
         from huggingface_hub import snapshot_download  # noqa: PLC0415 -- only what --check asks
 
-        if (Path(snapshot_download(hub_id, local_files_only=True)) / "config.json").is_file():
-            return Found(what, name, "the Hugging Face cache")
+        cached = Path(snapshot_download(hub_id, local_files_only=True))
+        if (cached / "config.json").is_file():
+            return Found(what, name, "the Hugging Face cache", folder=cached)
     except Exception:  # not cached, or not a repo id
         pass
     if hub_id in PIP_SHIPPED:
         module, sub, pip_name = PIP_SHIPPED[hub_id]
         spec = importlib.util.find_spec(module)
         if spec and spec.submodule_search_locations and (Path(list(spec.submodule_search_locations)[0]) / sub).is_dir():
-            return Found(what, name, f"pip package {pip_name}")
+            return Found(what, name, f"pip package {pip_name}", folder=Path(list(spec.submodule_search_locations)[0]) / sub)
     if hub_id in PIP_SPLIT_ZIP:
         distributions = PIP_SPLIT_ZIP[hub_id][0]
-        if (cache_home() / "models" / hub_id.replace("/", "--") / "config.json").is_file():
-            return Found(what, name, "unpacked from its pip parts (ssft cache)")
+        unpacked = cache_home() / "models" / hub_id.replace("/", "--")
+        if (unpacked / "config.json").is_file():
+            return Found(what, name, "unpacked from its pip parts (ssft cache)", folder=unpacked)
         try:
             for dist in distributions:
                 importlib.metadata.distribution(dist)
@@ -114,6 +127,28 @@ def dataset_status(name: str) -> Found:
     return Found("data.dataset", name, None, f"no BEIR folder at {' or '.join(map(str, candidates))}{home}", fatal=True)
 
 
+def inspect_model(found: Found, cross_classifier: bool = False) -> None:
+    """What the files of a model that is here tell, without loading a weight (``ssft.models.base.check_model_folder``
+    on each of its transformer folders): an SsftError for what loading it would refuse, remarks for the plan. With
+    ``cross_classifier`` (model.name of a ``head: classifier`` cross-encoder) a sequence-classification checkpoint's
+    classifier must have one label. Code a folder ships (trust_remote_code) is never run here."""
+    if found.folder is None:
+        return
+    kind, config = checkpoint_kind(found.folder)  # module paths leaving the folder are refused here
+    for folder in transformer_folders(found.folder):
+        check_model_folder(folder, found.name)
+        header = weights_header(folder)
+        if header is None:
+            continue
+        half = header.half_precision()
+        if half is not None:
+            found.remarks.append(f"weights stored in {half}, loaded in float32")
+        if cross_classifier and kind == "sequence-classification":
+            labels = classifier_labels(config, header)
+            if labels is not None and labels != 1:
+                raise SsftError(two_labels_message(found.name, labels))
+
+
 def _config_limit(found: Found) -> int | None:
     """``max_position_embeddings`` from a local config.json (the rule of ``ssft.core.hub.max_input_length``)."""
     if found.where is None or not ("transformers folder" in found.where or "Router folder" in found.where):
@@ -137,6 +172,10 @@ def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
             found.append(model_status("distillation.generated_queries.model", recipe.distillation.generated_queries.model))
     found.append(dataset_status(d.dataset))
     for item in found:
+        try:
+            inspect_model(item, item.what == "model.name" and m.architecture == "cross" and m.head == "classifier")
+        except SsftError as err:
+            raise SsftError(f"{recipe.source}: {item.what}: {err}") from None
         limit = _config_limit(item)
         if limit is not None and item.what in ("model.name", "model.document_name"):
             for key in ("max_length", "query_max_length"):
@@ -206,17 +245,23 @@ def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
     return lines, found
 
 
-def check_recipe(recipe: Recipe) -> tuple[str, bool]:
-    """The printed plan and whether the recipe can run here as it is (every model and dataset found)."""
+def check_recipe(recipe: Recipe) -> tuple[str, str | None]:
+    """The printed plan, and why the recipe cannot run here as it is (None: ready, every model and dataset found).
+    What would fail at once (a bad model folder, a missing local path) is an SsftError instead."""
     lines, found = plan(recipe)
     fatal = [f for f in found if f.fatal]
     if fatal:
         raise SsftError(f"{recipe.source}: {fatal[0].what}: {fatal[0].name}: {fatal[0].note}")
     lines.append("models and data:")
     lines += [f.line() for f in found]
-    ready = all(f.where is not None for f in found)
-    lines.append("ready to train here" if ready else "not ready to train here: see NOT HERE above (nothing was written)")
-    return "\n".join(lines), ready
+    missing = [f for f in found if f.where is None]
+    if not missing:
+        lines.append("ready to train here")
+        return "\n".join(lines), None
+    lines.append("not ready to train here: see NOT HERE above (nothing was written)")
+    first = missing[0]
+    more = f" (and {len(missing) - 1} more, see the plan)" if len(missing) > 1 else ""
+    return "\n".join(lines), f"{first.what} '{first.name}' is not here: {first.note}{more}"
 
 
-__all__ = ["REMOTE_DATASETS", "check_recipe", "dataset_status", "model_status", "plan"]
+__all__ = ["REMOTE_DATASETS", "check_recipe", "dataset_status", "inspect_model", "model_status", "plan"]

@@ -41,6 +41,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from ssft.core.errors import SsftError
+from ssft.core.hub import WeightsHeader, module_folder, weights_header
 
 logger = logging.getLogger("ssft")
 
@@ -158,7 +159,8 @@ def _read_json(path: Path) -> Any:
 
 
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """Every tensor of a folder's safetensors weights (one file or an index of shards); {} when it has none."""
+    """Every tensor of a folder's safetensors weights (one file or an index of shards); {} when it has none. Half-precision
+    tensors (a checkpoint saved in float16 / bfloat16) are read as float32, the precision ssft's modules hold."""
     folder = Path(folder)
     files = []
     index = folder / "model.safetensors.index.json"
@@ -172,11 +174,23 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
             weights.update(load_file(file))
         except (SafetensorError, OSError) as err:
             raise SsftError(f"{file}: unreadable safetensors file ({str(err).splitlines()[0]})") from None
-    return weights
+    return {k: v.float() if v.dtype in (torch.float16, torch.bfloat16) else v for k, v in weights.items()}
 
 
 def _module_class(entry: dict[str, Any]) -> str:
     return str(entry.get("type", "")).rsplit(".", 1)[-1]
+
+
+def module_entries(folder: Path) -> list[tuple[str, str]]:
+    """[(module path, class name)] of ``folder/modules.json``, every path checked to stay inside ``folder``
+    (``ssft.core.hub.module_folder``: no absolute path, no '..')."""
+    where = Path(folder) / "modules.json"
+    entries = _read_json(where)
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise SsftError(f"{where}: expected a list of modules")
+    for entry in entries:
+        module_folder(folder, entry.get("path", ""), where)
+    return [(str(e.get("path", "")), _module_class(e)) for e in entries]
 
 
 def _pooling_mode(config: dict[str, Any]) -> str:
@@ -194,7 +208,7 @@ ROLES = ("query", "document")
 
 def _read_module(modules: SentenceModules, kind: str, folder: Path, path: str, st_config: dict[str, Any]) -> None:
     """One module (class name ``kind``, in ``folder / path``) into ``modules``."""
-    sub = folder / path
+    sub = module_folder(folder, path, folder / "modules.json")
     if kind in ("Transformer", "MultiVectorTransformer"):
         modules.transformer_path = path
         for name in ("sentence_bert_config.json", "sentence_xlnet_config.json"):
@@ -243,9 +257,9 @@ def router_routes(folder: Path) -> dict[str, list[tuple[str, str]]]:
     ``encode_query`` / ``encode_document``: a route mapping of the task (with the text modality, or any), else the
     route named as the task. A route missing, or a module its structure names that the folder lacks, is an error."""
     folder = Path(folder)
-    entries = _read_json(folder / "modules.json")
+    entries = module_entries(folder)
     where = folder / "router_config.json"
-    index = [i for i, e in enumerate(entries) if isinstance(e, dict) and _module_class(e) in ROUTER_CLASSES]
+    index = [i for i, (_, kind) in enumerate(entries) if kind in ROUTER_CLASSES]
     if not where.is_file():
         raise SsftError(f"{folder}/modules.json: lists a Router but {where.name} is missing")
     config = _read_json(where)
@@ -253,7 +267,7 @@ def router_routes(folder: Path) -> dict[str, list[tuple[str, str]]]:
     if not isinstance(types, dict) or not isinstance(structure, dict) or not structure:
         raise SsftError(f"{where}: expected 'types' and 'structure' mappings (sentence-transformers' Router format)")
     mappings = _route_mappings(config.get("parameters") or {}, where)
-    after = [(str(e.get("path", "")), _module_class(e)) for e in entries[index[0] + 1:]] if index else []
+    after = entries[index[0] + 1:] if index else []
     routes = {}
     for role in ROLES:
         name = next((mappings[k] for k in ((role, "text"), (role, None)) if k in mappings), role)
@@ -266,7 +280,7 @@ def router_routes(folder: Path) -> dict[str, list[tuple[str, str]]]:
         for module_id in structure[name] or []:
             if module_id not in types:
                 raise SsftError(f"{where}: route '{name}' names module '{module_id}', which 'types' does not list")
-            if not (folder / module_id).is_dir():
+            if not module_folder(folder, module_id, where).is_dir():
                 raise SsftError(f"{where}: route '{name}' names module '{module_id}', which is not in {folder}")
             modules.append((str(module_id), str(types[module_id]).rsplit(".", 1)[-1]))
         if not any(kind in ("Transformer", "MultiVectorTransformer") for _, kind in modules):
@@ -297,16 +311,14 @@ def router_towers(folder: Path) -> dict[str, str]:
 def read_sentence_modules(folder: Path, st_config: dict[str, Any], route: str = "query") -> SentenceModules:
     """The modules a ``modules.json`` lists, read from their folders (no sentence-transformers import); through a
     Router, those of its ``route`` (``query`` or ``document``: ``router_routes``)."""
-    entries = _read_json(folder / "modules.json")
-    if not isinstance(entries, list):
-        raise SsftError(f"{folder / 'modules.json'}: expected a list of modules")
+    entries = module_entries(folder)
     modules = SentenceModules(prompts={k: v for k, v in (st_config.get("prompts") or {}).items() if isinstance(v, str)})
     if is_router(folder):
         listed = router_routes(folder)[route]
         modules.route = route
         modules.towers = router_towers(folder)
     else:
-        listed = [(str(e.get("path", "")), _module_class(e)) for e in entries]
+        listed = entries
     for path, kind in listed:
         _read_module(modules, kind, folder, path, st_config)
     return modules
@@ -315,6 +327,34 @@ def read_sentence_modules(folder: Path, st_config: dict[str, Any], route: str = 
 def _marker(prompt: str | None, default: str) -> str:
     text = (prompt or "").strip()
     return text or default
+
+
+def _kind(folder: Path, config: dict[str, Any], st_config: dict[str, Any]) -> str:
+    """Which of ``KINDS`` a checkpoint is, from its config.json and config_sentence_transformers.json."""
+    architectures = [str(a) for a in config.get("architectures") or []]
+    model_type = st_config.get("model_type")
+    if "HF_ColBERT" in architectures:
+        return "colbert-stanford"
+    if model_type in ("MultiVectorEncoder", "ColBERT") and (folder / "modules.json").is_file():
+        return "multi-vector"
+    if any(a.endswith("ForSequenceClassification") for a in architectures) or model_type == "CrossEncoder":
+        return "sequence-classification"
+    return "sentence-transformers" if (folder / "modules.json").is_file() else "transformers"
+
+
+def checkpoint_kind(folder: Path) -> tuple[str, dict[str, Any]]:
+    """(kind, config.json) of a checkpoint folder, from its JSON files alone (``read_checkpoint`` without the modules'
+    weights); a Router's config is its query route's."""
+    folder = Path(folder)
+    config_folder = folder
+    if is_router(folder):
+        config_folder = module_folder(folder, next(p for p, k in router_routes(folder)["query"] if k in (
+            "Transformer", "MultiVectorTransformer")), folder / "router_config.json")
+    config = _read_json(config_folder / "config.json") if (config_folder / "config.json").is_file() else {}
+    st_file = folder / "config_sentence_transformers.json"
+    st_config = _read_json(st_file) if st_file.is_file() else {}
+    config = config if isinstance(config, dict) else {}
+    return _kind(folder, config, st_config if isinstance(st_config, dict) else {}), config
 
 
 def read_checkpoint(name: str, folder: Path, route: str = "query") -> Pretrained:
@@ -328,11 +368,11 @@ def read_checkpoint(name: str, folder: Path, route: str = "query") -> Pretrained
         config_folder = folder / next(p for p, k in router_routes(folder)[route] if k in ("Transformer",
                                                                                           "MultiVectorTransformer"))
     config = _read_json(config_folder / "config.json") if (config_folder / "config.json").is_file() else {}
-    architectures = [str(a) for a in config.get("architectures") or []]
     st_file = folder / "config_sentence_transformers.json"
     st_config = _read_json(st_file) if st_file.is_file() else {}
     model_type = st_config.get("model_type")
-    if "HF_ColBERT" in architectures:
+    kind = _kind(folder, config, st_config)
+    if kind == "colbert-stanford":
         meta_file = folder / "artifact.metadata"
         meta = _read_json(meta_file) if meta_file.is_file() else {}
         colbert = ColbertSettings(
@@ -341,7 +381,7 @@ def read_checkpoint(name: str, folder: Path, route: str = "query") -> Pretrained
             attend_expansion=bool(meta.get("attend_to_mask_tokens", False)),
             mask_punctuation=bool(meta.get("mask_punctuation", True)))
         return Pretrained(name, folder, "colbert-stanford", config, colbert=colbert)
-    if model_type in ("MultiVectorEncoder", "ColBERT") and (folder / "modules.json").is_file():
+    if kind == "multi-vector":
         modules = read_sentence_modules(folder, st_config, route)
         prompts = dict(modules.prompts)
         for key, role in (("query_prefix", "query"), ("document_prefix", "document")):  # PyLate <= 3
@@ -370,9 +410,9 @@ def read_checkpoint(name: str, folder: Path, route: str = "query") -> Pretrained
         if skiplist and sorted(skiplist) != sorted(PUNCTUATION):
             pretrained.notes.append("its skiplist is not string.punctuation; ssft's ColBERT skips punctuation")
         return pretrained
-    if any(a.endswith("ForSequenceClassification") for a in architectures) or model_type == "CrossEncoder":
+    if kind == "sequence-classification":
         return Pretrained(name, folder, "sequence-classification", config)
-    if (folder / "modules.json").is_file():
+    if kind == "sentence-transformers":
         modules = read_sentence_modules(folder, st_config, route)
         return Pretrained(name, folder, "sentence-transformers", config, modules=modules)
     return Pretrained(name, folder, "transformers", config)
@@ -394,25 +434,101 @@ def account_weights(pretrained: Pretrained, checkpoint: dict[str, torch.Tensor],
     pretrained.missing = sorted(k for k in wanted - found if not k.endswith(buffers_ok)) if checkpoint else []
 
 
+def two_labels_message(name: str, labels: int) -> str:
+    """Why a sequence-classification checkpoint of ``labels`` labels gives no ``head: classifier`` cross-encoder."""
+    return (f"{name}: its classifier has {labels} labels; a ranking cross-encoder has one (num_labels 1): set "
+            f"model.head: cls_linear to train a new head on its encoder")
+
+
+def _classifier_layouts(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(pooler dense, classifier linear) name prefixes of the sequence-classification heads ``classifier_head`` takes."""
+    prefix = _encoder_prefix(config)
+    return [(f"{prefix}.pooler.dense", "classifier"), ("pooler.dense", "classifier"),
+            ("classifier.dense", "classifier.out_proj")]
+
+
+def classifier_labels(config: dict[str, Any], header: WeightsHeader) -> int | None:
+    """How many labels the classifier ``classifier_head`` would take from a checkpoint has, read from its config and
+    safetensors header (the rows of its linear layer); None when it has none of those layouts."""
+    for pooler, linear in _classifier_layouts(config):
+        keys = [f"{pooler}.weight", f"{pooler}.bias", f"{linear}.weight", f"{linear}.bias"]
+        if all(k in header.shapes for k in keys) and header.shapes[keys[2]]:
+            return header.shapes[keys[2]][0]
+    return None
+
+
+def transformer_folders(folder: Path) -> list[Path]:
+    """The folders holding a checkpoint's transformers: the Transformer module of a sentence-transformers folder (each
+    route's, for a Router), else ``folder`` itself. Module paths are checked to stay inside ``folder``."""
+    folder = Path(folder)
+    if is_router(folder):
+        routes = router_routes(folder)
+        found = {p for mods in routes.values() for p, k in mods if k in ("Transformer", "MultiVectorTransformer")}
+        return [module_folder(folder, p, folder / "modules.json") for p in sorted(found)]
+    if (folder / "modules.json").is_file():
+        paths = [p for p, k in module_entries(folder) if k in ("Transformer", "MultiVectorTransformer")]
+        return [module_folder(folder, paths[0], folder / "modules.json")] if paths else [folder]
+    return [folder]
+
+
+def _shape(shape: list[int] | tuple[int, ...]) -> str:
+    return "[" + ", ".join(map(str, shape)) + "]"
+
+
+def check_weight_shapes(folder: Path, trust_remote_code: bool = False, header: WeightsHeader | None = None) -> None:
+    """SsftError naming the first tensor whose shape in ``folder``'s safetensors header differs from the one its
+    config.json gives the model: the config does not describe these weights (another model's config, or a size edited
+    by hand). The model is built on the meta device (no memory, no weight read) after ``check_layer_count`` has bounded
+    its depth; a config transformers cannot build is left to the loader, which reports it."""
+    from transformers import AutoConfig, AutoModel  # noqa: PLC0415 -- the models layer's own heavy dependency
+    from transformers.utils import logging as hf_logging  # noqa: PLC0415
+
+    folder = Path(folder)
+    header = header if header is not None else weights_header(folder)
+    if header is None or not header.shapes:
+        return
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # what transformers says of the config, it says again when the model loads
+    try:
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code)
+        with torch.device("meta"):
+            model = AutoModel.from_config(config, trust_remote_code=trust_remote_code)
+    except Exception:  # noqa: BLE001 -- whatever a config transformers cannot build raises: loading it says why
+        return
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    prefixes = [p for p in (getattr(model, "base_model_prefix", ""), _encoder_prefix(config.to_dict())) if p]
+    in_file = {next((k[len(p) + 1:] for p in prefixes if k.startswith(p + ".")), k): k for k in header.shapes}
+    mismatched = [(name, list(tensor.shape)) for name, tensor in model.state_dict().items()
+                  if name in in_file and list(tensor.shape) != header.shapes[in_file[name]]]
+    if mismatched:
+        # the first weight matrix in the model's order (the word embeddings before a LayerNorm's bias)
+        bare, expected = max(mismatched, key=lambda item: len(item[1]))
+        key, shape = in_file[bare], header.shapes[in_file[bare]]
+        named = [f"{k} {v}" for k, v in config.to_dict().items() if isinstance(v, int) and not isinstance(v, bool)
+                 and v in set(expected) - set(shape)]
+        why = f" ({', '.join(named[:3])})" if named else ""
+        raise SsftError(f"{folder / 'config.json'} does not describe the weights beside it: {key} is {_shape(shape)} in "
+                        f"{header.label}, config.json makes it {_shape(expected)}{why}; use the config.json these "
+                        f"weights were saved with")
+
+
 def classifier_head(pretrained: Pretrained) -> dict[str, torch.Tensor] | None:
     """A sequence-classification checkpoint's (pooler dense, classifier) as {pooler.weight, pooler.bias,
     linear.weight, linear.bias}, taken from ``extra``; None when its layout is not BERT's pooler + linear (the
     layouts ``ssft.models.cross``'s classifier head holds: bert, roberta / xlm-roberta, mpnet heads are dense +
     tanh + linear on the first token)."""
-    prefix = _encoder_prefix(pretrained.config)
-    layouts = [(f"{prefix}.pooler.dense", "classifier"), ("pooler.dense", "classifier"),
-               ("classifier.dense", "classifier.out_proj")]
-    for pooler, linear in layouts:
+    for pooler, linear in _classifier_layouts(pretrained.config):
         keys = [f"{pooler}.weight", f"{pooler}.bias", f"{linear}.weight", f"{linear}.bias"]
         if all(pretrained.has(k) for k in keys):
             if pretrained.extra[keys[2]].shape[0] != 1:
-                raise SsftError(f"{pretrained.name}: its classifier has {pretrained.extra[keys[2]].shape[0]} labels; a "
-                                f"ranking cross-encoder has one (num_labels 1)")
+                raise SsftError(two_labels_message(pretrained.name, pretrained.extra[keys[2]].shape[0]))
             w, b, lw, lb = (pretrained.take(k) for k in keys)
             return {"pooler.weight": w, "pooler.bias": b, "linear.weight": lw, "linear.bias": lb}
     return None
 
 
 __all__ = ["KINDS", "PUNCTUATION", "ROLES", "ColbertSettings", "DenseModule", "Pretrained", "SentenceModules",
-           "account_weights", "classifier_head", "is_router", "read_checkpoint", "read_sentence_modules", "read_weights",
-           "router_routes", "router_towers"]
+           "account_weights", "check_weight_shapes", "checkpoint_kind", "classifier_head", "classifier_labels",
+           "is_router", "module_entries", "read_checkpoint", "read_sentence_modules", "read_weights", "router_routes",
+           "router_towers", "transformer_folders", "two_labels_message"]
