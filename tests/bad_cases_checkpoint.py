@@ -276,6 +276,10 @@ FOREIGN_CASES: list[tuple] = [
     ("train-model-without-tokenizer-files", "ssft.train",
      _foreign("no-tokenizer", keep=("config.json", "model.safetensors")),
      "no-tokenizer has no tokenizer files"),
+    # the model's files are checked before any data work: a broken training split is never reached
+    ("train-model-checked-before-the-data", "ssft.train",
+     _foreign("no-tokenizer", "data.train_split=nosuchsplit", keep=("config.json", "model.safetensors")),
+     "no-tokenizer has no tokenizer files"),
     ("train-model-tokenizer-far-smaller-than-vocabulary", "ssft.train", _small_tokenizer(check=False),
      "its tokenizer has 100 tokens, far fewer than the 30522"),
     # a config.json that does not describe the weights beside it

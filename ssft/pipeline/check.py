@@ -156,26 +156,41 @@ def _config_limit(found: Found) -> int | None:
     return max_input_length(found.name)  # a local folder: resolve_model returns it as it is
 
 
-def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
-    """The plan's lines and every model / dataset lookup (for the caller to decide what is fatal)."""
-    m, a, loss, d, e, t = recipe.model, recipe.adapter, recipe.loss, recipe.data, recipe.eval, recipe.training
-    model_cls = MODELS.get(m.architecture)
+def model_lookups(recipe: Recipe) -> list[Found]:
+    """Where every model the recipe names would load from (``model_status``), touching nothing."""
+    m = recipe.model
     found = [model_status("model.name", m.name)]
-    if "document_name" in model_cls.model_options and m.document_name:
+    if "document_name" in MODELS.get(m.architecture).model_options and m.document_name:
         found.append(model_status("model.document_name", m.document_name))
     loss_config = recipe.loss.config
-    if LOSSES.get(loss.name).needs_teacher and getattr(loss_config, "teacher", None):
+    if LOSSES.get(recipe.loss.name).needs_teacher and getattr(loss_config, "teacher", None):
         found.append(model_status("loss.teacher", loss_config.teacher))
     if recipe.distillation is not None:
         found.append(model_status("distillation.teacher", recipe.distillation.teacher))
         if recipe.distillation.generated_queries is not None:
             found.append(model_status("distillation.generated_queries.model", recipe.distillation.generated_queries.model))
-    found.append(dataset_status(d.dataset))
-    for item in found:
+    return found
+
+
+def check_model_files(recipe: Recipe, found: list[Found] | None = None) -> None:
+    """The files of every model the recipe names that is here, checked as loading would (``inspect_model``): what
+    ssft-train runs before any data work, and ``--check`` in its plan. One line naming the recipe key."""
+    m = recipe.model
+    for item in model_lookups(recipe) if found is None else found:
         try:
             inspect_model(item, item.what == "model.name" and m.architecture == "cross" and m.head == "classifier")
         except SsftError as err:
             raise SsftError(f"{recipe.source}: {item.what}: {err}") from None
+
+
+def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
+    """The plan's lines and every model / dataset lookup (for the caller to decide what is fatal)."""
+    m, a, loss, d, e, t = recipe.model, recipe.adapter, recipe.loss, recipe.data, recipe.eval, recipe.training
+    model_cls = MODELS.get(m.architecture)
+    found = model_lookups(recipe)
+    found.append(dataset_status(d.dataset))
+    check_model_files(recipe, found)
+    for item in found:
         limit = _config_limit(item)
         if limit is not None and item.what in ("model.name", "model.document_name"):
             for key in ("max_length", "query_max_length"):

@@ -41,6 +41,7 @@ from ssft.core.run_folder import GENERATED_QUERIES, OutputFolder
 from ssft.data.examples import PairDataset
 from ssft.firststage.runs import save_indexes
 from ssft.pipeline.build import BuiltRun, GroupSource, build
+from ssft.pipeline.check import check_model_files
 from ssft.pipeline.folder import RESUMABLE_CHANGES, USER_TENSORBOARD_DIR, run_folder_state, train_output_folder
 from ssft.pipeline.inputs import RunInputs, load_inputs
 from ssft.pipeline.report import START, evaluate, evaluate_start, freeze, print_summary, run_info, write_finished_run
@@ -226,6 +227,7 @@ def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_c
     state, changes = run_folder_state(recipe, folder, overwrite, resume_with_changes)
     record = checkpoint_record(folder.path) if state == "resume" else None
     recipe.check_model()  # a missing model, or lengths beyond its position embeddings, fail now, not after the data
+    check_model_files(recipe)  # what the model folders' config, tokenizer and safetensors header say, before the data
     # a checkpoint every epoch (only the latest kept) lets a killed run resume; removed once the run finishes
     # unless the recipe asks for checkpoints itself (training.save_strategy)
     kwargs = {"remove_unused_columns": False, "report_to": ["tensorboard"], "save_strategy": "epoch",
