@@ -1,6 +1,13 @@
-"""BEIR folders: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv`` (``.gz`` and CRLF accepted).
+"""Datasets: BEIR folders (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``; ``.gz`` and CRLF accepted), and
+the same content read from elsewhere (``load_dataset``):
 
-A dataset is named by a folder path or by a folder name under ``$SSFT_DATA_HOME``.
+- a BEIR folder, by path or by folder name under ``$SSFT_DATA_HOME`` (a bare name found nowhere: the BEIR download);
+- a Hugging Face Hub dataset in the BeIR layout (``BeIR/nfcorpus`` + ``BeIR/nfcorpus-qrels``) or the MTEB layout
+  (``mteb/nfcorpus``), or a local copy of such a repository (``ssft.data.hub_layouts``);
+- an ``ir_datasets`` id (``beir/nfcorpus/test``, ``irds:cranfield``; ``ssft.data.irds``).
+
+Whatever the source, the ``IRDataset`` is the same (ids, texts, judgements) and is checked the same way; its
+``identity`` (layout, id, revision, path: ``dataset_identity``) says where it came from.
 """
 from __future__ import annotations
 
@@ -17,12 +24,15 @@ import urllib.error
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ssft.core.errors import SsftError
 from ssft.core.paths import cache_home, data_home
+from ssft.data.hub_layouts import BEIR_FOLDER, DocRow, Judged, LayoutSource, QrelRow, QueryRow, hub_id, is_hub_copy, read_hub
+from ssft.data.irds import is_registered, read_ir_datasets, strip_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -41,14 +51,23 @@ class Document:
 
 @dataclass
 class IRDataset:
+    """A corpus, its queries and their judgements per split. A BEIR folder's qrels are read from ``path/qrels`` when
+    a split is first asked for; a dataset read from elsewhere holds them in ``judged`` (read as lazily). ``identity``:
+    where it came from (``dataset_identity``)."""
+
     name: str
     path: Path
     corpus: dict[str, Document]
     queries: dict[str, str]
     warnings: list[str] = field(default_factory=list)
     _qrels: dict[str, Qrels] = field(default_factory=dict)
+    judged: Judged | None = None
+    identity: dict[str, Any] = field(default_factory=dict)
+    queries_where: str = ""  # how a message names where the queries were read (a judged query with empty text)
 
     def splits(self) -> list[str]:
+        if self.judged is not None:
+            return self.judged.names()
         qdir = self.path / "qrels"
         names = set()
         for p in qdir.glob("*.tsv*"):
@@ -56,9 +75,21 @@ class IRDataset:
         return sorted(names)
 
     def qrels(self, split: str) -> Qrels:
+        if self.judged is not None:
+            return self._judged_qrels(split)
         if split not in self._qrels:
             self._qrels[split] = read_qrels(self._find_qrels(split), self)
         return self._qrels[split]
+
+    def _judged_qrels(self, split: str) -> Qrels:
+        name = self.judged.find(split)
+        if name is None:
+            raise SsftError(f"{self.judged.where}: no split '{split}' (have: {', '.join(self.splits()) or 'none'})")
+        if name not in self._qrels:
+            where = f"{self.judged.where} split {name}"
+            self._qrels[name] = _collect_judgements(_grade_rows(self.judged.splits[name]()), where, self,
+                                                    self.queries_where or "the queries")
+        return self._qrels[name]
 
     def _find_qrels(self, split: str) -> Path:
         for name in (f"{split}.tsv", f"{split}.tsv.gz"):
@@ -223,42 +254,128 @@ _WHITESPACE = re.compile(r"\s")
 
 def _checked_id(value, what: str, path: Path, lineno: int) -> str:
     """An ``_id`` as a string; one a TREC run file cannot hold (empty, or with whitespace) is an SsftError."""
+    return _checked_id_at(str(value), what, f"{path}:{lineno}")
+
+
+def _checked_id_at(value, what: str, where: str) -> str:
+    """``_checked_id`` for a row ``where`` names (a file's line, a hub dataset's row)."""
     ident = str(value)
     if not ident or _WHITESPACE.search(ident):
-        raise SsftError(f"{path}:{lineno}: {what} id {ident!r} {'is empty' if not ident else 'contains whitespace'}: "
+        raise SsftError(f"{where}: {what} id {ident!r} {'is empty' if not ident else 'contains whitespace'}: "
                         f"TREC run files are whitespace-separated, so ssft could not write it to a run file and read "
                         f"it back; rename the id (e.g. spaces to '_') here and in the qrels")
     return ident
 
 
 def load_dataset(name_or_path: str) -> IRDataset:
+    """The dataset ``name_or_path`` names (module docstring): a BEIR folder (by path, or by name under
+    ``$SSFT_DATA_HOME``), a local copy of a hub repository, an ``ir_datasets`` id, a hub id, or a BEIR download."""
+    source = _layout_source(name_or_path)
+    if source is not None:
+        return _from_source(source)
     path = resolve_dataset(name_or_path)
     warnings: list[str] = []
-    corpus: dict[str, Document] = {}
     corpus_file = _existing(path / "corpus.jsonl")
+    corpus = _read_corpus(((f"{corpus_file}:{n}", o["_id"], o.get("title"), o.get("text"))
+                           for n, o in _read_jsonl(corpus_file)), str(corpus_file), warnings, str)
+    queries_file = _existing(path / "queries.jsonl")
+    queries = _read_queries(((f"{queries_file}:{n}", o["_id"], o.get("text")) for n, o in _read_jsonl(queries_file)), str)
+    for w in warnings:
+        logger.warning(w)
+    identity = {"layout": BEIR_FOLDER, "id": name_or_path, "revision": None, "path": str(path.resolve())}
+    return IRDataset(path.name, path, corpus, queries, warnings, identity=identity, queries_where=str(queries_file))
+
+
+def _layout_source(name_or_path: str) -> LayoutSource | None:
+    """The reader of a dataset that is not a BEIR folder, or None (a BEIR folder, or a name ``resolve_dataset``
+    answers: found, downloaded or refused as today). A folder holding a valid BEIR layout is always read as one."""
+    for folder in _candidate_folders(name_or_path):
+        if not folder.is_dir():
+            continue
+        has_corpus = (folder / "corpus.jsonl").exists() or (folder / "corpus.jsonl.gz").exists()
+        if has_corpus and any((folder / "qrels").glob("*.tsv*")):
+            return None  # a BEIR folder, whatever else it holds
+        if is_hub_copy(folder):  # an MTEB copy holds corpus.jsonl too, its qrels as qrels/<split>.jsonl
+            return read_hub(name_or_path, local=folder)
+        if has_corpus:
+            return None
+    irds_id = strip_prefix(name_or_path)
+    if irds_id is not None:
+        return read_ir_datasets(irds_id)
+    if "/" in name_or_path and not name_or_path.startswith((".", "/", "~")) and "\\" not in name_or_path:
+        if is_registered(name_or_path):
+            return read_ir_datasets(name_or_path)
+        if hub_id(name_or_path) is not None and not Path(name_or_path.partition("@")[0]).expanduser().exists():
+            try:
+                return read_hub(name_or_path)
+            except SsftError as err:  # a mistyped relative path reads like a hub id: say where else ssft looked
+                looked = " or ".join(str(f) for f in _candidate_folders(name_or_path))
+                raise SsftError(f"{err}; no dataset folder at {looked} either") from None
+    return None
+
+
+def _candidate_folders(name_or_path: str) -> list[Path]:
+    folders = [Path(name_or_path).expanduser()]
+    if data_home() is not None:
+        folders.append(data_home() / name_or_path)
+    return folders
+
+
+def _read_corpus(rows: Iterable[DocRow], where: str, warnings: list[str], as_id) -> dict[str, Document]:
+    """Documents from (row, id, title, text) rows: ids checked and unique, empty documents counted, none refused."""
+    corpus: dict[str, Document] = {}
     empty_docs = 0
-    for lineno, obj in _read_jsonl(corpus_file):
-        doc_id = _checked_id(obj["_id"], "document", corpus_file, lineno)
+    for row, ident, title, text in rows:
+        doc_id = _checked_id_at(as_id(ident), "document", row)
         if doc_id in corpus:
-            raise SsftError(f"{corpus_file}:{lineno}: duplicate document id '{doc_id}'")
-        title, text = str(obj.get("title") or ""), str(obj.get("text") or "")
+            raise SsftError(f"{row}: duplicate document id '{doc_id}'")
+        title, text = str(title or ""), str(text or "")
         if not (title.strip() or text.strip()):
             empty_docs += 1
         corpus[doc_id] = Document(title, text)
     if not corpus:
-        raise SsftError(f"{corpus_file}: no documents")
+        raise SsftError(f"{where}: no documents")
     if empty_docs:
-        warnings.append(f"{corpus_file}: {empty_docs} documents with empty title and text")
+        warnings.append(f"{where}: {empty_docs} documents with empty title and text")
+    return corpus
+
+
+def _read_queries(rows: Iterable[QueryRow], as_id) -> dict[str, str]:
     queries: dict[str, str] = {}
-    queries_file = _existing(path / "queries.jsonl")
-    for lineno, obj in _read_jsonl(queries_file):
-        qid = _checked_id(obj["_id"], "query", queries_file, lineno)
+    for row, ident, text in rows:
+        qid = _checked_id_at(as_id(ident), "query", row)
         if qid in queries:
-            raise SsftError(f"{queries_file}:{lineno}: duplicate query id '{qid}'")
-        queries[qid] = str(obj.get("text") or "")
+            raise SsftError(f"{row}: duplicate query id '{qid}'")
+        queries[qid] = str(text or "")
+    return queries
+
+
+def _hub_id(value) -> str:
+    """An id column's value: a string, or an integer id (``datasets`` reads numeric TSV ids as int64); None: empty."""
+    return "" if value is None else str(value)
+
+
+def _from_source(source: LayoutSource) -> IRDataset:
+    """An ``IRDataset`` from a hub / ir_datasets reader, checked as a BEIR folder is."""
+    warnings: list[str] = []
+    corpus = _read_corpus(source.corpus, source.corpus_where, warnings, _hub_id)
+    queries = _read_queries(source.queries, _hub_id)
+    if not queries:
+        raise SsftError(f"{source.queries_where}: no queries")
     for w in warnings:
         logger.warning(w)
-    return IRDataset(path.name, path, corpus, queries, warnings)
+    return IRDataset(source.name, source.path, corpus, queries, warnings, judged=source.judged,
+                     identity=source.identity(), queries_where=source.queries_where)
+
+
+def dataset_identity(dataset: IRDataset) -> dict[str, Any]:
+    """Where a dataset came from, for run_info.json and reports: ``layout`` (beir-folder, hub-beir, hub-mteb,
+    ir_datasets), ``id`` (as named), ``revision`` (the hub commit / local copy's data-file hash datasets resolved,
+    the ir_datasets version; None for a BEIR folder), ``path`` (the folder, or the cache it was read from) and, for the
+    BeIR layout, the qrels companion and its revision."""
+    if not dataset.identity:  # an IRDataset built by hand
+        return {"layout": BEIR_FOLDER, "id": dataset.name, "revision": None, "path": str(dataset.path)}
+    return dict(dataset.identity)
 
 
 # header names of the three columns a qrels file needs (BEIR writes query-id, corpus-id, score)
@@ -323,12 +440,17 @@ def _qrels_layout(path: Path, header: tuple[int, list[str]] | None, rows: list[t
 
 
 def _grade(path: Path, line: int, text: str) -> int:
+    return _grade_at(f"{path}:{line}", text)
+
+
+def _grade_at(where: str, text: str) -> int:
+    """A relevance grade: a whole number (written 2 or 2.0), or an SsftError naming the row."""
     try:
         value = float(text)
-    except ValueError:
-        raise SsftError(f"{path}:{line}: score '{text}' is not a number") from None
+    except (TypeError, ValueError):
+        raise SsftError(f"{where}: score '{text}' is not a number") from None
     if not math.isfinite(value) or value != int(value):
-        raise SsftError(f"{path}:{line}: score '{text}' is not an integer relevance grade (0, 1, 2, ...)")
+        raise SsftError(f"{where}: score '{text}' is not an integer relevance grade (0, 1, 2, ...)")
     return int(value)
 
 
@@ -348,13 +470,32 @@ def read_qrels(path: Path, dataset: IRDataset | None = None) -> Qrels:
     if not rows:
         raise SsftError(f"{path}: no usable judgments")
     q_col, d_col, g_col, width, shape = _qrels_layout(path, header, rows)
+
+    def judgements() -> Iterator[tuple[str, str, int]]:
+        for lineno, cells in rows:
+            if len(cells) != width:
+                raise SsftError(f"{path}:{lineno}: expected {shape}, got {len(cells)} columns")
+            yield cells[q_col], cells[d_col], _grade(path, lineno, cells[g_col])
+
+    queries_where = f"{dataset.path}/queries.jsonl" if dataset is not None else ""
+    return _collect_judgements(judgements(), str(path), dataset, queries_where)
+
+
+def _grade_rows(rows: Iterable[QrelRow]) -> Iterator[tuple[str, str, int]]:
+    """(query id, document id, grade) of a hub / ir_datasets reader's rows, each checked (ids, whole-number grade)."""
+    for where, qid, did, grade in rows:
+        yield (_checked_id_at(_hub_id(qid), "query", where), _checked_id_at(_hub_id(did), "document", where),
+               _grade_at(where, grade))
+
+
+def _collect_judgements(rows: Iterable[tuple[str, str, int]], where: str, dataset: IRDataset | None,
+                        queries_where: str) -> Qrels:
+    """Qrels from (query id, document id, grade) rows, whatever they were read from: rows naming ids the dataset lacks
+    are dropped and counted (a warning, kept in ``dataset.warnings``), a repeated pair keeps its last grade (counted);
+    none left, or a judged query with empty text, is an SsftError naming ``where`` (the file, or the hub split)."""
     qrels: Qrels = {}
     unknown_q = unknown_d = duplicates = 0
-    for lineno, cells in rows:
-        if len(cells) != width:
-            raise SsftError(f"{path}:{lineno}: expected {shape}, got {len(cells)} columns")
-        qid, did = cells[q_col], cells[d_col]
-        rel = _grade(path, lineno, cells[g_col])
+    for qid, did, rel in rows:
         if dataset is not None:
             if qid not in dataset.queries:
                 unknown_q += 1
@@ -366,17 +507,16 @@ def read_qrels(path: Path, dataset: IRDataset | None = None) -> Qrels:
             duplicates += 1
         qrels.setdefault(qid, {})[did] = rel
     if not qrels:
-        raise SsftError(f"{path}: no usable judgments")
+        raise SsftError(f"{where}: no usable judgments")
     for count, what in ((unknown_q, "unknown query ids"), (unknown_d, "unknown document ids"), (duplicates, "duplicate rows")):
         if count:
-            msg = (f"{path}: {count} rows with {what} (skipped)" if "unknown" in what
-                   else f"{path}: {count} {what} (last one kept)")
+            msg = (f"{where}: {count} rows with {what} (skipped)" if "unknown" in what
+                   else f"{where}: {count} {what} (last one kept)")
             logger.warning(msg)
             if dataset is not None:
                 dataset.warnings.append(msg)
     if dataset is not None:
         empty = [q for q in qrels if not dataset.queries[q].strip()]
         if empty:
-            raise SsftError(f"{path}: query '{empty[0]}' has empty text in {dataset.path}/queries.jsonl "
-                            f"({len(empty)} such queries)")
+            raise SsftError(f"{where}: query '{empty[0]}' has empty text in {queries_where} ({len(empty)} such queries)")
     return qrels

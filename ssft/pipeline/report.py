@@ -13,6 +13,7 @@ from typing import Any
 from ssft.config.recipe import Recipe
 from ssft.core import precision
 from ssft.core.io import atomic_write_json, atomic_write_text
+from ssft.data.beir import dataset_identity
 from ssft.data.examples import PairDataset
 from ssft.data.trec import Run, read_run, top_k, write_run
 from ssft.eval.metrics import evaluate_run, write_per_query
@@ -141,7 +142,7 @@ def run_info(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: Traine
             "wall_seconds": round(time.time() - started, 1), "train_loss": trained.train_loss,
             "best_validation": {"metric": e.selection_metric, "value": best.best_value, "epoch": best.best_epoch},
             "start_selected": trained.start_selected, "validation_history": best.history, "notes": notes,
-            "data_warnings": inputs.dataset.warnings}
+            "dataset": dataset_identity(inputs.dataset), "data_warnings": inputs.dataset.warnings}
     if trained.phases is not None:
         info["hybrid_phases"] = trained.phases
     if trained.resumed_from:
