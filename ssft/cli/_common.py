@@ -6,18 +6,53 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import warnings
 from pathlib import Path
 
 from ssft.core.errors import SsftError, user_path
-from ssft.core.run_folder import (
-    MANIFEST,
-    RESULT_MARKERS,
-    OutputFolder,
-    Source,
-    local_dataset_folder,
-    missing_model_message,
-)
+from ssft.core.run_folder import Source, local_dataset_folder
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every flag's default shown in --help (none for flags without a value, nor where the help names it already)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text or action.option_strings == []:
+            return text
+        return super()._get_help_string(action)
+
+
+def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The parser of every console script: defaults shown in --help, ``--version`` (ssft's)."""
+    from ssft import __version__
+
+    parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s (ssft) {__version__}",
+                        help="print ssft's version and exit")
+    return parser
+
+
+def add_model_argument(parser: argparse.ArgumentParser, help_text: str = "a run folder of ssft-train, or its model/ "
+                       "folder (a saved ssft model)") -> None:
+    """The positional ``model`` every command that reads a trained model takes (once named ``run_dir``)."""
+    parser.add_argument("model", type=user_path, metavar="model", help=help_text)
+
+
+def add_metrics_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--metrics", default="P@20,nDCG@5,nDCG@10,nDCG@20,RR@10,R@100",
+                        help="comma-separated ir_measures names")
+
+
+def add_batch_size_argument(parser: argparse.ArgumentParser, default: int = 64) -> None:
+    parser.add_argument("--batch-size", type=int, default=default, help="texts or pairs scored per forward pass")
+
+
+def add_trust_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="run Python code the saved model ships (a model saved with trust_remote_code); only for "
+                             "models you trust")
 
 
 def setup_logging(level: str = "INFO") -> None:
@@ -33,42 +68,52 @@ def setup_logging(level: str = "INFO") -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None):
-    """argparse, with usage errors as one-line SsftErrors (like every other error of the CLIs)."""
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None, intermixed: bool = False):
+    """argparse, with usage errors as one-line SsftErrors (like every other error of the CLIs). ``intermixed``:
+    positionals and options in any order (``ssft-train r.yaml --overwrite a=b``)."""
 
     def error(message: str):
         raise SsftError(f"{message} (see --help)")
 
     parser.error = error
-    return parser.parse_args(argv)
+    if not intermixed:
+        return parser.parse_args(argv)
+    ns, extras = parser.parse_known_intermixed_args(argv)
+    if extras:  # the unknown flags named alone (a key=value after one is not the culprit)
+        error(f"unrecognized arguments: {' '.join([e for e in extras if e.startswith('-')] or extras)}")
+    return ns
+
+
+def renamed_flag(ns: argparse.Namespace, prog: str, old: str, new: str) -> None:
+    """A flag renamed in this release: the old spelling (dest ``deprecated_<new>``) still works for one release, with
+    one deprecation line on stderr; both at once are refused."""
+    old_dest, new_dest = f"deprecated_{new.lstrip('-').replace('-', '_')}", new.lstrip("-").replace("-", "_")
+    value = getattr(ns, old_dest)
+    delattr(ns, old_dest)
+    if value is None:
+        return
+    if getattr(ns, new_dest) is not None:
+        raise SsftError(f"{old} is the old spelling of {new}: give {new} only")
+    print(f"{prog}: deprecated: {old} is now {new}; {old} will be removed in the next release", file=sys.stderr)
+    setattr(ns, new_dest, value)
 
 
 def model_dir(path: Path) -> Path:
-    """A run folder (with model/) or a model folder itself; an unfinished run is named as one (still training, or
-    stopped: run the same ssft-train command again)."""
-    from ssft.models.base import SPEC_FILE, saved_model_folder
+    """A run folder (with model/) or a model folder itself (``ssft.pipeline.sources.model_dir``)."""
+    from ssft.pipeline.sources import model_dir as find
 
-    folder = saved_model_folder(path)
-    if folder is not None:
-        return folder
-    raise SsftError(missing_model_message(path, SPEC_FILE))
+    return find(path)
 
 
 def model_sources(path: Path, folder: Path) -> tuple[Source, ...]:
-    """What a command reading the model of ``path`` (a run folder or a model folder, ``folder`` its model) must not
-    write into: the run folder around the model (named first: an output holding both is named by the run), and the
-    model folder."""
-    sources: list[Source] = []
-    if folder != path:
-        sources.append((path, "the run folder being read"))
-    elif folder.name == "model" and any((folder.parent / n).exists() for n in ("recipe.yaml", "metrics.json", MANIFEST)):
-        sources.append((folder.parent, "the run folder being read"))
-    return (*sources, (folder, "the model folder being read"))
+    """What a command reading the model of ``path`` must not write into (``ssft.pipeline.sources``)."""
+    from ssft.pipeline.sources import model_sources as sources
+
+    return sources(path, folder)
 
 
 def dataset_sources(name: str, what: str = "the dataset folder being read") -> tuple[Source, ...]:
-    """The dataset folder ``--data`` names, when it is one here already (before it is loaded; checked again once
-    it is): an output must not be, hold or lie inside it."""
+    """The dataset folder ``--data`` names, when it is one here already (``ssft.pipeline.sources``)."""
     folder = local_dataset_folder(name)
     return () if folder is None else ((folder, what),)
 
@@ -88,23 +133,18 @@ def at_least_one(ns: argparse.Namespace, *names: str) -> None:
             raise SsftError(f"--{name.replace('_', '-')} must be >= 1")
 
 
-def result_folder(path: Path, tool: str, outputs: tuple[str, ...], overwrite: bool,
-                  sources: tuple[Source, ...] = ()) -> OutputFolder:
-    """The ``--output`` folder of ssft-rerank / ssft-retrieve, checked before anything is loaded: new, empty or the
-    tool's own (``ssft.core.run_folder``), an earlier finished result only with ``--overwrite``; never one of
-    ``sources`` (what the command reads), a folder holding one, or a folder inside one."""
-    folder = OutputFolder(path, tool, outputs, RESULT_MARKERS, where="--output", sources=sources,
-                          finished="metrics.json", overwrite=overwrite)
-    folder.check()
-    return folder
-
-
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:
     """``--precision`` of every inference CLI (``ssft.core.precision``; checked by ``precision_of`` after parsing, so
     that ``--help`` answers without importing torch)."""
     parser.add_argument("--precision", default=None, metavar="{auto,fp32,bf16,int8}",
                         help="inference precision: auto (bf16 where the CPU or GPU computes it natively, else fp32), fp32, "
-                             "bf16 (autocast), int8 (CPU only: dynamically quantised linear layers); default: auto")
+                             "bf16 (bf16 weights: the transformer computes with bfloat16 copies of its weights), "
+                             "int8 (CPU only: dynamically quantised linear layers); default: auto")
+
+
+def precision_value(ns: argparse.Namespace) -> str:
+    """The ``--precision`` asked for, or the default (checked where it is used, so --help needs no torch)."""
+    return ns.precision or "auto"
 
 
 def precision_of(ns: argparse.Namespace) -> str:

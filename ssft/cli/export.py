@@ -1,4 +1,4 @@
-"""ssft-export RUN_DIR --output DIR [--format auto|cross-encoder|sentence-transformers|multi-vector] [--overwrite]
+"""ssft-export MODEL --output DIR [--format auto|cross-encoder|sentence-transformers|multi-vector] [--overwrite]
 [--push-to-hub REPO_ID]
 
 Writes a trained run's model (or a saved model folder) in the format sentence-transformers, PyLate and transformers
@@ -12,12 +12,11 @@ it, ``.`` or a folder above it; locked while written.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 
-from ssft.cli._common import output_path, parse_args, setup_logging
-from ssft.core.errors import cli_entry, user_path
+from ssft.cli._common import add_model_argument, add_trust_argument, make_parser, output_path, parse_args, setup_logging
+from ssft.core.errors import cli_entry
 
 logger = logging.getLogger("ssft")
 FORMAT_CHOICES = ("auto", "cross-encoder", "sentence-transformers", "multi-vector")
@@ -25,27 +24,25 @@ FORMAT_CHOICES = ("auto", "cross-encoder", "sentence-transformers", "multi-vecto
 
 @cli_entry("ssft-export")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ssft-export", description="Export a trained ssft model for sentence-transformers / "
-                                     "transformers / PyLate.")
-    parser.add_argument("run_dir", type=user_path, help="output folder of ssft-train (or its model/ folder)")
+    parser = make_parser("ssft-export", "Export a trained ssft model for sentence-transformers / transformers / PyLate.")
+    add_model_argument(parser)
     parser.add_argument("--output", required=True, type=output_path,
                         help="folder to write the exported model into (new, empty, or an earlier ssft-export)")
     parser.add_argument("--format", choices=FORMAT_CHOICES, default="auto",
-                        help="auto (default): by architecture: cross → cross-encoder, twin / dense → sentence-transformers, "
+                        help="auto: by architecture: cross → cross-encoder, twin / dense → sentence-transformers, "
                              "colbert → multi-vector")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier ssft-export in --output (only what ssft-export wrote; your files stay)")
     parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the export to this hub repository (needs a token)")
     parser.add_argument("--private", action="store_true", help="with --push-to-hub: create the repository private")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="allow a model whose base needs its own code (transformers trust_remote_code); off by default")
+    add_trust_argument(parser)
     ns = parse_args(parser, argv)
     setup_logging("INFO")
-    from ssft.pipeline.export import export_run
+    from ssft.api import export
 
-    info = export_run(ns.run_dir, ns.output, ns.format, overwrite=ns.overwrite, push_to_hub=ns.push_to_hub,
-                      trust_remote_code=ns.trust_remote_code, private=ns.private)
-    print(f"exported {ns.run_dir} as {info['format']} to {info['output']} (load with sentence-transformers' "
+    info = export(ns.model, ns.output, ns.format, overwrite=ns.overwrite, push_to_hub=ns.push_to_hub,
+                  trust_remote_code=ns.trust_remote_code, private=ns.private)
+    print(f"exported {ns.model} as {info['format']} to {info['output']} (load with sentence-transformers' "
           f"{info['loader']})")
     for note in info.get("notes", []):
         print(f"  - {note}")

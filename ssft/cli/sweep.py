@@ -2,17 +2,16 @@
 (``ssft.pipeline.sweep``)."""
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 
-from ssft.cli._common import parse_args
+from ssft.cli._common import make_parser, parse_args
 from ssft.core.errors import cli_entry
 
 
 @cli_entry("ssft-sweep")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ssft-sweep", description="Run a grid of ssft-train recipes, resumably.")
+    parser = make_parser("ssft-sweep", "Run a grid of ssft-train recipes, resumably.")
     parser.add_argument("grid", help="grid YAML file")
     parser.add_argument("--dry-run", action="store_true", help="list the runs and their state, train nothing")
     ns = parse_args(parser, argv)

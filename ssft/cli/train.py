@@ -6,19 +6,18 @@ the plan is printed and one ``ssft-train: error:`` line says why not (exit code 
 Also ``python -m ssft.cli.train``, ``python -m ssft.train`` and ``accelerate launch ssft/train.py RECIPE``."""
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 
-from ssft.cli._common import parse_args, setup_logging
+from ssft.cli._common import make_parser, parse_args, setup_logging
 from ssft.core.errors import SsftError, cli_entry
 
 
 @cli_entry("ssft-train")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ssft-train", description="Train and evaluate a ranker from a YAML recipe.")
+    parser = make_parser("ssft-train", "Train and evaluate a ranker from a YAML recipe.")
     parser.add_argument("recipe", help="recipe YAML file")
-    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-4 adapter.r=8")
+    parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. training.learning_rate=1e-4 adapter.r=8 "
+                        "(before or after the options)")
     parser.add_argument("--overwrite", action="store_true",
                         help="train again from scratch into an output folder that holds a finished run or checkpoints "
                              "(its earlier outputs are removed first)")
@@ -30,12 +29,12 @@ def main(argv: list[str] | None = None) -> int:
                              "no weights: their config, tokenizer files and safetensors headers are checked), print the "
                              "plan; train nothing, write nothing. Exit code 0: ready to train here; 2: not ready (a "
                              "model or dataset is not here) or the recipe or a model folder is wrong")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    ns = parse_args(parser, argv)
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="logging level")
+    ns = parse_args(parser, argv, intermixed=True)
     setup_logging(ns.log_level)
     from ssft.config.recipe import load_recipe
 
-    recipe = load_recipe(ns.recipe, ns.overrides)
+    recipe = load_recipe(ns.recipe, ns.overrides)  # the CLI's key=value strings, as typed
     if ns.check:
         if ns.overwrite or ns.resume_with_changes:
             raise SsftError("--check trains nothing: --overwrite and --resume-with-changes do not apply")
@@ -46,12 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         if missing is not None:  # the plan is printed; a script running --check first must not go on
             raise SsftError(f"not ready to train here: {missing}")
         return 0
-    from ssft.pipeline.run import run_recipe
-
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if ns.overwrite and ns.resume_with_changes:
         raise SsftError("--overwrite starts over and --resume-with-changes continues: pass one of them")
-    run_recipe(recipe, overwrite=ns.overwrite, resume_with_changes=ns.resume_with_changes)
+    from ssft.api import train
+
+    train(recipe, overwrite=ns.overwrite, resume_with_changes=ns.resume_with_changes)
     return 0
 
 

@@ -17,9 +17,11 @@ import re
 import shutil
 import tempfile
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Sequence
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
@@ -42,6 +44,7 @@ from ssft.core.hub import (
 )
 from ssft.core.io import replace_folder
 from ssft.core.paths import SPEC_FILE
+from ssft.core.precision import inference, model_precision
 from ssft.data.tokens import TokenCache
 from ssft.models.interop.checkpoint import (
     Pretrained,
@@ -482,6 +485,93 @@ class Ranker(nn.Module):
         if not self.can_merge:
             raise SsftError(f"only a single LoRA adapter (lora, lora++) can be merged, not '{self.backbone.method}'")
         self.backbone = Backbone(self.backbone.model.merge_and_unload(), "full")
+
+    # ------------------------------------------------------------ the public inference interface (``ssft.load``)
+    def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
+        """One score per ``(query, document)`` pair, in the order given (a float32 numpy array): what ssft-rerank
+        scores them (higher is more relevant). Runs without gradient at the ranker's precision (``ssft.load``'s
+        ``precision``; fp32 for a ranker built otherwise), ``batch_size`` pairs at a time, longest first so each
+        batch pads little.
+
+        >>> model.predict([("vitamin d", "bone health and vitamin d"), ("vitamin d", "a recipe")])
+        array([ 3.1, -2.4], dtype=float32)"""
+        pairs = [_pair(p, i) for i, p in enumerate(pairs)]
+        _check_batch_size(batch_size)
+        scores = np.zeros(len(pairs), dtype=np.float32)
+        order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i][0]) - len(pairs[i][1]))
+        with self._serving() as model:
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
+                batch = model.tokenize([pairs[i][0] for i in rows], [pairs[i][1] for i in rows])
+                device = _device_of(model)
+                out = model(**{k: v.to(device) for k, v in batch.items()})
+                scores[rows] = out.float().cpu().numpy().reshape(-1)
+        return scores
+
+    def rank(self, query: str, documents: Sequence[str], top_k: int | None = None,
+             batch_size: int = 32) -> list[dict[str, Any]]:
+        """``documents`` ranked for ``query``, best first, in sentence-transformers' shape (``CrossEncoder.rank``):
+        ``[{"corpus_id": index into documents, "score": float}, ...]``; ``top_k`` keeps the best k (all by default).
+
+        >>> model.rank("vitamin d", ["a recipe", "bone health and vitamin d"], top_k=1)
+        [{'corpus_id': 1, 'score': 3.1}]"""
+        if not isinstance(query, str):
+            raise SsftError(f"rank: the query must be a string, got {type(query).__name__}")
+        documents = _texts(documents, "documents")
+        if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
+            raise SsftError(f"rank: top_k must be a whole number >= 1 or None, got {top_k!r}")
+        scores = self._rank_scores(query, documents, batch_size)
+        order = sorted(range(len(documents)), key=lambda i: (-float(scores[i]), i))
+        return [{"corpus_id": i, "score": float(scores[i])} for i in order[:top_k]]
+
+    def _rank_scores(self, query: str, documents: list[str], batch_size: int) -> np.ndarray:
+        """Hook: the scores ``rank`` sorts (a bi-encoder encodes the query once)."""
+        return self.predict([(query, d) for d in documents], batch_size)
+
+    def encode_query(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray | list[np.ndarray]:
+        """Query embeddings (bi-encoders; sentence-transformers' ``encode_query``): a float32 array (texts, dim), or
+        for multi-vector models (ColBERT) one (tokens, dim) array per text. A cross-encoder scores pairs only."""
+        raise SsftError(f"encode_query: a '{self.architecture}' model scores (query, document) pairs together and has no "
+                        f"separate embeddings; use predict or rank, or a bi-encoder (twin, colbert, dense)")
+
+    def encode_document(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray | list[np.ndarray]:
+        """Document embeddings (bi-encoders; sentence-transformers' ``encode_document``): as ``encode_query``."""
+        raise SsftError(f"encode_document: a '{self.architecture}' model scores (query, document) pairs together and "
+                        f"has no separate embeddings; use predict or rank, or a bi-encoder (twin, colbert, dense)")
+
+    @contextmanager
+    def _serving(self) -> Iterator["Ranker"]:
+        """Eval mode, no gradient, the ranker's precision (train mode is restored afterwards)."""
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode(), inference(self, model_precision(self)) as model:
+                yield model
+        finally:
+            self.train(was_training)
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    param = next(iter(model.parameters()), None)
+    return param.device if param is not None else torch.device("cpu")
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise SsftError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+
+
+def _texts(texts: Sequence[str], what: str) -> list[str]:
+    """``texts`` as a list of strings (a lone string is refused: it would be read as its characters)."""
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise SsftError(f"{what}: expected a list of strings")
+    return list(texts)
+
+
+def _pair(pair: Any, i: int) -> tuple[str, str]:
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(isinstance(t, str) for t in pair):
+        raise SsftError(f"predict: pair {i}: expected a (query, document) pair of strings, got {pair!r}")
+    return pair[0], pair[1]
 
 
 def load_ranker(path: str | Path, trust_remote_code: bool = False) -> Ranker:

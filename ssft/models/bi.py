@@ -9,11 +9,13 @@ that retrieved it.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import torch
 
 from ssft.data.trec import top_k
-from ssft.models.base import Pretrained, Ranker
+from ssft.models.base import Pretrained, Ranker, _check_batch_size, _texts
 from ssft.models.embedding_cache import cached_documents
 from ssft.models.encoded import Encoded
 
@@ -121,6 +123,54 @@ class BiEncoder(Ranker):
     def _to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         device = next(self.parameters()).device
         return {k: v.to(device) for k, v in batch.items()}
+
+    # ------------------------------------------------------------ the public inference interface (``ssft.load``)
+    def encode_query(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray | list[np.ndarray]:
+        """Query embeddings as numpy (what ``encode_queries`` computes, without gradient, at the ranker's precision,
+        in batches): a float32 array (texts, dim), or for a multi-vector model one (tokens, dim) array per text.
+
+        >>> model.encode_query(["vitamin d"]).shape
+        (1, 384)"""
+        return self._encode_numpy(_texts(texts, "encode_query"), "query", batch_size)
+
+    def encode_document(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray | list[np.ndarray]:
+        """Document embeddings as numpy: as ``encode_query``, with the document tower."""
+        return self._encode_numpy(_texts(texts, "encode_document"), "document", batch_size)
+
+    def _encode_numpy(self, texts: list[str], tower: str, batch_size: int) -> np.ndarray | list[np.ndarray]:
+        parts = self._encoded(texts, tower, batch_size)
+        if parts and parts[0].mask is not None:  # multi-vector: each text's used tokens
+            return [it.vectors[0][it.mask[0].bool()].float().cpu().numpy() for it in parts]
+        if not parts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return torch.cat([it.vectors for it in parts]).float().cpu().numpy()
+
+    def _encoded(self, texts: list[str], tower: str, batch_size: int) -> list[Encoded]:
+        """One ``Encoded`` per text, in input order; batches of similar lengths (longest first)."""
+        _check_batch_size(batch_size)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out: list[Encoded | None] = [None] * len(texts)
+        with self._serving() as model:
+            encode = model.encode_queries if tower == "query" else model.encode_documents
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
+                for i, it in zip(rows, encode([texts[i] for i in rows]).split()):
+                    out[i] = it
+        return out  # type: ignore[return-value]
+
+    def _rank_scores(self, query: str, documents: list[str], batch_size: int) -> np.ndarray:
+        """The query encoded once, each document once, scored as ``predict`` scores the pairs."""
+        if not documents:
+            return np.zeros(0, dtype=np.float32)
+        q = self._encoded([query], "query", 1)[0]
+        d = self._encoded(documents, "document", batch_size)
+        with self._serving() as model:
+            scores = []
+            for start in range(0, len(d), batch_size):
+                chunk = Encoded.stack(d[start : start + batch_size])
+                q_rows = q.select(torch.zeros(len(chunk), dtype=torch.long, device=q.vectors.device))
+                scores.append(model.score(q_rows, chunk).float().cpu())
+        return torch.cat(scores).numpy()
 
     # ------------------------------------------------------------ the ranker interface
     def tokenize(self, queries: list[str], documents: list[str]) -> dict[str, torch.Tensor]:

@@ -1,0 +1,300 @@
+"""ssft's front door: train, load, rank, evaluate, retrieve, encode, export and mine from Python.
+
+Every console script is argument parsing plus one call of these functions, so what a CLI does a notebook does with
+the same checks, messages and output-folder rules (``ssft.core.run_folder``)::
+
+    import ssft
+
+    run = ssft.train("recipes/quickstart.yaml", {"training.num_train_epochs": 1})
+    run.metrics["test"]["nDCG@10"]
+    model = ssft.load(run.output_dir)                 # or a hub id / folder of a checkpoint ssft imports
+    model.rank("vitamin d", ["a recipe", "bone health and vitamin d"])   # [{"corpus_id": 1, "score": ...}, ...]
+    ssft.evaluate(model, "nfcorpus", split="test", first_stage="bm25", depth=100)
+
+``model`` arguments take a loaded ranker (``ssft.load``) or anything ``ssft.load`` takes. ``output`` (where a
+function has one) is written as the matching CLI writes its ``--output``; without it nothing is written.
+
+Overrides are one dict of dotted recipe paths (``{"training.learning_rate": 1e-4}``), not keyword arguments: they are
+the strings the CLI's ``key=value`` overrides and every recipe error message use, and a dotted path cannot be a
+Python keyword name (``training__learning_rate`` would be a third spelling to learn).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ssft.config.recipe import ModelConfig, Recipe, apply_override, load_recipe, recipe_from_dict
+from ssft.config.registry import MODELS
+from ssft.core import precision as precisions
+from ssft.core.errors import SsftError, user_path
+from ssft.core.hub import read_json_file, resolve_model
+from ssft.models.base import Ranker, load_ranker, saved_model_folder
+from ssft.models.interop.checkpoint import checkpoint_kind
+from ssft.pipeline.encode import encode_corpus
+from ssft.pipeline.evaluate import evaluate_datasets
+from ssft.pipeline.export import export_run
+from ssft.pipeline.mine import mine_negatives
+from ssft.pipeline.rerank import rerank
+from ssft.pipeline.retrieve import retrieve_corpus
+from ssft.pipeline.run import run_recipe
+
+__all__ = ["Ranker", "Run", "encode", "evaluate", "export", "load", "mine", "retrieve", "train"]
+
+# what kind of ranker an imported checkpoint becomes (``ssft.models.interop.checkpoint.checkpoint_kind``)
+IMPORTED_ARCHITECTURES = {"sequence-classification": "cross", "multi-vector": "colbert", "colbert-stanford": "colbert",
+                          "sentence-transformers": "dense", "transformers": "dense"}
+
+
+# ---------------------------------------------------------------- train
+@dataclass
+class Run:
+    """A finished training run: its folder and what it wrote there.
+
+    ``output_dir``: the run folder; ``metrics``: metrics.json (``{"test": {"nDCG@10": ...}, "bm25": {...}, ...}``);
+    ``recipe``: the resolved ``Recipe``; ``info``: run_info.json; ``model``: the trained ranker (loaded on first use)."""
+
+    output_dir: Path
+    metrics: dict[str, Any]
+    recipe: Recipe
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @functools.cached_property
+    def model(self) -> Ranker:
+        """The trained ranker (``ssft.load(run.output_dir)``), loaded on first access."""
+        return load(self.output_dir, trust_remote_code=bool(self.recipe.model.trust_remote_code))
+
+
+def _override_items(overrides: Mapping[str, Any] | None) -> list[str]:
+    """``{"training.learning_rate": 1e-4}`` as the CLI's ``key=value`` strings (values written as JSON, which YAML
+    reads back as the same value), so that both go through one parser and name a wrong key alike."""
+    if overrides is None:
+        return []
+    if not isinstance(overrides, Mapping):
+        raise SsftError(f"overrides: expected a dict of dotted recipe paths, e.g. {{'training.learning_rate': 1e-4}}, "
+                        f"got {type(overrides).__name__}")
+    items = []
+    for key, value in overrides.items():
+        if not isinstance(key, str):
+            raise SsftError(f"overrides: keys are dotted recipe paths (strings), got {key!r}")
+        value = str(value) if isinstance(value, Path) else value
+        try:
+            items.append(f"{key}={json.dumps(value)}")
+        except TypeError:
+            raise SsftError(f"override '{key}': a {type(value).__name__} is not a recipe value") from None
+    return items
+
+
+def recipe_of(recipe: str | Path | Mapping[str, Any] | Recipe, overrides: Mapping[str, Any] | None = None) -> Recipe:
+    """The validated recipe ``train`` runs: a YAML path, a dict of its sections or a ``Recipe``, with ``overrides``."""
+    items = _override_items(overrides)
+    if isinstance(recipe, (str, Path)):
+        return load_recipe(user_path(str(recipe)), items)
+    if isinstance(recipe, Recipe):
+        if not items:
+            return recipe
+        raw, source = recipe.to_dict(), recipe.source
+    elif isinstance(recipe, Mapping):
+        raw, source = copy.deepcopy(dict(recipe)), "<recipe dict>"
+    else:
+        raise SsftError(f"recipe: expected a YAML path, a dict of recipe sections or a Recipe, got {type(recipe).__name__}")
+    for item in items:
+        apply_override(raw, item)
+    return recipe_from_dict(raw, source=source)
+
+
+def train(recipe: str | Path | Mapping[str, Any] | Recipe, overrides: Mapping[str, Any] | None = None, *,
+          overwrite: bool = False, resume_with_changes: bool = False) -> Run:
+    """Train and evaluate what ``recipe`` describes (``ssft-train``): a YAML path, a dict of the recipe's sections, or
+    a ``Recipe``; ``overrides`` a dict of dotted recipe paths. The run folder (``training.output_dir``) follows
+    ssft-train's rules: a killed run resumes, a finished one is refused unless ``overwrite`` (trains again from
+    scratch); ``resume_with_changes`` resumes a run whose optimiser settings changed.
+
+    Examples:
+        >>> run = ssft.train("recipes/quickstart.yaml", {"training.num_train_epochs": 1})
+        >>> run.metrics["test"]["nDCG@10"], run.output_dir
+    """
+    if overwrite and resume_with_changes:
+        raise SsftError("overwrite starts over and resume_with_changes continues: pass one of them")
+    resolved = recipe_of(recipe, overrides)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    metrics = run_recipe(resolved, overwrite=overwrite, resume_with_changes=resume_with_changes)
+    out = resolved.output_dir
+    info_file = out / "run_info.json"
+    info = read_json_file(info_file) if info_file.is_file() else {}
+    return Run(output_dir=out, metrics=metrics, recipe=resolved, info=info if isinstance(info, dict) else {})
+
+
+# ---------------------------------------------------------------- load
+def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_remote_code: bool = False) -> Ranker:
+    """A ranker ready to score: a run folder of ssft-train, a saved ssft model folder, or any checkpoint ssft
+    imports, by folder or hub id (a sequence-classification cross-encoder, a sentence-transformers model incl. Router
+    towers, a PyLate / ColBERT folder). It serves at ``precision`` (auto: bf16 where the device computes it natively,
+    else fp32; fp32, bf16, int8) with every weight frozen. ``trust_remote_code``: your permission to run code the
+    model ships.
+
+    Examples:
+        >>> model = ssft.load("runs/quickstart")
+        >>> model.rank("vitamin d", ["a recipe", "bone health and vitamin d"], top_k=1)
+        [{'corpus_id': 1, 'score': 3.1}]
+        >>> model.predict([("vitamin d", "bone health")])      # one score per pair
+        >>> ssft.load("sentence-transformers/all-MiniLM-L6-v2").encode_query(["vitamin d"]).shape   # (1, 384)
+    """
+    precision = precisions.check(precision, "precision")
+    if isinstance(model, Ranker):
+        ranker = model
+    else:
+        path = user_path(str(model))
+        folder = saved_model_folder(path)
+        ranker = (load_ranker(folder, trust_remote_code=trust_remote_code) if folder is not None
+                  else _import_checkpoint(str(model), trust_remote_code))
+    ranker.eval()
+    ranker.requires_grad_(False)
+    return precisions.set_precision(ranker, precision)  # int8: the quantised copy
+
+
+def _import_checkpoint(name: str, trust_remote_code: bool) -> Ranker:
+    """A checkpoint ssft did not save, as the ranker its files describe (the lengths its sentence-transformers config
+    gives, else 256 tokens; a bi-encoder's queries as long as its documents, as sentence-transformers encodes them)."""
+    folder = resolve_model(name)
+    kind, _ = checkpoint_kind(folder)
+    architecture = IMPORTED_ARCHITECTURES.get(kind, "dense")
+    st_config = folder / "sentence_bert_config.json"
+    length = 256
+    if st_config.is_file():
+        value = read_json_file(st_config)
+        if isinstance(value, dict) and isinstance(value.get("max_seq_length"), int) and value["max_seq_length"] > 0:
+            length = value["max_seq_length"]
+    query_length = ModelConfig.query_max_length if architecture == "colbert" else length
+    cfg = ModelConfig(architecture=architecture, name=name, max_length=length, query_max_length=query_length,
+                      trust_remote_code=trust_remote_code)
+    return MODELS.get(architecture).build(cfg, "full", {})
+
+
+def _model(model: str | Path | Ranker, trust_remote_code: bool) -> str | Path | Ranker:
+    """What the pipelines take: a loaded ranker as it is, a saved ssft model by its path (so what it reads is never
+    written into), anything else imported by ``load``."""
+    if isinstance(model, Ranker):
+        return model
+    path = user_path(str(model))
+    if saved_model_folder(path) is not None or (path.exists() and not (path / "config.json").exists()
+                                                and not (path / "modules.json").exists()):
+        return path  # a saved model, or a folder the pipeline names in its own one-line error
+    return load(model, trust_remote_code=trust_remote_code)
+
+
+# ---------------------------------------------------------------- evaluate, retrieve, encode
+def evaluate(model: str | Path | Ranker, dataset: str | Sequence[str], split: str = "test", first_stage: str = "bm25",
+             depth: int = 100, metrics: str | Sequence[str] | None = None, output: str | Path | None = None, *,
+             batch_size: int = 64, precision: str = precisions.DEFAULT, overwrite: bool = False,
+             trust_remote_code: bool = False, queries: str = "judged") -> dict[str, Any]:
+    """Rerank a first stage of ``dataset``'s ``split`` with ``model`` and score it (``ssft-rerank``): ``first_stage``
+    is ``bm25`` or a TREC run file; ``full`` retrieves over the whole corpus instead (a dense model, ``ssft.retrieve``).
+    Returns metrics.json's content: ``{split: {...}, first_stage_name: {...}}``. Several datasets (a list) give the
+    multi-dataset table of ``ssft-eval`` (first stage ``bm25`` or ``full``; nDCG@10 and R@100 unless ``metrics``).
+
+    Examples:
+        >>> ssft.evaluate("runs/quickstart", "nfcorpus", split="test", first_stage="bm25", depth=100)["test"]["nDCG@10"]
+    """
+    out = None if output is None else user_path(str(output))
+    if not isinstance(dataset, str):
+        kwargs = {} if metrics is None else {"metrics": metrics.split(",") if isinstance(metrics, str) else metrics}
+        given = model if isinstance(model, Ranker) else str(model)
+        return evaluate_datasets(given, list(dataset), first_stage=first_stage, depth=depth, split=split,
+                                 batch_size=batch_size, precision=precision, output_dir=out, overwrite=overwrite,
+                                 trust_remote_code=trust_remote_code, **kwargs)
+    ranker = _model(model, trust_remote_code)
+    if first_stage == "full":
+        return retrieve_corpus(ranker, dataset, split, out, depth=depth, metrics=metrics, batch_size=batch_size,
+                               precision=precision, overwrite=overwrite, trust_remote_code=trust_remote_code)
+    return rerank(ranker, dataset, first_stage, split, out, depth=depth, metrics=metrics, batch_size=batch_size,
+                  overwrite=overwrite, trust_remote_code=trust_remote_code, queries=queries, precision=precision)
+
+
+def retrieve(model: str | Path | Ranker, dataset: str, split: str = "test", depth: int = 100,
+             index_dir: str | Path | None = None, output: str | Path | None = None, *, index: str = "flat",
+             passage_words: int | None = None, passage_stride: int | None = None,
+             metrics: str | Sequence[str] | None = None, fusion: float | str | None = None, tune_split: str | None = None,
+             tune_metric: str = "nDCG@10", documents_from: str | None = None, teacher_pooling: str = "mean",
+             batch_size: int = 64, precision: str | None = None, overwrite: bool = False,
+             trust_remote_code: bool = False) -> dict[str, Any]:
+    """Retrieve the top-``depth`` documents of every query of ``split`` from the whole corpus with a dense model
+    (``ssft-retrieve``): the corpus encoded now into a faiss ``index`` (flat, ivf, hnsw, pq, ivfpq), or the index
+    ``ssft.encode`` built in ``index_dir``. ``fusion``: fuse with BM25 by a weight alpha, or ``"auto"`` tuned on
+    ``tune_split``. Returns metrics.json's content ``{split: {...}}`` (with fusion, ``bm25`` and the fused row too).
+
+    Examples:
+        >>> ssft.retrieve("runs/dense", "scifact", split="test", depth=100)["test"]["R@100"]
+    """
+    return retrieve_corpus(_model(model, trust_remote_code), dataset, split,
+                           None if output is None else user_path(str(output)), depth=depth,
+                           index=index, index_dir=None if index_dir is None else user_path(str(index_dir)),
+                           passage_words=passage_words, passage_stride=passage_stride, metrics=metrics,
+                           fusion=None if fusion is None else str(fusion), tune_split=tune_split,
+                           tune_metric=tune_metric, documents_from=documents_from, teacher_pooling=teacher_pooling,
+                           batch_size=batch_size, precision=precision, overwrite=overwrite,
+                           trust_remote_code=trust_remote_code)
+
+
+def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: str | None = "flat", *,
+           nprobe: int = 16, shard_size: int = 10_000, batch_size: int = 64, passage_words: int | None = None,
+           passage_stride: int | None = None, precision: str = precisions.DEFAULT,
+           trust_remote_code: bool = False) -> dict[str, Any]:
+    """Encode ``dataset``'s corpus with a dense model's document tower into float16 shards under ``output`` and build
+    its faiss ``index`` (flat, ivf, hnsw, pq, ivfpq or an index_factory string; None: shards only), as
+    ``ssft-encode`` does; a killed run called again resumes. ``ssft.retrieve(model, dataset, index_dir=output)`` then
+    retrieves without encoding again. Returns the shards' manifest and, with an index, ``index`` (its index.json).
+
+    Examples:
+        >>> ssft.encode("runs/dense", "scifact", output="index/", index="flat")["index"]["vectors"]
+    """
+    return encode_corpus(_model(model, trust_remote_code), dataset, user_path(str(output)), index=index or "flat",
+                         build_index=index is not None, nprobe=nprobe, shard_size=shard_size, batch_size=batch_size,
+                         passage_words=passage_words, passage_stride=passage_stride, precision=precision,
+                         trust_remote_code=trust_remote_code)
+
+
+# ---------------------------------------------------------------- export, mine
+def export(run: str | Path | Run, output: str | Path, format: str = "auto", overwrite: bool = False,
+           push_to_hub: str | None = None, *, private: bool = False, trust_remote_code: bool = False) -> dict[str, Any]:
+    """Write a trained run's model (or a saved model folder) in the format sentence-transformers, PyLate and
+    transformers load (``ssft-export``): ``format`` auto (by architecture), cross-encoder, sentence-transformers or
+    multi-vector; ``push_to_hub`` a repository id to upload to. Returns what was written (format, output, loader,
+    notes).
+
+    Examples:
+        >>> ssft.export(run, "exports/quickstart")["loader"]        # e.g. 'CrossEncoder'
+    """
+    source = run.output_dir if isinstance(run, Run) else user_path(str(run))
+    return export_run(source, user_path(str(output)), format, overwrite=overwrite, push_to_hub=push_to_hub,
+                      trust_remote_code=trust_remote_code, private=private)
+
+
+def mine(dataset: str, output: str | Path, split: str = "train", model: str | Path | Ranker | None = None,
+         bm25: bool = True, depth: int = 100, *, range_min: int = 1, range_max: int | None = None,
+         absolute_margin: float | None = None, relative_margin: float | None = None, max_score: float | None = None,
+         num_negatives: int | None = None, min_negatives: int = 1, min_relevance: int = 1, form: str | None = None,
+         teacher: str | Path | None = None, pooling: str = "mean", max_length: int = 256, query_max_length: int = 64,
+         batch_size: int = 64, overwrite: bool = False, trust_remote_code: bool = False) -> dict[str, Any]:
+    """Mine hard negatives for the judged queries of ``split`` (``ssft-mine``): BM25 (no ``model``) or a dense
+    ``model`` over the whole corpus, filtered (rank range, margins to the positive, maximum score, at most
+    ``num_negatives``), optionally rescored by a ``teacher`` run; writes ``output`` (.jsonl, the form ``data.train``
+    reads) and its ``.mining.json``. Returns the .mining.json content (rows, negatives, what each filter removed).
+
+    Examples:
+        >>> ssft.mine("nfcorpus", "mined.jsonl", split="train", depth=100, num_negatives=8)["rows"]
+    """
+    if model is None and not bm25:
+        raise SsftError("mine: give a dense model, or bm25=True")
+    return mine_negatives(dataset, user_path(str(output)), split=split, model=model, depth=depth, range_min=range_min,
+                          range_max=range_max, absolute_margin=absolute_margin, relative_margin=relative_margin,
+                          max_score=max_score, num_negatives=num_negatives, min_negatives=min_negatives,
+                          min_relevance=min_relevance, form=form,
+                          teacher=None if teacher is None else user_path(str(teacher)), pooling=pooling,
+                          max_length=max_length, query_max_length=query_max_length, batch_size=batch_size,
+                          overwrite=overwrite, trust_remote_code=trust_remote_code,
+                          command=["ssft.mine", dataset, str(output)])

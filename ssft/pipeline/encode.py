@@ -1,0 +1,80 @@
+"""Encode a corpus once into float16 shards and build its faiss index: what ssft-encode and ``ssft.encode`` run.
+
+The corpus (documents, or ``passage_words`` passages) is cut into shards of ``shard_size`` units, encoded with the
+model's document tower and written as ``OUTPUT/shards/NNNNN.npy``; under ``accelerate launch --num_processes N`` each
+process encodes every N-th shard. A killed run started again with the same arguments skips the shards already
+written. Then the main process builds the index from the shards (``ssft.eval.index``). The output folder follows the
+output-folder rule of ``ssft.core.run_folder`` (an earlier folder of the same model and corpus is resumed) and is
+locked while it is written."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from accelerate import PartialState
+
+from ssft.core import precision as precisions
+from ssft.core.errors import SsftError
+from ssft.core.run_folder import ENCODE_MARKERS, ENCODE_OUTPUTS, OutputFolder
+from ssft.data.beir import load_dataset
+from ssft.eval.index import KINDS, build_saved_index, check_index
+from ssft.models.base import Ranker
+from ssft.models.corpus import corpus_units, encode_shards
+from ssft.pipeline.sources import ModelInput, dataset_sources, whole_numbers
+
+
+def encode_corpus(model: str | Path | Ranker, data: str, output: Path, *, index: str = "flat", build_index: bool = True,
+                  nprobe: int = 16, shard_size: int = 10_000, batch_size: int = 64, passage_words: int | None = None,
+                  passage_stride: int | None = None, precision: str = precisions.DEFAULT,
+                  trust_remote_code: bool = False) -> dict[str, Any]:
+    """Encode ``data``'s corpus into ``output`` and, with ``build_index``, build its ``index`` (module docstring).
+    Returns ``{"output", "manifest" (the shards'), "index" (index.json's content, or None)}``."""
+    whole_numbers(batch_size=batch_size, shard_size=shard_size, nprobe=nprobe)
+    if passage_words is not None and passage_words < 1:
+        raise SsftError("--passage-words must be >= 1")
+    precision = precisions.check(precision, "--precision")
+    # the output-folder rule (ssft.core.run_folder): new, empty or an earlier ssft-encode folder (resumed), never the
+    # model or dataset read nor a folder around or inside one; under accelerate launch only the main process locks it
+    main_process = os.environ.get("RANK", "0") == "0"
+    source = ModelInput(model)
+    folder = OutputFolder(output, "ssft-encode", ENCODE_OUTPUTS, ENCODE_MARKERS, where="--output",
+                          sources=source.sources + dataset_sources(data, "the dataset folder being encoded"))
+    folder.check(check_lock=main_process)
+    if index not in KINDS and not index[:1].isupper():  # a factory string starts with its first stage's name
+        raise SsftError(f"--index: expected one of {', '.join(KINDS)} or a faiss index_factory string, got '{index}'")
+    state = PartialState() if int(os.environ.get("WORLD_SIZE", "1")) > 1 else None  # accelerate launch: the group
+    dataset = load_dataset(data)
+    folder.add_sources((dataset.path, "the dataset folder being encoded"))
+    ranker = source.load(trust_remote_code)
+    if not ranker.full_retrieval:
+        raise SsftError(f"{source.name}: a corpus index needs a single-vector dense model (architecture 'dense'), "
+                        f"not '{ranker.architecture}'")
+    if state is not None:
+        ranker.to(state.device)
+    ranker = precisions.set_precision(ranker, precision)
+    if ranker.document_teacher is not None:
+        ranker.document_teacher.set_precision(precision)
+    unit_ids, texts = corpus_units(dataset, passage_words, passage_stride)
+    settings = {"data": str(dataset.path), "passage_words": passage_words, "passage_stride": passage_stride}
+    if build_index:  # an index too big to train on this corpus is refused before anything is encoded
+        check_index(index, len(unit_ids), ranker.embedding_dim)
+    if main_process:
+        folder.claim()  # the lock, held until the index is written; a second ssft-encode here is refused
+    if state is not None:
+        state.wait_for_everyone()  # the folder exists (and is locked) before any process writes a shard
+    info = None
+    try:
+        manifest = encode_shards(ranker, unit_ids, texts, output, shard_size, batch_size, settings)
+        if build_index and (state is None or state.is_main_process):
+            info = build_saved_index(output, index, nprobe=nprobe)
+        if state is not None:
+            state.wait_for_everyone()
+    except BaseException:
+        folder.abandon()  # e.g. a folder of another encoding, refused before a shard is written: left as it was
+        raise
+    folder.release()
+    return {"output": str(output), "manifest": manifest, "index": info}
+
+
+__all__ = ["encode_corpus"]

@@ -1,0 +1,154 @@
+"""Full retrieval over a corpus with a dense model: what ssft-retrieve and ``ssft.retrieve`` run.
+
+The corpus is encoded with the document tower into a faiss index (or read from the index ssft-encode built in
+``index_dir``), the top-``depth`` documents of every query of the split retrieved and evaluated; ``fusion`` also runs
+BM25 and fuses both (003 Eq. 7, ``ssft.eval.retrieve``). Every flag is checked and the output folder refused before
+anything is encoded; with an ``output`` folder run.trec, per-query metrics and metrics.json are written there, without
+one nothing is written."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ssft.core import precision as precisions
+from ssft.core.errors import SsftError
+from ssft.core.io import atomic_write_json
+from ssft.core.run_folder import RETRIEVE_OUTPUTS
+from ssft.data.beir import load_dataset
+from ssft.data.trec import write_run
+from ssft.eval.index import load_index
+from ssft.eval.metrics import evaluate_run, parse_measures, write_per_query
+from ssft.eval.retrieve import INDEX_KINDS, corpus_vectors, retrieve, tune_fusion, write_fusion
+from ssft.firststage.bm25 import BM25
+from ssft.models.base import Ranker
+from ssft.models.embedding_cache import model_fingerprint
+from ssft.pipeline.rerank import metric_list
+from ssft.pipeline.sources import ModelInput, dataset_sources, result_folder, whole_numbers
+from ssft.teachers.dense import load_teacher, teacher_reference
+
+
+def parse_fusion(value: str | None, tune_split: str | None) -> float | str | None:
+    """--fusion: None, 'auto' (needs --tune-split), or a weight >= 0."""
+    if value is None:
+        if tune_split is not None:
+            raise SsftError("--tune-split is for --fusion auto")
+        return None
+    if value == "auto":
+        if not tune_split:
+            raise SsftError("--fusion auto tunes the weight on another split: give --tune-split (e.g. dev)")
+        return "auto"
+    try:
+        alpha = float(value)
+    except ValueError:
+        raise SsftError(f"--fusion: expected a weight >= 0 or 'auto', got '{value}'") from None
+    if not alpha >= 0:
+        raise SsftError(f"--fusion: expected a weight >= 0 or 'auto', got '{value}'")
+    return alpha
+
+
+def retrieve_corpus(model: str | Path | Ranker, data: str, split: str, output: Path | None = None, *, depth: int = 100,
+                    index: str = "flat", index_dir: Path | None = None, passage_words: int | None = None,
+                    passage_stride: int | None = None, metrics: str | Sequence[str] | None = None,
+                    fusion: str | None = None, tune_split: str | None = None, tune_metric: str = "nDCG@10",
+                    documents_from: str | None = None, teacher_pooling: str = "mean", batch_size: int = 64,
+                    precision: str | None = None, overwrite: bool = False, trust_remote_code: bool = False,
+                    on_tuned: Any = None) -> dict[str, dict[str, float]]:
+    """Retrieve and evaluate (module docstring); returns metrics.json's content. ``precision`` None: the index's when
+    ``index_dir`` is given, else auto. ``on_tuned(alpha)`` is told the weight ``fusion='auto'`` picked."""
+    whole_numbers(depth=depth, batch_size=batch_size)
+    asked = precision
+    precision = precisions.check(precision or precisions.DEFAULT, "--precision")
+    if index_dir is not None and passage_words is not None:
+        raise SsftError("--passage-words: an index built by ssft-encode keeps its own passages; drop --passage-words")
+    if index not in INDEX_KINDS:
+        raise SsftError(f"--index: expected one of {', '.join(INDEX_KINDS)}, got '{index}'")
+    if passage_words is not None and passage_words < 1:
+        raise SsftError("--passage-words must be >= 1")
+    fusion = parse_fusion(fusion, tune_split)
+    # the output folder is checked after the flags, before anything is loaded; never what is read
+    source = ModelInput(model)
+    sources = source.sources + dataset_sources(data)
+    if index_dir is not None:
+        sources += ((index_dir, "the index folder being read (--index-dir)"),)
+    if documents_from and Path(documents_from).exists():
+        sources += ((Path(documents_from), "the --documents-from model being read"),)
+    folder = result_folder(output, "ssft-retrieve", RETRIEVE_OUTPUTS, overwrite, sources) if output is not None else None
+    metrics = metric_list(metrics)
+    if fusion == "auto":
+        parse_measures([tune_metric], "--tune-metric")
+    dataset = load_dataset(data)
+    if folder is not None:
+        folder.add_sources((dataset.path, "the dataset folder being read"))
+    qrels = dataset.qrels(split)
+    tune_qrels = dataset.qrels(tune_split) if fusion == "auto" else None
+    ranker = source.load(trust_remote_code)
+    if not ranker.full_retrieval:
+        raise SsftError(f"{source.name}: full retrieval needs a single-vector dense model (architecture 'dense'), "
+                        f"not '{ranker.architecture}'; use ssft-rerank")
+    if documents_from:
+        ranker.inherit_documents(load_teacher(teacher_reference(documents_from, teacher_pooling,
+                                                                ranker.spec["max_length"], ranker.spec["query_max_length"]),
+                                              trust_remote_code=trust_remote_code))
+    queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
+    saved = doc_vectors = None
+    if index_dir is not None:
+        saved = load_index(index_dir, dataset=dataset)  # refused when the dataset is not the corpus indexed
+        precision = asked or saved.manifest["precision"]
+        settings = saved.manifest.get("settings", {})
+        passage_words, passage_stride = settings.get("passage_words"), settings.get("passage_stride")
+    # a model that only serves: switched for good (int8: its quantised copy), its inherited document encoder too
+    ranker = precisions.set_precision(ranker, precision)
+    if ranker.document_teacher is not None:
+        ranker.document_teacher.set_precision(precision)
+    if saved is not None:
+        if model_fingerprint(ranker.document_source()) != saved.manifest["model"]:
+            raise SsftError(f"--index-dir: {index_dir} was encoded by another model or precision "
+                            f"({saved.manifest['precision']}); run ssft-encode with this model")
+    else:
+        doc_vectors = corpus_vectors(ranker, dataset, batch_size, passage_words, passage_stride)
+    run = retrieve(ranker, dataset, queries, depth, batch_size, index, passage_words, passage_stride,
+                   doc_vectors=doc_vectors, saved_index=saved)
+    aggregate, per_query = evaluate_run(qrels, run, metrics)
+    results = {split: aggregate}
+    info: dict = {}
+    if folder is None:
+        if fusion is not None:
+            _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metrics, results, info, None, depth,
+                  tune_split, tune_metric, batch_size, index, passage_words, passage_stride, doc_vectors, saved, on_tuned)
+        return results
+    with folder:  # from here on, the output folder is written (and locked); metrics.json goes first, comes back last
+        folder.claim()
+        if overwrite:
+            folder.clear()
+        folder.mark_unfinished()
+        if fusion is not None:
+            _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metrics, results, info, output, depth,
+                  tune_split, tune_metric, batch_size, index, passage_words, passage_stride, doc_vectors, saved, on_tuned)
+        write_run(run, output / "run.trec", tag="ssft-dense")
+        write_per_query(per_query, output / f"per_query.{split}.tsv")
+        if info:
+            atomic_write_json(output / "fusion.json", {**info, "tuned_on": tune_split, "depth": depth})
+        atomic_write_json(output / "metrics.json", results)
+    return results
+
+
+def _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metrics, results, info, output, depth,
+          tune_split, tune_metric, batch_size, index, passage_words, passage_stride, doc_vectors, saved, on_tuned) -> None:
+    """BM25 beside the dense run, fused (``ssft.eval.retrieve.write_fusion``); with ``output``, their files there."""
+    bm25 = BM25(dataset)
+    if fusion == "auto":
+        tune_queries = {q: dataset.queries[q] for q in tune_qrels if q in dataset.queries}
+        fusion = tune_fusion(ranker, dataset, tune_qrels, bm25.search(tune_queries, depth), depth, tune_metric,
+                             batch_size, index_kind=index, passage_words=passage_words, passage_stride=passage_stride,
+                             doc_vectors=doc_vectors, saved_index=saved)
+        if on_tuned is not None:
+            on_tuned(fusion)
+    sparse = bm25.search(queries, depth)
+    results["bm25"] = evaluate_run(qrels, sparse, metrics)[0]
+    results.update(write_fusion(run, sparse, fusion, qrels, split, "bm25", metrics, output, info,
+                                write=output is not None))
+    if output is not None:
+        write_run(sparse, output / f"run.bm25.{split}.trec", tag="bm25")
+
+
+__all__ = ["parse_fusion", "retrieve_corpus"]
