@@ -14,6 +14,7 @@ FIGURES = {
     "hybrid_curves": ["fig4_hybrid_curves.png"],
     "collapse_daft": ["collapse_daft_pca.png", "collapse_daft_monitor.png"],
     "latency_tradeoff": ["fig6_latency_tradeoff.png"],
+    "tutorial": ["tutorial_eval.png"],  # the model against BM25 (ssft.evaluate's eval.png)
 }
 
 
