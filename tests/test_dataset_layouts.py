@@ -453,3 +453,15 @@ def test_hub_judged_query_with_empty_text(tiny_dataset, tmp_path):
     with pytest.raises(SsftError, match=r"configuration default\) split test: query 'q6' has empty text in .*mteb/tiny "
                                         r"\(configuration queries\) \(1 such queries\)"):
         load_dataset(str(repo)).qrels("test")
+
+
+def test_check_finds_a_hub_copy_and_names_hub_and_ir_datasets_ids(tiny_dataset, tmp_path):
+    """ssft-train --check: a local copy in a hub layout is here; a hub or ir_datasets id that is not a folder is
+    'not here' with where it comes from, never 'no BEIR folder'."""
+    from ssft.pipeline.check import dataset_status
+
+    repo = write_beir_hub(tiny_dataset, tmp_path / "hub")
+    assert dataset_status(str(repo)).where is not None
+    for name, origin in (("BeIR/no-such-set", "hub dataset id"), ("irds:beir/no-such-set", "ir_datasets id")):
+        found = dataset_status(name)
+        assert found.where is None and origin in found.note and not found.fatal, found
