@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_throughput import CountingCollator, forward_flops, peak_tflops  # noqa: E402
+from train_throughput import CountingCollator, forward_flops, peak_tflops, random_bert  # noqa: E402
 
 # (label, hub id whose installed weights are used when present, shape used otherwise: hidden, layers, heads, inter.)
 MODELS_FULL = [("mpnet-base", "sentence-transformers/all-mpnet-base-v2", (768, 12, 12, 3072)),
@@ -73,8 +73,6 @@ REFERENCE_STEPS = 3
 def model_folder(scratch: Path, label: str, hub_id: str | None, shape: tuple[int, int, int, int]) -> tuple[Path, str]:
     """(folder, 'installed' | 'random'): the installed weights of ``hub_id`` when a pip package ships them, else a
     random BERT of ``shape`` saved with the all-MiniLM-L6-v2 tokenizer (BERT-base's 30,522-word vocabulary)."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
     from ssft.core.errors import SsftError
     from ssft.core.hub import resolve_model
 
@@ -83,18 +81,7 @@ def model_folder(scratch: Path, label: str, hub_id: str | None, shape: tuple[int
             return Path(resolve_model(hub_id)), "installed"
         except (SsftError, OSError):
             pass
-    folder = scratch / f"random-{label}"
-    if not (folder / "config.json").is_file():
-        import torch
-
-        hidden, layers, heads, intermediate = shape
-        tokenizer = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
-        torch.manual_seed(0)
-        config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
-                            num_attention_heads=heads, intermediate_size=intermediate, max_position_embeddings=512)
-        BertModel(config, add_pooling_layer=False).save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-    return folder, "random"
+    return random_bert(scratch / f"random-{label}", shape), "random"
 
 
 def build_ranker(folder: Path, architecture: str, method: str, seq_len: int):

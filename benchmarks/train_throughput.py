@@ -82,22 +82,30 @@ class CountingCollator:
         return batch
 
 
-def build_model(folder: Path, size: str, architecture: str, seq_len: int):
+def random_bert(folder: Path, shape: tuple[int, int, int, int]) -> Path:
+    """A random BERT of ``shape`` (hidden, layers, heads, intermediate) saved in ``folder`` (once) with the
+    all-MiniLM-L6-v2 tokenizer that pip ships (BERT-base's 30,522-word vocabulary)."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from ssft.core.hub import resolve_model
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
 
-    hidden, layers, heads, intermediate = SIZES[size]
     if not (folder / "config.json").is_file():
+        hidden, layers, heads, intermediate = shape
         tokenizer = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
         torch.manual_seed(0)
         config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
                             num_attention_heads=heads, intermediate_size=intermediate, max_position_embeddings=512)
         BertModel(config, add_pooling_layer=False).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
+    return folder
+
+
+def build_model(folder: Path, size: str, architecture: str, seq_len: int):
+    from ssft.recipe import ModelConfig
+    from ssft.registry import MODELS
+
+    random_bert(folder, SIZES[size])
     cfg = ModelConfig(architecture=architecture, name=str(folder), max_length=seq_len, query_max_length=32,
                       head_learning_rate=None)
     return MODELS.get(architecture).build(cfg, "full", {})
