@@ -29,7 +29,7 @@ from ssft.core.errors import SsftError
 from ssft.core.hub import ALIASES, PIP_SHIPPED, PIP_SPLIT_ZIP, is_router_folder, max_input_length, weights_header
 from ssft.core.paths import SPEC_FILE, cache_home, data_home
 from ssft.data.hub_layouts import hub_id, is_hub_copy
-from ssft.data.irds import is_registered, strip_prefix
+from ssft.data.irds import strip_prefix
 from ssft.models.base import check_model_folder
 from ssft.models.interop.checkpoint import checkpoint_kind, classifier_labels, transformer_folders, two_labels_message
 
@@ -123,7 +123,7 @@ def dataset_status(name: str) -> Found:
         if folder.is_dir() and is_hub_copy(folder):
             return Found("data.dataset", name, f"{folder} (a local copy of a hub dataset)")
     irds_id = strip_prefix(name)
-    if irds_id is not None or is_registered(name):
+    if irds_id is not None or name.count("/") >= 2:  # not ir_datasets' registry: importing it writes ~/.ir_datasets
         return Found("data.dataset", name, None, "an ir_datasets id: read from ir_datasets' cache, downloaded when online")
     if hub_id(name) is not None:
         return Found("data.dataset", name, None, "a hub dataset id: read from the datasets cache, downloaded when online")
