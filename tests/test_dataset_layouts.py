@@ -465,3 +465,7 @@ def test_check_finds_a_hub_copy_and_names_hub_and_ir_datasets_ids(tiny_dataset, 
     for name, origin in (("BeIR/no-such-set", "hub dataset id"), ("irds:beir/no-such-set", "ir_datasets id")):
         found = dataset_status(name)
         assert found.where is None and origin in found.note and not found.fatal, found
+    for path in (str(tmp_path / "a" / "b" / "missing"), "./a/b/missing", "~/a/b/missing"):  # a path is never an id
+        found = dataset_status(path)
+        assert found.where is None and found.fatal and "no BEIR folder" in found.note, found
+    assert "ir_datasets id" in dataset_status("beir/no-such-set/test").note

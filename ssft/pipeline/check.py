@@ -123,7 +123,9 @@ def dataset_status(name: str) -> Found:
         if folder.is_dir() and is_hub_copy(folder):
             return Found("data.dataset", name, f"{folder} (a local copy of a hub dataset)")
     irds_id = strip_prefix(name)
-    if irds_id is not None or name.count("/") >= 2:  # not ir_datasets' registry: importing it writes ~/.ir_datasets
+    local_form = name.startswith((".", "/", "~")) or "\\" in name  # the loader's rule: a path is never an id
+    if irds_id is not None or (name.count("/") >= 2 and not local_form):  # not ir_datasets' registry: importing
+        # it writes ~/.ir_datasets
         return Found("data.dataset", name, None, "an ir_datasets id: read from ir_datasets' cache, downloaded when online")
     if hub_id(name) is not None:
         return Found("data.dataset", name, None, "a hub dataset id: read from the datasets cache, downloaded when online")
