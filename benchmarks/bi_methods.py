@@ -46,8 +46,8 @@ def train_run(arch: str, method: str, seed: int, out_root: Path, extra: list[str
 def tower_counts(arch: str, method: str) -> dict[str, int]:
     """Trainable parameters per tower of the recipe's model, as built (no training)."""
     from ssft.adapters.semi_siamese import tower_parameter_counts
-    from ssft.recipe import load_recipe
-    from ssft.registry import MODELS
+    from ssft.config.recipe import load_recipe
+    from ssft.config.registry import MODELS
 
     recipe = load_recipe(ROOT / "recipes" / "grid" / f"{arch}_{method}.yaml")
     model = MODELS.get(arch).build(recipe.model, recipe.adapter.method, recipe.adapter.options)
@@ -118,8 +118,8 @@ def hidden_prefix_overhead(dataset, repeats: int = 15, batch: int = 32, length: 
     hidden-state prefix (10 positions), and with PEFT's key/value prefix (10 virtual tokens); interleaved."""
     import torch
 
+    from ssft.config.recipe import ModelConfig
     from ssft.models.colbert import ColBert
-    from ssft.recipe import ModelConfig
 
     torch.manual_seed(0)
     torch.set_num_threads(2)

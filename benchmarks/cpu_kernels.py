@@ -62,10 +62,10 @@ def encode_part(docs: int, repeats: int) -> list[str]:
     import torch
 
     from ssft.adapters import cpu_kernels
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
     from ssft.data.beir import load_dataset
     from ssft.eval.retrieve import encode_corpus
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
 
     dataset = load_dataset("nfcorpus")
     texts = [dataset.corpus[d].full_text for d in sorted(dataset.corpus)[:docs]]
@@ -109,10 +109,10 @@ def train_profile_part() -> list[str]:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
     from ssft.data.beir import load_dataset
     from ssft.losses import ContrastiveLoss
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

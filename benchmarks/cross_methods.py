@@ -50,7 +50,7 @@ def throughput(method: str, steps: int = 6, batch_pairs: int = 32, max_length: i
 import json, resource, statistics, time, torch
 from ssft.data.beir import load_dataset
 from ssft.models.cross import CrossEncoder
-from ssft.recipe import ModelConfig
+from ssft.config.recipe import ModelConfig
 torch.manual_seed(0)
 ds = load_dataset("nfcorpus")
 docs = [d.full_text for d in list(ds.corpus.values())[:{batch_pairs}]]

@@ -44,7 +44,7 @@ logger = logging.getLogger("dense_daft")
 
 
 def model_config(hetero: bool, doc_length: int):
-    from ssft.recipe import ModelConfig
+    from ssft.config.recipe import ModelConfig
 
     if hetero:
         return ModelConfig(architecture="dense", name=MINILM, query_layers=2, document_name=MPNET, projection_dim=768,
@@ -55,7 +55,7 @@ def model_config(hetero: bool, doc_length: int):
 def build(hetero: bool, doc_length: int, seed: int = 42):
     import torch
 
-    from ssft.registry import MODELS
+    from ssft.config.registry import MODELS
 
     torch.manual_seed(seed)
     return MODELS.get("dense").build(model_config(hetero, doc_length), "full", {})
@@ -87,7 +87,7 @@ def train(model, train_set, out: Path, epochs: int, batch: int, lr: float, callb
 
     from ssft.data.examples import RankerCollator
     from ssft.losses import ContrastiveLoss
-    from ssft.trainer import RankingTrainer
+    from ssft.training.trainer import RankingTrainer
 
     args = TrainingArguments(output_dir=str(out), num_train_epochs=epochs, per_device_train_batch_size=batch, learning_rate=lr,
                              lr_scheduler_type="constant_with_warmup", warmup_steps=warmup_steps, logging_steps=logging_steps,

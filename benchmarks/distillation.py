@@ -48,8 +48,8 @@ def _json(path: Path):
 
 def run_student(out: Path, name: str, recipe_file: str, overrides: list[str]) -> dict:
     """One ssft-train run (skipped when its metrics.json exists); returns metrics + run_info essentials."""
-    from ssft.recipe import load_recipe
-    from ssft.train import run_recipe
+    from ssft.config.recipe import load_recipe
+    from ssft.pipeline.run import run_recipe
 
     folder = out / name
     if not (folder / "metrics.json").is_file():

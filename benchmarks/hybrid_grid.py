@@ -43,7 +43,7 @@ def grid_file(arch: str) -> Path:
 
 def finished_runs(arch: str) -> list[Path]:
     """Run folders of the sweep that hold metrics.json, in the sweep's order."""
-    from ssft.sweep import expand, load_grid
+    from ssft.pipeline.sweep import expand, load_grid
 
     cwd = os.getcwd()
     os.chdir(ROOT)  # the grid's output_root is relative to the repository root
@@ -92,7 +92,7 @@ def main() -> None:
 
     from ssft.analysis.figures import plot_validation_curves, validation_curve
     from ssft.eval.tables import build_table, collect_runs, render_csv, render_markdown
-    from ssft.sweep import load_grid, run_sweep
+    from ssft.pipeline.sweep import load_grid, run_sweep
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--archs", default="cross,colbert")

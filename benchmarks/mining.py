@@ -59,8 +59,8 @@ logger = logging.getLogger("mining_bench")
 def run_dense(out: Path, name: str, steps: int, overrides: list[str], doc_length: int = 256) -> dict:
     """recipes/dense_scifact.yaml with ``overrides``, trained ``steps`` steps, documents cut at ``doc_length`` tokens;
     test nDCG@10 / R@100."""
-    from ssft.recipe import load_recipe
-    from ssft.train import run_recipe
+    from ssft.config.recipe import load_recipe
+    from ssft.pipeline.run import run_recipe
 
     folder = out / name
     recipe = load_recipe(ROOT / "recipes" / "dense_scifact.yaml",
@@ -103,8 +103,8 @@ def mine(out: Path, name: str, extra: list[str], dataset: str = "scifact") -> di
 def run_quickstart(out: Path, name: str, overrides: list[str]) -> dict:
     """recipes/quickstart.yaml with ``overrides``: metrics.json (model, BM25, interpolation, start) and what run_info
     says of the validation by epoch and the training."""
-    from ssft.recipe import load_recipe
-    from ssft.train import run_recipe
+    from ssft.config.recipe import load_recipe
+    from ssft.pipeline.run import run_recipe
 
     folder = out / name
     recipe = load_recipe(QUICKSTART, [f"training.output_dir={folder}", "training.report_to=[]", *overrides])
@@ -144,10 +144,10 @@ def chance(out: Path, name: str, shuffles: int = 20) -> dict:
 def training_pairs(mined_file: Path) -> dict:
     """The (query, positive) pairs each arm trains on: the quickstart's draw from the BEIR qrels and the same draw
     (``TrainSource.subsample``) from the mined rows; how many queries and pairs they share."""
+    from ssft.config.recipe import load_recipe
     from ssft.data.beir import load_dataset
     from ssft.data.examples import build_examples, subsample_queries
     from ssft.data.hf_sources import load_train_source
-    from ssft.recipe import load_recipe
 
     d = load_recipe(QUICKSTART).data
     dataset = load_dataset("nfcorpus")

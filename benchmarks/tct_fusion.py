@@ -50,8 +50,8 @@ def runs(ns) -> dict[str, tuple[str, list[str]]]:
 
 def run_all(ns) -> None:
     from ssft.cli._common import setup_logging
-    from ssft.recipe import load_recipe
-    from ssft.train import run_recipe
+    from ssft.config.recipe import load_recipe
+    from ssft.pipeline.run import run_recipe
 
     setup_logging("INFO")
     if ns.zero_shot:
@@ -67,6 +67,8 @@ def zero_shot(ns) -> None:
     """The students' starting point, untrained: the same dense model, retrieval and tuned fusion as ssft-train's."""
     import time
 
+    from ssft.config.recipe import load_recipe
+    from ssft.config.registry import MODELS
     from ssft.core.io import atomic_write_json
     from ssft.data.beir import load_dataset
     from ssft.data.trec import top_k
@@ -74,8 +76,6 @@ def zero_shot(ns) -> None:
     from ssft.eval.metrics import evaluate_run
     from ssft.eval.retrieve import corpus_vectors, retrieve
     from ssft.firststage.bm25 import BM25
-    from ssft.recipe import load_recipe
-    from ssft.registry import MODELS
 
     folder = ns.out / "zeroshot"
     if (folder / "metrics.json").is_file():

@@ -102,8 +102,8 @@ def random_bert(folder: Path, shape: tuple[int, int, int, int]) -> Path:
 
 
 def build_model(folder: Path, size: str, architecture: str, seq_len: int):
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
 
     random_bert(folder, SIZES[size])
     cfg = ModelConfig(architecture=architecture, name=str(folder), max_length=seq_len, query_max_length=32,
@@ -124,7 +124,7 @@ def run(task: str, a, scratch: Path) -> dict:
 
     from ssft.data.examples import RankerCollator
     from ssft.losses import ContrastiveLoss, PointwiseBCELoss
-    from ssft.trainer import RankingTrainer
+    from ssft.training.trainer import RankingTrainer
 
     architecture = "cross" if task == "cross" else "dense"
     model = build_model(scratch / f"bert-{a.size}", a.size, architecture, a.seq_len)

@@ -118,8 +118,8 @@ def _train_args(cls, out: Path, batch_size: int, steps: int, **extra):
 
 
 def ssft_model(architecture: str, max_length: int, query_max_length: int):
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
 
     cfg = ModelConfig(architecture=architecture, name=MODEL, max_length=max_length, query_max_length=query_max_length,
                       head_learning_rate=None)
@@ -158,7 +158,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             from ssft.data.examples import RankerCollator
             from ssft.losses import ContrastiveLoss
-            from ssft.trainer import RankingTrainer
+            from ssft.training.trainer import RankingTrainer
 
             model = ssft_model("dense", a.max_length, a.max_length)  # one length limit for both towers, as ST
             train = [{"query": g["query"], "documents": [g["positive"], g["negatives"][0]]} for g in items]
@@ -196,7 +196,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             from ssft.data.examples import RankerCollator
             from ssft.losses import PointwiseBCELoss
-            from ssft.trainer import RankingTrainer
+            from ssft.training.trainer import RankingTrainer
 
             model = ssft_model("cross", a.max_length, 32)
             train = [{"query": g["query"], "documents": [g["positive"], *g["negatives"]]} for g in items]

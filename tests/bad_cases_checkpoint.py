@@ -32,7 +32,7 @@ def _trained_checkpoint(w: World) -> Path:
                           f"data: {{dataset: {root / 'data'}, num_negatives: 2, negatives_depth: 6}}\neval: {{depth: 6}}\n"
                           f"training: {{output_dir: {root / 'run'}, num_train_epochs: 1, per_device_train_batch_size: 2, "
                           f"save_strategy: epoch}}\n")
-        result = run_cli("ssft.train", [str(recipe)], cwd=root / "cwd",
+        result = run_cli("ssft.cli.train", [str(recipe)], cwd=root / "cwd",
                          env={"HOME": root / "home", "SSFT_CACHE": root / "cache", "HF_HUB_OFFLINE": "1",
                               "SSFT_DATA_HOME": root / "cache" / "no-data-home"})
         found = sorted((root / "run").glob("checkpoint-*"))
@@ -46,7 +46,7 @@ def _resumable(w: World) -> tuple[Path, list[str]]:
     from it): (the checkpoint folder, the argv)."""
     import yaml
 
-    from ssft.recipe import load_recipe
+    from ssft.config.recipe import load_recipe
 
     source = _trained_checkpoint(w)
     recipe = w.recipe()
@@ -110,8 +110,8 @@ def _rerank_pickle_backbone(w: World) -> list[str]:
     import torch
     from safetensors.torch import load_file
 
+    from ssft.config.recipe import ModelConfig
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
 
     shutil.rmtree(w.ranker)
     CrossEncoder.build(ModelConfig(name=str(w.model), max_length=48), "full", {}).save(w.ranker)
@@ -151,44 +151,44 @@ def _rerank_trust_remote_code(w: World) -> list[str]:
 
 CASES: list[tuple] = [
     # ---- resuming from a damaged checkpoint (every file the resume reads)
-    ("train-resume-optimizer-truncated", "ssft.train", _damaged("optimizer.pt", "truncated"),
+    ("train-resume-optimizer-truncated", "ssft.cli.train", _damaged("optimizer.pt", "truncated"),
      "checkpoint-2/optimizer.pt: damaged (truncated", "out-may-change"),
-    ("train-resume-optimizer-missing", "ssft.train", _damaged("optimizer.pt", "missing"),
+    ("train-resume-optimizer-missing", "ssft.cli.train", _damaged("optimizer.pt", "missing"),
      "checkpoint-2/optimizer.pt: missing; delete", "out-may-change"),
-    ("train-resume-scheduler-garbage", "ssft.train", _damaged("scheduler.pt", "garbage"),
+    ("train-resume-scheduler-garbage", "ssft.cli.train", _damaged("scheduler.pt", "garbage"),
      "checkpoint-2/scheduler.pt: damaged (truncated, or not a file torch.save wrote); delete", "out-may-change"),
-    ("train-resume-trainer-state-truncated", "ssft.train", _damaged("trainer_state.json", "truncated"),
+    ("train-resume-trainer-state-truncated", "ssft.cli.train", _damaged("trainer_state.json", "truncated"),
      "checkpoint-2/trainer_state.json: damaged (invalid JSON", "out-may-change"),
-    ("train-resume-trainer-state-missing", "ssft.train", _damaged("trainer_state.json", "missing"),
+    ("train-resume-trainer-state-missing", "ssft.cli.train", _damaged("trainer_state.json", "missing"),
      "checkpoint-2/trainer_state.json: missing", "out-may-change"),
-    ("train-resume-rng-state-garbage", "ssft.train", _damaged("rng_state.pth", "garbage"),
+    ("train-resume-rng-state-garbage", "ssft.cli.train", _damaged("rng_state.pth", "garbage"),
      "checkpoint-2/rng_state.pth: damaged (truncated, or not a file torch.save wrote); delete", "out-may-change"),
-    ("train-resume-rng-state-pickled-object", "ssft.train", _damaged("rng_state.pth", "pickled-object"),
+    ("train-resume-rng-state-pickled-object", "ssft.cli.train", _damaged("rng_state.pth", "pickled-object"),
      "checkpoint-2/rng_state.pth: damaged (holds pickled objects other than plain state", "out-may-change"),
-    ("train-resume-marker-garbage", "ssft.train", _damaged("ssft_checkpoint.json", "garbage"),
+    ("train-resume-marker-garbage", "ssft.cli.train", _damaged("ssft_checkpoint.json", "garbage"),
      "checkpoint-2/ssft_checkpoint.json: damaged (not a UTF-8 text file)", "out-may-change"),
-    ("train-resume-marker-wrong-shape", "ssft.train", _damaged("ssft_checkpoint.json", "wrong-shape"),
+    ("train-resume-marker-wrong-shape", "ssft.cli.train", _damaged("ssft_checkpoint.json", "wrong-shape"),
      "checkpoint-2/ssft_checkpoint.json: damaged (expected", "out-may-change"),
-    ("train-resume-best-epoch-snapshot-truncated", "ssft.train", _damaged("best_epoch.safetensors", "truncated"),
+    ("train-resume-best-epoch-snapshot-truncated", "ssft.cli.train", _damaged("best_epoch.safetensors", "truncated"),
      "checkpoint-2/best_epoch.safetensors: damaged (incomplete metadata", "out-may-change"),
-    ("train-resume-best-epoch-json-truncated", "ssft.train", _damaged("best_epoch.json", "truncated"),
+    ("train-resume-best-epoch-json-truncated", "ssft.cli.train", _damaged("best_epoch.json", "truncated"),
      "checkpoint-2/best_epoch.json: damaged (invalid JSON", "out-may-change"),
-    ("train-resume-best-epoch-json-missing", "ssft.train", _damaged("best_epoch.json", "missing"),
+    ("train-resume-best-epoch-json-missing", "ssft.cli.train", _damaged("best_epoch.json", "missing"),
      "checkpoint-2/best_epoch.json: missing; delete", "out-may-change"),
-    ("train-resume-ranker-pickle-adapter", "ssft.train", _checkpoint_pickle_adapter,
+    ("train-resume-ranker-pickle-adapter", "ssft.cli.train", _checkpoint_pickle_adapter,
      "checkpoint-2/ranker: the saved model cannot be loaded (adapter/adapter_model.bin: pickle weights are not loaded); "
      "delete", "out-may-change"),
     # ---- pickle weights are never loaded
-    ("train-model-pickle-weights", "ssft.train", _pickle_base_model,
+    ("train-model-pickle-weights", "ssft.cli.train", _pickle_base_model,
      "pickle-model/pytorch_model.bin: pickle weights are not loaded; convert to safetensors"),
-    ("rerank-backbone-pickle-weights", "ssft.rerank", _rerank_pickle_backbone,
+    ("rerank-backbone-pickle-weights", "ssft.cli.rerank", _rerank_pickle_backbone,
      "backbone/pytorch_model.bin: pickle weights are not loaded; convert to safetensors"),
-    ("rerank-adapter-pickle-weights", "ssft.rerank", _rerank_pickle_adapter,
+    ("rerank-adapter-pickle-weights", "ssft.cli.rerank", _rerank_pickle_adapter,
      "adapter/adapter_model.bin: pickle weights are not loaded; convert to safetensors"),
     # ---- a model folder that does not fit, or asks to run its code
-    ("rerank-adapter-other-base-model", "ssft.rerank", _rerank_adapter_on_other_base,
+    ("rerank-adapter-other-base-model", "ssft.cli.rerank", _rerank_adapter_on_other_base,
      "adapter: the adapter does not fit base model"),
-    ("rerank-spec-trust-remote-code", "ssft.rerank", _rerank_trust_remote_code,
+    ("rerank-spec-trust-remote-code", "ssft.cli.rerank", _rerank_trust_remote_code,
      "ssft_model.json: this model was saved with trust_remote_code; pass --trust-remote-code"),
 ]
 
@@ -273,60 +273,60 @@ def _sequence_classification(name: str, labels: int, dtype: str = "float32"):
 
 FOREIGN_CASES: list[tuple] = [
     # a model folder without tokenizer files (transformers would build a 5-token tokenizer and train on [UNK])
-    ("train-model-without-tokenizer-files", "ssft.train",
+    ("train-model-without-tokenizer-files", "ssft.cli.train",
      _foreign("no-tokenizer", keep=("config.json", "model.safetensors")),
      "no-tokenizer has no tokenizer files"),
     # the model's files are checked before any data work: a broken training split is never reached
-    ("train-model-checked-before-the-data", "ssft.train",
+    ("train-model-checked-before-the-data", "ssft.cli.train",
      _foreign("no-tokenizer", "data.train_split=nosuchsplit", keep=("config.json", "model.safetensors")),
      "no-tokenizer has no tokenizer files"),
-    ("train-model-tokenizer-far-smaller-than-vocabulary", "ssft.train", _small_tokenizer(check=False),
+    ("train-model-tokenizer-far-smaller-than-vocabulary", "ssft.cli.train", _small_tokenizer(check=False),
      "its tokenizer has 100 tokens, far fewer than the 30522"),
     # a config.json that does not describe the weights beside it
-    ("train-config-lies-about-hidden-size", "ssft.train", _foreign("lying-hidden", hidden_size=64),
+    ("train-config-lies-about-hidden-size", "ssft.cli.train", _foreign("lying-hidden", hidden_size=64),
      "embeddings.word_embeddings.weight is [30522, 32] in model.safetensors, config.json makes it [30522, 64]"),
-    ("train-config-lies-about-vocabulary", "ssft.train", _foreign("lying-vocab", vocab_size=50000),
+    ("train-config-lies-about-vocabulary", "ssft.cli.train", _foreign("lying-vocab", vocab_size=50000),
      "embeddings.word_embeddings.weight is [30522, 32] in model.safetensors, config.json makes it [50000, 32]"),
-    ("train-config-lies-about-intermediate-size", "ssft.train", _foreign("lying-intermediate", intermediate_size=200),
+    ("train-config-lies-about-intermediate-size", "ssft.cli.train", _foreign("lying-intermediate", intermediate_size=200),
      "encoder.layer.0.intermediate.dense.weight is [64, 32] in model.safetensors, config.json makes it [200, 32]"),
-    ("train-config-lies-about-positions", "ssft.train", _foreign("lying-positions", max_position_embeddings=512),
+    ("train-config-lies-about-positions", "ssft.cli.train", _foreign("lying-positions", max_position_embeddings=512),
      "embeddings.position_embeddings.weight is [128, 32] in model.safetensors, config.json makes it [512, 32]"),
-    ("train-config-absurd-layer-count", "ssft.train", _foreign("absurd-layers", num_hidden_layers=200000),
+    ("train-config-absurd-layer-count", "ssft.cli.train", _foreign("absurd-layers", num_hidden_layers=200000),
      "config.json: num_hidden_layers is 200000, but model.safetensors holds 2 layers"),
-    ("train-config-one-layer-more", "ssft.train", _foreign("three-layers", num_hidden_layers=3),
+    ("train-config-one-layer-more", "ssft.cli.train", _foreign("three-layers", num_hidden_layers=3),
      "config.json: num_hidden_layers is 3, but model.safetensors holds 2 layers"),
     # modules.json may only name folders inside the model folder (as sentence-transformers 6.2 requires)
-    ("train-modules-json-parent-path", "ssft.train", _st_folder_escaping("../outside-module"),
+    ("train-modules-json-parent-path", "ssft.cli.train", _st_folder_escaping("../outside-module"),
      "modules.json: module path '../outside-module' leaves the model folder"),
-    ("train-modules-json-absolute-path", "ssft.train", _st_folder_escaping("ROOT/outside-module"),
+    ("train-modules-json-absolute-path", "ssft.cli.train", _st_folder_escaping("ROOT/outside-module"),
      "outside-module' leaves the model folder"),
     # ---- ssft-train --check: what config.json, the tokenizer files and the safetensors header tell, no weights loaded
-    ("train-check-model-without-tokenizer-files", "ssft.train",
+    ("train-check-model-without-tokenizer-files", "ssft.cli.train",
      _foreign("no-tokenizer", check=True, keep=("config.json", "model.safetensors")),
      "no-tokenizer has no tokenizer files"),
-    ("train-check-tokenizer-far-smaller-than-vocabulary", "ssft.train", _small_tokenizer(check=True),
+    ("train-check-tokenizer-far-smaller-than-vocabulary", "ssft.cli.train", _small_tokenizer(check=True),
      "its tokenizer has 100 tokens, far fewer than the 30522"),
-    ("train-check-config-lies-about-intermediate-size", "ssft.train",
+    ("train-check-config-lies-about-intermediate-size", "ssft.cli.train",
      _foreign("lying-intermediate", check=True, intermediate_size=200),
      "encoder.layer.0.intermediate.dense.weight is [64, 32] in model.safetensors, config.json makes it [200, 32]"),
-    ("train-check-config-absurd-layer-count", "ssft.train", _foreign("absurd-layers", check=True, num_hidden_layers=200000),
+    ("train-check-config-absurd-layer-count", "ssft.cli.train", _foreign("absurd-layers", check=True, num_hidden_layers=200000),
      "config.json: num_hidden_layers is 200000, but model.safetensors holds 2 layers"),
-    ("train-check-modules-json-parent-path", "ssft.train", _st_folder_escaping("../outside-module", check=True),
+    ("train-check-modules-json-parent-path", "ssft.cli.train", _st_folder_escaping("../outside-module", check=True),
      "modules.json: module path '../outside-module' leaves the model folder"),
-    ("train-check-two-label-checkpoint", "ssft.train",
+    ("train-check-two-label-checkpoint", "ssft.cli.train",
      lambda w: ["--check", *_train(w, f"model.name={_sequence_classification('two-labels', 2)(w)}")],
      "two-labels: its classifier has 2 labels; a ranking cross-encoder has one"),
-    ("train-check-report-to-not-installed", "ssft.train", lambda w: ["--check", *_train(w, "training.report_to=[wandb]")],
+    ("train-check-report-to-not-installed", "ssft.cli.train", lambda w: ["--check", *_train(w, "training.report_to=[wandb]")],
      "training.report_to: 'wandb' is not installed"),
-    ("train-report-to-not-installed", "ssft.train", lambda w: _train(w, "training.report_to=wandb"),
+    ("train-report-to-not-installed", "ssft.cli.train", lambda w: _train(w, "training.report_to=wandb"),
      "training.report_to: 'wandb' is not installed"),
-    ("train-report-to-unknown", "ssft.train", lambda w: _train(w, "training.report_to=[tensorboard, wandbb]"),
+    ("train-report-to-unknown", "ssft.cli.train", lambda w: _train(w, "training.report_to=[tensorboard, wandbb]"),
      "training.report_to: unknown integration 'wandbb' (did you mean 'wandb'?)"),
     # a saved ssft model whose tokenizer.json was lost (its tokenizer_config.json alone builds a stub of 5 tokens)
-    ("rerank-saved-model-without-tokenizer-file", "ssft.rerank",
+    ("rerank-saved-model-without-tokenizer-file", "ssft.cli.rerank",
      lambda w: ((w.ranker / "tokenizer.json").unlink(), w.rerank())[1],
      "its tokenizer has 5 tokens, far fewer than the 30522 token embeddings"),
-    ("train-check-not-ready", "ssft.train", lambda w: ["--check", *_train(w, "model.name=someone/not-in-the-cache")],
+    ("train-check-not-ready", "ssft.cli.train", lambda w: ["--check", *_train(w, "model.name=someone/not-in-the-cache")],
      "not ready to train here: model.name 'someone/not-in-the-cache'"),
 ]
 CASES += FOREIGN_CASES

@@ -13,8 +13,8 @@ SHARDS_FORMAT = "ssft-encoded-corpus/1"  # ssft.models.corpus.SHARDS_FORMAT, spe
 def _dense_ranker(w: World):
     import torch
 
+    from ssft.config.recipe import ModelConfig
     from ssft.models.dense import DenseDualEncoder
-    from ssft.recipe import ModelConfig
 
     path = w.root / "dense"
     if not path.exists():
@@ -136,26 +136,26 @@ CASES: list[tuple] = [
     ("encode-passage-words-zero", "ssft.cli.encode", _encode("--passage-words", "0"), "--passage-words must be >= 1"),
     ("encode-shard-size-zero", "ssft.cli.encode", _encode("--shard-size", "0"), "--shard-size"),
     ("encode-unknown-precision", "ssft.cli.encode", _encode("--precision", "fp8"), "--precision"),
-    ("retrieve-index-dir-empty", "ssft.retrieve", _retrieve_from({}), "no saved index"),
-    ("retrieve-index-info-not-json", "ssft.retrieve",
+    ("retrieve-index-dir-empty", "ssft.cli.retrieve", _retrieve_from({}), "no saved index"),
+    ("retrieve-index-info-not-json", "ssft.cli.retrieve",
      _retrieve_from({"encode.json": OTHER_ENCODING, "index.json": "{", "index.faiss": "x"}), "index.json: not readable JSON"),
-    ("retrieve-index-unreadable", "ssft.retrieve",
+    ("retrieve-index-unreadable", "ssft.cli.retrieve",
      _retrieve_from({"encode.json": OTHER_ENCODING, "index.json": json.dumps({"factory": "Flat", "sha256": NOT_FAISS_SHA}),
                      "index.faiss": "not faiss"}), "index.faiss: faiss cannot read it"),
-    ("retrieve-index-no-checksum", "ssft.retrieve",
+    ("retrieve-index-no-checksum", "ssft.cli.retrieve",
      _retrieve_from({"encode.json": OTHER_ENCODING, "index.json": '{"factory": "Flat"}', "index.faiss": "not faiss"}),
      "index.json: records no checksum of index.faiss"),
     # an index.faiss replaced (by another index, or damaged) after ssft-encode built it
-    ("retrieve-index-file-replaced", "ssft.retrieve", _encoded_then(_replace_index_file),
+    ("retrieve-index-file-replaced", "ssft.cli.retrieve", _encoded_then(_replace_index_file),
      "index.faiss: does not match the checksum in index.json"),
-    ("retrieve-index-manifest-no-unit-ids", "ssft.retrieve", _encoded_then(_manifest_without("unit_ids")),
+    ("retrieve-index-manifest-no-unit-ids", "ssft.cli.retrieve", _encoded_then(_manifest_without("unit_ids")),
      "encode.json: not a manifest of ssft-encode shards ('unit_ids' missing or malformed)"),
     # the corpus changed since the index was built: its rows would name documents that are gone or say other things
-    ("retrieve-index-corpus-text-changed", "ssft.retrieve", _encoded_then(_edit_corpus(_text_changed)),
+    ("retrieve-index-corpus-text-changed", "ssft.cli.retrieve", _encoded_then(_edit_corpus(_text_changed)),
      "the corpus changed since"),
-    ("retrieve-index-corpus-docs-removed", "ssft.retrieve", _encoded_then(_edit_corpus(lambda d: d[::3] + d[1::3])),
+    ("retrieve-index-corpus-docs-removed", "ssft.cli.retrieve", _encoded_then(_edit_corpus(lambda d: d[::3] + d[1::3])),
      "2 of the 6 indexed documents are missing"),
-    ("retrieve-index-passages-text-changed", "ssft.retrieve",
+    ("retrieve-index-passages-text-changed", "ssft.cli.retrieve",
      _encoded_then(_edit_corpus(_text_changed), "--passage-words", "3"), "--index-dir"),
     # more inverted lists / centroids than vectors to train them: refused before anything is encoded
     ("encode-ivf-more-lists-than-vectors", "ssft.cli.encode", _encode("--index", "IVF4096,Flat"),

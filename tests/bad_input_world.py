@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-PROGS = {"ssft.train": "ssft-train", "ssft.rerank": "ssft-rerank", "ssft.sweep": "ssft-sweep", "ssft.retrieve": "ssft-retrieve",
+PROGS = {"ssft.cli.train": "ssft-train", "ssft.cli.rerank": "ssft-rerank", "ssft.cli.sweep": "ssft-sweep",
+         "ssft.cli.retrieve": "ssft-retrieve",
          "ssft.cli.export": "ssft-export", "ssft.cli.mine": "ssft-mine", "ssft.cli.encode": "ssft-encode",
          "ssft.cli.ambiguity": "ssft-ambiguity"}
 
@@ -16,8 +17,8 @@ PROGS = {"ssft.train": "ssft-train", "ssft.rerank": "ssft-rerank", "ssft.sweep":
 @pytest.fixture(scope="module")
 def saved_ranker(tiny_model_dir, tmp_path_factory) -> Path:
     """A saved LoRA cross-encoder folder on the tiny BERT (untrained: the rerank cases only need one to load)."""
+    from ssft.config.recipe import ModelConfig
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
 
     path = tmp_path_factory.mktemp("ranker") / "model"
     CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), max_length=48), "lora", {"r": 4}).save(path)
@@ -75,7 +76,7 @@ def _finished_run(w: World) -> list[str]:
 def _other_recipe_checkpoints(w: World) -> list[str]:
     import yaml
 
-    from ssft.recipe import load_recipe
+    from ssft.config.recipe import load_recipe
 
     recipe = w.recipe()
     (w.out / "checkpoint-4").mkdir(parents=True)
@@ -87,7 +88,7 @@ def _other_recipe_checkpoints(w: World) -> list[str]:
 def _corrupt_checkpoint(w: World) -> list[str]:
     import yaml
 
-    from ssft.recipe import load_recipe
+    from ssft.config.recipe import load_recipe
 
     recipe = w.recipe()
     checkpoint = w.out / "checkpoint-4"
@@ -163,8 +164,8 @@ RUN_ROWS_OK = ["q6 Q0 d5 1 2.0 bm25", "q5 Q0 d6 1 1.5 bm25"]
 
 def _export_prefix_model(w: World) -> list[str]:
     """ssft-export of a saved PEFT prefix-tuning cross-encoder (a method no standard forward holds)."""
+    from ssft.config.recipe import ModelConfig
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
 
     CrossEncoder.build(ModelConfig(name=str(w.model), max_length=48), "prefix", {"num_virtual_tokens": 2}).save(
         w.root / "prefix-model")

@@ -16,7 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-PRELOAD = ["ssft.train", "ssft.rerank", "ssft.sweep", "ssft.trainer", "ssft.adapters", "ssft.models", "ssft.losses",
+PRELOAD = ["ssft.cli.train", "ssft.cli.rerank", "ssft.cli.sweep", "ssft.training.trainer", "ssft.adapters", "ssft.models",
+           "ssft.losses",
            "ssft.training.callbacks", "transformers.training_args", "transformers.trainer"]
 
 _context = None

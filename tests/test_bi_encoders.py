@@ -6,14 +6,14 @@ import torch
 import torch.nn.functional as F
 from transformers import TrainingArguments
 
+from ssft.config.recipe import ModelConfig
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
 from ssft.losses import PairwiseSoftmaxLoss
 from ssft.models.bi import Encoded, score_run
 from ssft.models.colbert import ColBert, maxsim
 from ssft.models.twin import TwinBert
-from ssft.recipe import ModelConfig
-from ssft.trainer import RankingTrainer
+from ssft.training.trainer import RankingTrainer
 from tests.helpers import assert_save_load_round_trip
 
 QUERIES = ["vitamin d", "statins and cholesterol", "fish oil", "coffee"]
@@ -117,8 +117,8 @@ def test_twin_pooling_and_scorers(tiny_model_dir):
 
 
 def test_bad_model_options_are_rejected():
+    from ssft.config.recipe import recipe_from_dict
     from ssft.core.errors import SsftError
-    from ssft.recipe import recipe_from_dict
 
     with pytest.raises(SsftError, match="model.pooling"):
         recipe_from_dict({"model": {"architecture": "twin", "pooling": "max"}})

@@ -7,6 +7,7 @@ import pytest
 import torch
 from transformers import TrainingArguments
 
+from ssft.config.recipe import ModelConfig
 from ssft.core.errors import SsftError
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
@@ -17,9 +18,8 @@ from ssft.models.bi import score_run
 from ssft.models.colbert import ColBert
 from ssft.models.embedding_cache import cache_dir
 from ssft.models.twin import TwinBert
-from ssft.recipe import ModelConfig
-from ssft.trainer import RankingTrainer
 from ssft.training.prediction import prediction_trainer
+from ssft.training.trainer import RankingTrainer
 
 ARCHITECTURES = {"twin": TwinBert, "colbert": ColBert}
 ALL_DOCS = ["d1", "d2", "d3", "d4", "d5", "d6"]
@@ -219,9 +219,9 @@ def test_unreadable_cache_is_recomputed_and_replaced(saved_colbert, tiny_dataset
 def test_train_then_rerank_twice_reuses_the_test_embeddings(tiny_model_dir, tiny_dataset, tmp_path, monkeypatch):
     """ssft-train (ColBERT, ss_lora) caches the test documents after training; ssft-rerank on the saved model
     finds them (same weights after save/load), and so does a second ssft-rerank."""
-    from ssft.recipe import load_recipe
-    from ssft.rerank import main as rerank_main
-    from ssft.train import run_recipe
+    from ssft.cli.rerank import main as rerank_main
+    from ssft.config.recipe import load_recipe
+    from ssft.pipeline.run import run_recipe
 
     out = tmp_path / "run"
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(out / "logs"))  # run_recipe sets it for the process: undone after

@@ -24,13 +24,13 @@ ADVICE = "to resume from an earlier checkpoint, or pass --overwrite to start ove
 def _trainer(model_dir: Path, data: Path, out: Path, max_steps: int = 4):
     from transformers import TrainingArguments
 
+    from ssft.config.recipe import ModelConfig
     from ssft.data.beir import load_dataset
     from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
     from ssft.losses import PairwiseSoftmaxLoss
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
-    from ssft.trainer import RankingTrainer
     from ssft.training.callbacks.best_epoch import BestEpochCallback
+    from ssft.training.trainer import RankingTrainer
 
     torch.manual_seed(0)
     ranker = CrossEncoder.build(ModelConfig(name=str(model_dir), max_length=48), "lora", {"r": 2})
@@ -58,7 +58,7 @@ def trained(tmp_path_factory, tiny_model_dir) -> tuple[Path, Path]:
 
 
 def test_a_real_checkpoint_passes_the_check_and_resumes(trained, tiny_model_dir, tmp_path):
-    from ssft.trainer import check_checkpoint
+    from ssft.training.checkpoints import check_checkpoint
 
     data, out = trained
     checkpoint = out / "checkpoint-2"
@@ -93,8 +93,8 @@ DAMAGE = [
 
 @pytest.mark.parametrize("name, how, reason", DAMAGE, ids=[f"{n}-{h}" for n, h, _ in DAMAGE])
 def test_each_damaged_checkpoint_file_is_one_line_naming_it(name, how, reason, trained, tmp_path):
-    from ssft.trainer import check_checkpoint
     from ssft.training.callbacks.best_epoch import BestEpochCallback
+    from ssft.training.checkpoints import check_checkpoint
 
     checkpoint = tmp_path / "checkpoint-2"
     shutil.copytree(trained[1] / "checkpoint-2", checkpoint)
@@ -121,7 +121,7 @@ def test_each_damaged_checkpoint_file_is_one_line_naming_it(name, how, reason, t
 
 def test_a_checkpoint_without_optimizer_state_passes_when_none_is_saved(trained, tmp_path):
     """save_only_model checkpoints hold no optimizer / scheduler state: not asked for then."""
-    from ssft.trainer import check_checkpoint
+    from ssft.training.checkpoints import check_checkpoint
 
     checkpoint = tmp_path / "checkpoint-2"
     shutil.copytree(trained[1] / "checkpoint-2", checkpoint)
@@ -175,9 +175,9 @@ def test_torch_advice_to_unpickle_is_never_passed_on():
 
 
 def test_an_adapter_on_another_base_model_is_one_line(tiny_model_dir, tmp_path):
+    from ssft.config.recipe import ModelConfig
     from ssft.models import load_ranker
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
     from tests.helpers import save_tiny_bert
 
     wide = save_tiny_bert(tmp_path / "wide", hidden_size=64, layers=2, seed=0)
@@ -199,8 +199,8 @@ def test_an_adapter_on_another_base_model_is_one_line(tiny_model_dir, tmp_path):
 @pytest.fixture
 def remote_code_model(tiny_model_dir, tmp_path) -> Path:
     """A saved ranker whose spec says trust_remote_code (its base model is a plain BERT: nothing runs)."""
+    from ssft.config.recipe import ModelConfig
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
 
     path = tmp_path / "model"
     CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), max_length=48), "lora", {"r": 2}).save(path)
@@ -246,8 +246,8 @@ def test_trust_remote_code_given_by_the_user_loads(remote_code_model, monkeypatc
 
 
 def test_a_checkpoint_resume_uses_the_running_models_own_setting(remote_code_model, tiny_model_dir):
+    from ssft.config.recipe import ModelConfig
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
 
     trusting = CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), max_length=48, trust_remote_code=True), "lora", {"r": 2})
     trusting.load_weights(remote_code_model)
@@ -258,8 +258,8 @@ def test_a_checkpoint_resume_uses_the_running_models_own_setting(remote_code_mod
 
 def _dense_saved_with_remote_code(tiny_model_dir, path):
     """A saved dense model whose ssft_model.json says it was built with trust_remote_code."""
+    from ssft.config.recipe import ModelConfig
     from ssft.models.dense import DenseDualEncoder
-    from ssft.recipe import ModelConfig
 
     DenseDualEncoder.build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=48), "lora",
                            {"r": 2}).save(path)
@@ -270,7 +270,7 @@ def _dense_saved_with_remote_code(tiny_model_dir, path):
 
 
 def test_teachers_take_the_users_setting(tiny_model_dir, tmp_path):
-    from ssft.recipe import ModelConfig
+    from ssft.config.recipe import ModelConfig
     from ssft.teachers.dense import load_teacher, teacher_reference
     from ssft.teachers.in_loop import FrozenTeacher
 
@@ -311,7 +311,7 @@ class _Stopped:
 
 
 def test_the_nan_stop_advises_a_lower_learning_rate_and_resume_with_changes(tmp_path):
-    from ssft.trainer import RankingTrainer
+    from ssft.training.trainer import RankingTrainer
 
     (tmp_path / "checkpoint-4").mkdir()
     (tmp_path / "checkpoint-4" / "ssft_checkpoint.json").write_text('{"global_step": 4, "loss_sum": 1.0}\n')
@@ -325,7 +325,7 @@ def test_the_nan_stop_advises_a_lower_learning_rate_and_resume_with_changes(tmp_
 
 
 def test_the_nan_stop_without_a_checkpoint_advises_overwrite(tmp_path):
-    from ssft.trainer import RankingTrainer
+    from ssft.training.trainer import RankingTrainer
 
     with pytest.raises(SsftError) as err:
         RankingTrainer._stop_non_finite(_Stopped(tmp_path), "gradient norm", float("inf"))
@@ -359,8 +359,8 @@ def test_atomic_files_get_the_umask_mode(tmp_path, umask_022):
 
 
 def test_a_saved_model_folder_gets_the_umask_modes(tiny_model_dir, tmp_path, umask_022):
+    from ssft.config.recipe import ModelConfig
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
 
     ranker = CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), max_length=48), "lora", {"r": 2})
     ranker.save(tmp_path / "model")
@@ -371,9 +371,9 @@ def test_a_saved_model_folder_gets_the_umask_modes(tiny_model_dir, tmp_path, uma
 
 
 def test_a_save_removes_the_temporary_folders_of_a_killed_save(tiny_model_dir, tmp_path):
+    from ssft.config.recipe import ModelConfig
     from ssft.models import load_ranker
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
 
     ranker = CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), max_length=48), "lora", {"r": 2})
     for stale in (".model.k1ll3d_x", ".model.old"):
@@ -390,9 +390,9 @@ def test_a_save_removes_the_temporary_folders_of_a_killed_save(tiny_model_dir, t
 def test_a_save_killed_between_its_renames_gets_its_previous_folder_back(tiny_model_dir, tmp_path):
     """Killed after the old folder went to .model.old and before the new one arrived: the old one is complete,
     and the next save puts it back before it cleans up (so a failing save still leaves a model)."""
+    from ssft.config.recipe import ModelConfig
     from ssft.models.base import remove_stale_save_folders
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
 
     ranker = CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), max_length=48), "lora", {"r": 2})
     ranker.save(tmp_path / "model")

@@ -25,7 +25,7 @@ def test_train_cli_errors(tmp_path, tiny_dataset, recipe, overrides, expected):
     path = tmp_path / "r.yaml"
     path.write_text(recipe + f"training: {{output_dir: {tmp_path / 'out'}}}\n")
     overrides = [o.replace("DATA", str(tiny_dataset)) for o in overrides]
-    result = run_cli("ssft.train", str(path), *overrides)
+    result = run_cli("ssft.cli.train", str(path), *overrides)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ssft-train: error: ") and expected in lines[0], result.stderr
@@ -34,7 +34,7 @@ def test_train_cli_errors(tmp_path, tiny_dataset, recipe, overrides, expected):
 
 
 def test_rerank_cli_errors(tmp_path, tiny_dataset):
-    result = run_cli("ssft.rerank", str(tmp_path / "nope"), "--data", str(tiny_dataset), "--first-stage", "bm25",
+    result = run_cli("ssft.cli.rerank", str(tmp_path / "nope"), "--data", str(tiny_dataset), "--first-stage", "bm25",
                      "--split", "test", "--output", str(tmp_path / "o"))
     assert result.returncode == 2 and "run folder not found" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "o").exists()
@@ -51,7 +51,7 @@ data: {{dataset: {tiny_dataset}, num_negatives: 2, negatives_depth: 6}}
 eval: {{depth: 6, interpolation: 0.5}}
 training: {{output_dir: {out}, num_train_epochs: 2, per_device_train_batch_size: 2, learning_rate: 1.0e-3}}
 """)
-    result = run_cli("ssft.train", str(recipe))
+    result = run_cli("ssft.cli.train", str(recipe))
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics) == {"test", "bm25", "test+bm25"}
@@ -62,7 +62,7 @@ training: {{output_dir: {out}, num_train_epochs: 2, per_device_train_batch_size:
     assert list((out / "logs").glob("**/events.out.tfevents*")), "no TensorBoard log"
     assert "nDCG@10" in result.stdout and "bm25" in result.stdout
     rerank_out = tmp_path / "rerank"
-    result = run_cli("ssft.rerank", str(out), "--data", str(tiny_dataset), "--first-stage", str(out / "run.bm25.test.trec"),
+    result = run_cli("ssft.cli.rerank", str(out), "--data", str(tiny_dataset), "--first-stage", str(out / "run.bm25.test.trec"),
                      "--split", "test", "--output", str(rerank_out), "--depth", "6")
     assert result.returncode == 0, result.stderr[-3000:]
     again = json.loads((rerank_out / "metrics.json").read_text())
@@ -77,7 +77,7 @@ training: {{output_dir: {out}, num_train_epochs: 2, per_device_train_batch_size:
                            if line.startswith("q6 ")))
     results = {}
     for scope in ("judged", "run"):
-        result = run_cli("ssft.rerank", str(out), "--data", str(tiny_dataset), "--first-stage", str(one), "--split", "test",
+        result = run_cli("ssft.cli.rerank", str(out), "--data", str(tiny_dataset), "--first-stage", str(one), "--split", "test",
                          "--output", str(tmp_path / f"rerank-{scope}"), "--depth", "6", "--queries", scope)
         assert result.returncode == 0, result.stderr[-3000:]
         results[scope] = json.loads((tmp_path / f"rerank-{scope}" / "metrics.json").read_text())["one"]
@@ -163,11 +163,11 @@ def test_train_takes_options_and_overrides_in_any_order(tmp_path, tiny_dataset, 
     recipe = tmp_path / "r.yaml"
     recipe.write_text(f"model: {{name: {tiny_model_dir}, max_length: 48}}\ndata: {{dataset: {tiny_dataset}}}\n"
                       f"training: {{output_dir: {tmp_path / 'out'}}}\n")
-    before = run_cli("ssft.train", "--check", str(recipe), "seed=7", "eval.depth=6")
-    after = run_cli("ssft.train", str(recipe), "seed=7", "--check", "eval.depth=6")
+    before = run_cli("ssft.cli.train", "--check", str(recipe), "seed=7", "eval.depth=6")
+    after = run_cli("ssft.cli.train", str(recipe), "seed=7", "--check", "eval.depth=6")
     assert before.returncode == after.returncode == 0, (before.stderr, after.stderr)
     assert before.stdout == after.stdout and "6" in after.stdout
-    stray = run_cli("ssft.train", str(recipe), "--check", "--no-such-flag", "seed=7")
+    stray = run_cli("ssft.cli.train", str(recipe), "--check", "--no-such-flag", "seed=7")
     lines = stray.stderr.strip().splitlines()
     assert stray.returncode == 2 and lines == ["ssft-train: error: unrecognized arguments: --no-such-flag (see --help)"]
 

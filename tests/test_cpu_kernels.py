@@ -195,8 +195,8 @@ def test_switched_off_by_the_environment(monkeypatch):
 def test_rankers_install_it_on_their_first_inference_and_score_alike(tiny_model_dir, monkeypatch):
     """A cross-encoder scores the same pairs alike with and without the kernels; training forwards never install."""
     monkeypatch.setattr(cpu_kernels, "MIN_ROWS", 1)  # two short pairs: take the fast path all the same
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
 
     ranker = MODELS.get("cross").build(ModelConfig(architecture="cross", name=str(tiny_model_dir), max_length=32), "lora", {})
     batch = ranker.tokenize(["vitamin d bone", "statin heart"], ["vitamin d helps bone health", "fish oil and the heart"])

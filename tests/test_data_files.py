@@ -236,7 +236,7 @@ def test_restrict_to_corpus_refuses_a_run_of_another_dataset():
 
 
 def test_first_stage_run_records_missing_documents(tiny_dataset, tmp_path):
-    from ssft.train import first_stage_run
+    from ssft.firststage.runs import first_stage_run
 
     ds = load_dataset(str(tiny_dataset))
     (tmp_path / "first.trec").write_text("q6 Q0 d5 1 2.0 bm25\nq6 Q0 gone 2 1.0 bm25\nq5 Q0 d6 1 1.5 bm25\n")

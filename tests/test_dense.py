@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
+from ssft.config.recipe import ModelConfig, recipe_from_dict
+from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
 from ssft.models.bi import Encoded
-from ssft.recipe import ModelConfig, recipe_from_dict
-from ssft.registry import MODELS
 from tests.helpers import assert_save_load_round_trip, save_tiny_bert
 
 QUERIES = ["vitamin d bones", "statins cholesterol", "fish oil"]
@@ -434,8 +434,8 @@ def test_daft_in_training_keeps_the_document_tower_fixed_during_alignment(tiny_m
     from ssft.data.beir import load_dataset
     from ssft.data.examples import RankerCollator, TrainingGroups, build_examples
     from ssft.losses import ContrastiveLoss
-    from ssft.trainer import RankingTrainer
     from ssft.training.callbacks.daft import DaftCallback
+    from ssft.training.trainer import RankingTrainer
 
     ds = load_dataset(str(tiny_dataset))
     model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
@@ -566,7 +566,7 @@ def test_recipe_validation_of_dense_keys():
 
 
 def test_shipped_recipes_validate():
-    from ssft.recipe import load_recipe
+    from ssft.config.recipe import load_recipe
 
     root = Path(__file__).resolve().parents[1] / "recipes"
     for name in ("dense_scifact.yaml", "daft_scifact.yaml", "distill_scifact.yaml", "embeddistill_scifact.yaml"):
@@ -587,7 +587,7 @@ def test_mpnet_resolves_offline_when_installed():
 
 
 def test_train_dense_end_to_end_writes_the_output_contract(tiny_model_dir, wide_model_dir, tiny_dataset, tmp_path, monkeypatch):
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     # run_recipe sets TENSORBOARD_LOGGING_DIR with setdefault; undone after this in-process run so later runs log to their
     # own folder
@@ -619,7 +619,7 @@ def test_train_dense_end_to_end_writes_the_output_contract(tiny_model_dir, wide_
 
 def test_retrieve_and_latency_clis(tiny_model_dir, wide_model_dir, tiny_dataset, tmp_path, capsys):
     from ssft.cli.latency import main as latency_main
-    from ssft.retrieve import main as retrieve_main
+    from ssft.cli.retrieve import main as retrieve_main
 
     model = build_dense(tiny_model_dir, wide_model_dir, projection_dim=16)
     model.save(tmp_path / "run" / "model")
@@ -644,7 +644,7 @@ def test_retrieve_and_latency_clis(tiny_model_dir, wide_model_dir, tiny_dataset,
 
 
 def test_retrieve_cli_refuses_a_reranking_model(tiny_model_dir, tiny_dataset, tmp_path, capsys):
-    from ssft.retrieve import main as retrieve_main
+    from ssft.cli.retrieve import main as retrieve_main
 
     twin = MODELS.get("twin").build(ModelConfig(architecture="twin", name=str(tiny_model_dir)), "full", {})
     twin.save(tmp_path / "m")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from ssft.config.recipe import DistillationConfig, ModelConfig, recipe_from_dict
+from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
-from ssft.recipe import DistillationConfig, ModelConfig, recipe_from_dict
-from ssft.registry import MODELS
 from tests.helpers import save_tiny_bert
 
 QUERIES = ["vitamin d bones", "statins cholesterol", "fish oil"]
@@ -234,7 +234,7 @@ def test_inherit_documents_needs_matching_sizes_and_no_own_document_tower(teache
 
 
 def test_retrieve_cli_documents_from_a_teacher(teacher_dir, tiny_dataset, tmp_path, capsys):
-    from ssft.retrieve import main as retrieve_main
+    from ssft.cli.retrieve import main as retrieve_main
 
     student = build_student(teacher_dir, query_layers=[0, 1])  # a student trained with its own documents
     student.save(tmp_path / "student")
@@ -277,7 +277,7 @@ def _recipe(teacher_dir, dataset, out, distillation, **model):
 def test_run_recipe_distills_and_writes_the_output_contract(teacher_dir, tiny_dataset, tmp_path, monkeypatch, distillation,
                                                             model):
     from ssft.models import load_ranker
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
     out = tmp_path / "run"
@@ -312,7 +312,7 @@ def test_recipe_validation_of_the_distillation_section(teacher_dir, tiny_dataset
 
 
 def test_missing_teacher_fails_before_anything_is_written(teacher_dir, tiny_dataset, tmp_path):
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     out = tmp_path / "run"
     recipe = _recipe(teacher_dir, tiny_dataset, out, {"inherit_documents": True})
@@ -367,7 +367,7 @@ def test_cross_teacher_objective_trains_the_student_only(teacher_dir):
 
 
 def test_run_recipe_with_a_cross_encoder_teacher(teacher_dir, tiny_dataset, tmp_path, monkeypatch):
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
     out = tmp_path / "run"
@@ -392,14 +392,14 @@ def test_full_fine_tuning_can_keep_the_word_embeddings_fixed(teacher_dir, tmp_pa
     assert frozen == ["backbone.model.embeddings.word_embeddings.weight"]
     assert_save_load_round_trip(student, tmp_path / "s", QUERIES, DOCUMENTS)
     with pytest.raises(SsftError, match="freeze_word_embeddings: expected true/false"):
-        from ssft.registry import ADAPTERS
+        from ssft.config.registry import ADAPTERS
 
         ADAPTERS.get("full").config_from({"freeze_word_embeddings": "maybe"})
 
 
 def test_a_lora_student_distills_and_reloads_on_its_layer_subset(teacher_dir, tiny_dataset, tmp_path, monkeypatch):
     from ssft.models import load_ranker
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
     out = tmp_path / "run"
@@ -422,7 +422,7 @@ def test_distillation_refuses_several_processes_before_writing(teacher_dir, tiny
     # teacher targets are computed per process and not gathered: a DDP run would distil from a partial batch
     from transformers import TrainingArguments
 
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))  # run_recipe sets it: keep it out of later tests
     monkeypatch.setattr(TrainingArguments, "world_size", property(lambda self: 2))

@@ -29,8 +29,8 @@ CASES = [("dense", "contrastive", (3, 2)), ("cross", "bce", (2, 2)), ("twin", "l
 
 
 def _build(family: str, model_dir: Path):
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
 
     torch.manual_seed(0)  # heads / projections: the same initial weights in every process and in the reference
     cfg = ModelConfig(architecture=family, name=str(model_dir), max_length=48, query_max_length=12, head_learning_rate=None)
@@ -44,9 +44,9 @@ def _items(lo: int, hi: int) -> list[dict]:
 
 
 def _loss_and_grads(family: str, loss_name: str, model_dir: Path, items: list[dict], wrap=None):
+    from ssft.config.registry import LOSSES
     from ssft.data.examples import RankerCollator
-    from ssft.registry import LOSSES
-    from ssft.trainer import ranking_loss
+    from ssft.training.objectives import ranking_loss
 
     ranker = _build(family, model_dir)
     model = wrap(ranker) if wrap else ranker
@@ -178,9 +178,9 @@ def test_daft_refuses_several_processes(tiny_model_dir, tmp_path):
 
     from transformers import TrainerControl, TrainerState
 
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
     from ssft.core.errors import SsftError
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
     from ssft.training.callbacks.daft import DaftCallback
 
     model = MODELS.get("dense").build(ModelConfig(architecture="dense", name=str(tiny_model_dir),

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from ssft.config.recipe import ModelConfig, recipe_from_dict
+from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
-from ssft.recipe import ModelConfig, recipe_from_dict
-from ssft.registry import MODELS
 from tests.helpers import save_tiny_bert
 
 QUERIES = ["vitamin d bones", "statins cholesterol", "fish oil"]
@@ -211,7 +211,7 @@ def _cross_recipe(bert_dir, dataset, out, **extra):
 @pytest.fixture
 def trained_ce(bert_dir, tiny_dataset, tmp_path, monkeypatch) -> Path:
     """A dual-pooled cross-encoder trained a few steps with the reconstruction loss (ssft-train's own path)."""
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
     out = tmp_path / "ce"
@@ -223,8 +223,8 @@ def trained_ce(bert_dir, tiny_dataset, tmp_path, monkeypatch) -> Path:
 def test_a_dual_pooled_cross_encoder_trains_and_is_then_a_teacher(trained_ce, bert_dir, tiny_dataset, tmp_path):
     from ssft.models import load_ranker
     from ssft.models.interop.export import export_refusal
+    from ssft.pipeline.run import run_recipe
     from ssft.teachers.cross import load_cross_teacher
-    from ssft.train import run_recipe
 
     info = json.loads((trained_ce / "run_info.json").read_text())
     assert info["train_loss"] > 0 and any("token reconstruction loss (004 §4.2), weight 0.5" in n for n in info["notes"])
@@ -403,7 +403,7 @@ def test_generated_queries_feed_only_the_query_embedding_matching(bert_dir, kind
 
 
 def test_a_run_generates_its_queries_once_and_keeps_them(bart_dir, bert_dir, tiny_dataset, tmp_path, monkeypatch):
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
     out = tmp_path / "run"

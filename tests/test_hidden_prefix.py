@@ -4,10 +4,10 @@ import torch
 
 from ssft.adapters import count_parameters
 from ssft.adapters.hidden_prefix import HiddenPrefix
+from ssft.config.recipe import ModelConfig
 from ssft.core.errors import SsftError
 from ssft.models import load_ranker
 from ssft.models.cross import CrossEncoder
-from ssft.recipe import ModelConfig
 from tests.helpers import assert_save_load_round_trip
 
 QUERIES = ["vitamin d", "statins and cholesterol", "fish oil", "coffee"]

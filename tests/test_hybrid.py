@@ -4,14 +4,14 @@ import torch
 from transformers import TrainerCallback, TrainingArguments
 
 from ssft.adapters.hybrid import HybridOptions
+from ssft.config.recipe import ModelConfig, recipe_from_dict
+from ssft.config.registry import ADAPTERS
 from ssft.core.errors import SsftError
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
 from ssft.losses import PairwiseSoftmaxLoss
 from ssft.models.base import load_ranker
 from ssft.models.cross import CrossEncoder
-from ssft.recipe import ModelConfig, recipe_from_dict
-from ssft.registry import ADAPTERS
 from ssft.training.phases import hybrid_modules, set_trainable, train_hybrid
 
 OPTIONS = {"first": {"method": "hidden_prefix", "length": 2, "mlp_dim": 8}, "second": {"method": "lora", "r": 2},
@@ -43,7 +43,7 @@ class ScriptedMetric(TrainerCallback):
 
 
 def make_factory(ranker, tiny_dataset, tmp_path, scripts):
-    from ssft.trainer import RankingTrainer
+    from ssft.training.trainer import RankingTrainer
 
     ds = load_dataset(str(tiny_dataset))
     examples = build_examples(ds.qrels("train"), list(ds.corpus), None)
@@ -196,9 +196,9 @@ def test_run_recipe_trains_a_sequential_hybrid_and_rerank_reproduces(tiny_model_
     """ssft-train drives both phases; run_info.json records each phase; ssft-rerank on the saved folder reproduces."""
     import json
 
-    from ssft.recipe import load_recipe
-    from ssft.rerank import main as rerank_main
-    from ssft.train import run_recipe
+    from ssft.cli.rerank import main as rerank_main
+    from ssft.config.recipe import load_recipe
+    from ssft.pipeline.run import run_recipe
 
     out = tmp_path / "run"
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(out / "logs"))  # run_recipe sets it for the process: undone after

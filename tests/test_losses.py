@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
+from ssft.config.registry import LOSSES
 from ssft.core.errors import SsftError
 from ssft.losses import ListwiseSoftmaxCELoss, PairwiseSoftmaxLoss, PointwiseBCELoss
-from ssft.registry import LOSSES
 
 
 def test_pairwise_softmax_eq1_hand_computed():

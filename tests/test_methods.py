@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from ssft.adapters import count_parameters
+from ssft.config.recipe import ModelConfig
 from ssft.models.cross import CrossEncoder
-from ssft.recipe import ModelConfig
 from tests.helpers import assert_save_load_round_trip
 
 METHODS = ["full", "lora", "lora++", "prefix", "prompt"]

@@ -50,7 +50,7 @@ def test_a_first_stage_named_like_the_split_keeps_the_model_row(tmp_path, tiny_d
     first = _first_stage_named_test(tmp_path)
     out = tmp_path / "out"
     recipe = _recipe(tmp_path, tiny_model_dir, tiny_dataset, out, extra=f", first_stage: {first}")
-    done = run_cli("ssft.train", [str(recipe)], cwd=tmp_path)
+    done = run_cli("ssft.cli.train", [str(recipe)], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     qrels = load_dataset(str(tiny_dataset)).qrels("test")
     metrics = json.loads((out / "metrics.json").read_text())
@@ -61,7 +61,7 @@ def test_a_first_stage_named_like_the_split_keeps_the_model_row(tmp_path, tiny_d
     assert (out / "run.first_stage.test.test.trec").is_file()
 
     rerank_out = tmp_path / "rerank"
-    again = run_cli("ssft.rerank", [str(out), "--data", str(tiny_dataset), "--first-stage", str(first), "--split", "test",
+    again = run_cli("ssft.cli.rerank", [str(out), "--data", str(tiny_dataset), "--first-stage", str(first), "--split", "test",
                                     "--output", str(rerank_out), "--depth", "6", "--metrics", ",".join(METRICS)], cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     reranked = json.loads((rerank_out / "metrics.json").read_text())
@@ -75,19 +75,19 @@ def test_overwrite_removes_only_what_ssft_wrote(tmp_path, tiny_dataset, tiny_mod
     manifest names the tool and what it writes."""
     out = tmp_path / "out"
     recipe = _recipe(tmp_path, tiny_model_dir, tiny_dataset, out)
-    assert run_cli("ssft.train", [str(recipe)], cwd=tmp_path).returncode == 0
+    assert run_cli("ssft.cli.train", [str(recipe)], cwd=tmp_path).returncode == 0
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["tool"] == "ssft-train" and "metrics.json" in manifest["outputs"]
     (out / "notes.txt").write_text("my notes\n")
     (out / "analysis").mkdir()
     (out / "analysis" / "plot.png").write_bytes(b"\x89PNG")
     before = (out / "metrics.json").stat().st_mtime_ns
-    again = run_cli("ssft.train", [str(recipe), "--overwrite"], cwd=tmp_path)
+    again = run_cli("ssft.cli.train", [str(recipe), "--overwrite"], cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert (out / "notes.txt").read_text() == "my notes\n"
     assert (out / "analysis" / "plot.png").read_bytes() == b"\x89PNG"
     assert (out / "metrics.json").stat().st_mtime_ns != before
-    refused = run_cli("ssft.train", [str(recipe)], cwd=tmp_path)  # finished: refused without --overwrite
+    refused = run_cli("ssft.cli.train", [str(recipe)], cwd=tmp_path)  # finished: refused without --overwrite
     assert refused.returncode == 2 and "holds a finished run" in refused.stderr
 
 
@@ -103,11 +103,11 @@ def test_clear_keeps_a_user_logs_folder_when_the_user_chose_tensorboards_folder(
 def test_two_trainings_on_one_folder_the_second_is_refused(tmp_path, tiny_dataset, tiny_model_dir):
     out = tmp_path / "out"
     recipe = _recipe(tmp_path, tiny_model_dir, tiny_dataset, out)
-    first = start_cli("ssft.train", [str(recipe)], cwd=tmp_path)
+    first = start_cli("ssft.cli.train", [str(recipe)], cwd=tmp_path)
     deadline = time.time() + 120
     while not (out / ".ssft.lock").exists() and first.exitcode is None and time.time() < deadline:
         time.sleep(0.01)
-    second = run_cli("ssft.train", [str(recipe)], cwd=tmp_path)
+    second = run_cli("ssft.cli.train", [str(recipe)], cwd=tmp_path)
     first.join(300)
     assert first.exitcode == 0
     if (out / "metrics.json").is_file() and "holds a finished run" in second.stderr:
@@ -119,16 +119,16 @@ def test_two_trainings_on_one_folder_the_second_is_refused(tmp_path, tiny_datase
 def test_an_interrupted_rerank_leaves_no_finished_looking_folder(tmp_path, tiny_dataset, tiny_model_dir, monkeypatch):
     """ssft-rerank --overwrite onto an earlier result, interrupted after writing its run files: the old
     metrics.json is gone (it would describe another model's run); the next --overwrite finishes."""
+    import ssft.cli.rerank
     import ssft.eval.rerank
-    import ssft.rerank
 
     out = tmp_path / "out"
     recipe = _recipe(tmp_path, tiny_model_dir, tiny_dataset, out)
-    assert run_cli("ssft.train", [str(recipe)], cwd=tmp_path).returncode == 0
+    assert run_cli("ssft.cli.train", [str(recipe)], cwd=tmp_path).returncode == 0
     rerank_out = tmp_path / "rerank"
     argv = [str(out), "--data", str(tiny_dataset), "--first-stage", "bm25", "--split", "test", "--output", str(rerank_out),
             "--depth", "6"]
-    assert ssft.rerank.main(argv) == 0
+    assert ssft.cli.rerank.main(argv) == 0
     assert (rerank_out / "metrics.json").is_file()
     real = ssft.eval.rerank.rerank_and_report
 
@@ -137,11 +137,11 @@ def test_an_interrupted_rerank_leaves_no_finished_looking_folder(tmp_path, tiny_
         raise KeyboardInterrupt
 
     monkeypatch.setattr(ssft.eval.rerank, "rerank_and_report", interrupted)
-    assert ssft.rerank.main([*argv, "--overwrite"]) == 130
+    assert ssft.cli.rerank.main([*argv, "--overwrite"]) == 130
     assert not (rerank_out / "metrics.json").exists()
     assert (rerank_out / "run.test.trec").is_file()  # the new run, unfinished
     monkeypatch.setattr(ssft.eval.rerank, "rerank_and_report", real)
-    assert ssft.rerank.main(argv) == 0  # unfinished: no --overwrite needed
+    assert ssft.cli.rerank.main(argv) == 0  # unfinished: no --overwrite needed
     assert (rerank_out / "metrics.json").is_file()
 
 
@@ -171,9 +171,9 @@ def test_resume_with_changes_continues_with_the_new_learning_rate(tmp_path, tiny
                       f"learning_rate: 1.0e-3, save_strategy: steps, save_steps: 5, logging_steps: 1}}\n")
     _kill_at([str(recipe)], out / "checkpoint-5" / "ssft_checkpoint.json", cwd=tmp_path)
     lower = [str(recipe), "training.learning_rate=1e-4"]
-    refused = run_cli("ssft.train", lower, cwd=tmp_path)
+    refused = run_cli("ssft.cli.train", lower, cwd=tmp_path)
     assert refused.returncode == 2 and "--resume-with-changes" in refused.stderr.strip().splitlines()[-1]
-    done = run_cli("ssft.train", [*lower, "--resume-with-changes"], cwd=tmp_path)
+    done = run_cli("ssft.cli.train", [*lower, "--resume-with-changes"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     info = json.loads((out / "run_info.json").read_text())
     assert info["resumed_with_changes"] == ["training.learning_rate"]
@@ -193,8 +193,8 @@ def test_resume_with_changes_continues_with_the_new_learning_rate(tmp_path, tiny
 @pytest.fixture
 def saved_run(tmp_path, tiny_model_dir) -> Path:
     """A finished run folder: model/ (a tiny full cross-encoder), metrics.json, recipe.yaml."""
+    from ssft.config.recipe import ModelConfig
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
 
     run = tmp_path / "run"
     CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), max_length=48), "full", {}).save(run / "model")

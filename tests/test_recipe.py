@@ -1,7 +1,7 @@
 import pytest
 
+from ssft.config.recipe import load_recipe, recipe_from_dict
 from ssft.core.errors import SsftError
-from ssft.recipe import load_recipe, recipe_from_dict
 
 
 def write(tmp_path, text, name="r.yaml"):
@@ -232,7 +232,7 @@ def test_max_input_length_of_hub_ids_and_saved_models(tmp_path, tiny_model_dir):
 
 
 def test_sweep_grid_refuses_duplicate_keys_and_expands_tilde(tmp_path, monkeypatch):
-    from ssft.sweep import load_grid
+    from ssft.pipeline.sweep import load_grid
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "base.yaml").write_text("seed: 1\n")

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from ssft.recipe import load_recipe
-from ssft.registry import ADAPTERS, LOSSES, MODELS
+from ssft.config.recipe import load_recipe
+from ssft.config.registry import ADAPTERS, LOSSES, MODELS
 from tests.helpers import load_script
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
@@ -37,7 +37,7 @@ def test_every_recipe_loads(path):
 
 @pytest.mark.parametrize("path", GRIDS, ids=[str(p.relative_to(RECIPES)) for p in GRIDS])
 def test_every_sweep_grid_expands_to_valid_recipes(path):
-    from ssft.sweep import check_runs, expand, load_grid
+    from ssft.pipeline.sweep import check_runs, expand, load_grid
 
     grid = load_grid(path)
     runs = expand(grid)

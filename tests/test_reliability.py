@@ -40,7 +40,7 @@ def _recipe(path: Path, model: Path, data: Path, adapter: str, training: str) ->
 def _kill_at(argv: list[str], marker: Path, cwd: Path) -> None:
     """Start ``ssft-train argv`` as its own process; SIGKILL it as soon as ``marker`` (a checkpoint's
     completion file) exists."""
-    process = start_cli("ssft.train", argv, cwd=cwd)
+    process = start_cli("ssft.cli.train", argv, cwd=cwd)
     deadline = time.time() + 300
     while not marker.exists():
         if process.exitcode is not None:
@@ -75,7 +75,7 @@ def test_sigkill_mid_epoch_then_resume_gives_the_same_metrics(tmp_path, tiny_mod
     cwd.mkdir()
     env = {**os.environ, "SSFT_CACHE": str(tmp_path / "cache")}
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    done = run_cli("ssft.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd,
+    done = run_cli("ssft.cli.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd,
                    env={"SSFT_CACHE": tmp_path / "cache"})
     assert done.returncode == 0, done.stderr[-3000:]
 
@@ -99,7 +99,7 @@ def test_sigkill_mid_epoch_then_resume_gives_the_same_metrics(tmp_path, tiny_mod
     assert "train/grad_norm" in tags and "train/loss" in tags
 
     # a finished run is refused; --overwrite trains it again from scratch
-    again = run_cli("ssft.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd)
+    again = run_cli("ssft.cli.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd)
     assert again.returncode == 2 and "holds a finished run" in again.stderr.strip().splitlines()[-1]
 
 
@@ -112,12 +112,12 @@ def test_hybrid_killed_in_its_second_phase_resumes_with_the_phase_state(tmp_path
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    done = run_cli("ssft.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd)
+    done = run_cli("ssft.cli.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd)
     assert done.returncode == 0, done.stderr[-3000:]
     _kill_at([str(recipe), f"training.output_dir={killed}"], killed / "phase-second" / "checkpoint-15" / "ssft_checkpoint.json",
              cwd)
     assert (killed / "phase-first" / "phase.json").is_file() and not (killed / "metrics.json").exists()
-    resumed = run_cli("ssft.train", [str(recipe), f"training.output_dir={killed}"], cwd=cwd)
+    resumed = run_cli("ssft.cli.train", [str(recipe), f"training.output_dir={killed}"], cwd=cwd)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     _same_results(straight, killed)
     info = json.loads((killed / "run_info.json").read_text())
@@ -131,20 +131,20 @@ def test_overwrite_and_default_checkpoints(tmp_path, tiny_model_dir, synthetic_d
     recipe.write_text(f"model: {{name: {tiny_model_dir}, max_length: 48}}\nadapter: {{method: lora, r: 4}}\n"
                       f"data: {{dataset: {synthetic_data}, max_train_queries: 8, validation_split: null}}\neval: {{depth: 5}}\n"
                       f"training: {{output_dir: {tmp_path / 'out'}, num_train_epochs: 1, per_device_train_batch_size: 4}}\n")
-    first = run_cli("ssft.train", [str(recipe)], cwd=tmp_path)
+    first = run_cli("ssft.cli.train", [str(recipe)], cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     assert not list((tmp_path / "out").glob("checkpoint-*"))
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    again = run_cli("ssft.train", [str(recipe), "--overwrite"], cwd=tmp_path)
+    again = run_cli("ssft.cli.train", [str(recipe), "--overwrite"], cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((tmp_path / "out" / "metrics.json").read_text()) == metrics
     (tmp_path / "out" / "metrics.json").unlink()
     (tmp_path / "out" / "checkpoint-2").mkdir()
     (tmp_path / "out" / "checkpoint-2" / "ssft_checkpoint.json").write_text('{"global_step": 2, "loss_sum": 1.0}')
-    other = run_cli("ssft.train", [str(recipe), "adapter.r=8"], cwd=tmp_path)
+    other = run_cli("ssft.cli.train", [str(recipe), "adapter.r=8"], cwd=tmp_path)
     assert other.returncode == 2 and "different recipe (adapter.r differs)" in other.stderr
     # an optimiser setting may change only when the user says so (after a NaN stop: a lower learning rate)
-    lower = run_cli("ssft.train", [str(recipe), "training.learning_rate=1e-3"], cwd=tmp_path)
+    lower = run_cli("ssft.cli.train", [str(recipe), "training.learning_rate=1e-3"], cwd=tmp_path)
     assert lower.returncode == 2 and "trained with another training.learning_rate; pass --resume-with-changes" in lower.stderr
 
 
@@ -161,8 +161,8 @@ def test_overwrite_and_default_checkpoints(tmp_path, tiny_model_dir, synthetic_d
 def test_a_checkpointed_ranker_loads_back_into_the_live_model_exactly(architecture, method, options, tmp_path, tiny_model_dir):
     """What a resume does with ``checkpoint-N/ranker``: every tensor of the live model (trainable or not) takes
     the saved value, in place, for every method."""
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
 
     config = ModelConfig(architecture=architecture, name=str(tiny_model_dir), max_length=48)
     torch.manual_seed(0)
@@ -187,7 +187,7 @@ def test_a_checkpointed_ranker_loads_back_into_the_live_model_exactly(architectu
 
 
 def test_incomplete_checkpoints_are_never_resumed_from(tmp_path):
-    from ssft.trainer import CHECKPOINT_MARKER, discard_incomplete_checkpoints, latest_checkpoint
+    from ssft.training.checkpoints import CHECKPOINT_MARKER, discard_incomplete_checkpoints, latest_checkpoint
 
     for step, complete in ((5, True), (10, True), (15, False)):
         (tmp_path / f"checkpoint-{step}").mkdir()
@@ -235,9 +235,9 @@ def test_crash_during_an_atomic_write_keeps_the_old_file(tmp_path, monkeypatch):
 
 
 def test_crash_while_saving_a_model_keeps_the_previous_folder(tmp_path, tiny_model_dir, monkeypatch):
+    from ssft.config.recipe import ModelConfig
     from ssft.models import base, load_ranker
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
 
     ranker = CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), max_length=48), "lora", {"r": 2}).eval()
     ranker.save(tmp_path / "model")
@@ -315,12 +315,12 @@ def test_non_finite_loss_or_gradient_stops_training_and_keeps_the_last_good_chec
                                                                                        tiny_dataset):
     from transformers import TrainingArguments
 
+    from ssft.config.recipe import ModelConfig
     from ssft.data.beir import load_dataset
     from ssft.data.examples import RankerCollator, TrainingGroups, build_examples
     from ssft.models import load_ranker
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig
-    from ssft.trainer import RankingTrainer
+    from ssft.training.trainer import RankingTrainer
 
     torch.manual_seed(0)
     ranker = CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), max_length=48), "lora", {"r": 2})
@@ -387,8 +387,8 @@ def test_no_unsafe_loading_in_the_package():
 
 
 def test_saved_models_and_checkpoints_hold_weights_as_safetensors_only(tmp_path, tiny_model_dir):
+    from ssft.config.recipe import ModelConfig, Recipe
     from ssft.models.cross import CrossEncoder
-    from ssft.recipe import ModelConfig, Recipe
 
     assert Recipe().model.trust_remote_code is False
     for method, options in (("full", {}), ("lora", {"r": 2}), ("hidden_prefix", {"length": 2})):
@@ -400,7 +400,8 @@ def test_saved_models_and_checkpoints_hold_weights_as_safetensors_only(tmp_path,
 
 
 def test_sweep_dry_run_tells_resumable_runs_apart(tmp_path, capsys):
-    from ssft.sweep import expand, load_grid, main
+    from ssft.cli.sweep import main
+    from ssft.pipeline.sweep import expand, load_grid
 
     (tmp_path / "base.yaml").write_text("seed: 1\n")
     grid_file = tmp_path / "grid.yaml"
@@ -437,7 +438,7 @@ def test_daft_run_killed_resumes_in_the_same_stage(tmp_path, tiny_model_dir, wid
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    done = run_cli("ssft.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd)
+    done = run_cli("ssft.cli.train", [str(recipe), f"training.output_dir={straight}"], cwd=cwd)
     assert done.returncode == 0, done.stderr[-3000:]
     argv = [str(recipe), f"training.output_dir={killed}"]
     _kill_at(argv, killed / f"checkpoint-{kill_step}" / "ssft_checkpoint.json", cwd)
@@ -445,7 +446,7 @@ def test_daft_run_killed_resumes_in_the_same_stage(tmp_path, tiny_model_dir, wid
     marker = json.loads((killed / f"checkpoint-{kill_step}" / "ssft_checkpoint.json").read_text())
     assert marker["mixed_precision"] == ("bf16" if bf16 else "no")  # what a resume with training.bf16: auto keeps
     assert state["stage"] == ("alignment" if kill_step == 10 else "fine-tuning")
-    resumed = run_cli("ssft.train", argv, cwd=cwd)
+    resumed = run_cli("ssft.cli.train", argv, cwd=cwd)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert json.loads((straight / "metrics.json").read_text()) == json.loads((killed / "metrics.json").read_text())
     daft_a, daft_b = (json.loads((p / "daft.json").read_text()) for p in (straight, killed))

@@ -3,11 +3,11 @@ gradients per tower within one step, requires_grad kept across tower switches, s
 import pytest
 import torch
 
+from ssft.config.recipe import ModelConfig
 from ssft.core.errors import SsftError
 from ssft.models.colbert import ColBert
 from ssft.models.cross import CrossEncoder
 from ssft.models.twin import TwinBert
-from ssft.recipe import ModelConfig
 from tests.helpers import assert_save_load_round_trip
 
 QUERIES = ["vitamin d", "statins and cholesterol", "fish oil", "coffee"]
@@ -134,7 +134,7 @@ def test_semi_siamese_needs_a_tower(tiny_model_dir):
         cross(**cross.tokenize(QUERIES[:1], DOCS[:1]))
     with pytest.raises(SsftError, match="sharing"):
         build(tiny_model_dir, "ss_lora", sharing="hetero_key")
-    from ssft.recipe import recipe_from_dict
+    from ssft.config.recipe import recipe_from_dict
 
     with pytest.raises(SsftError, match="needs a bi-encoder"):
         recipe_from_dict({"model": {"architecture": "cross"}, "adapter": {"method": "ss_lora"}})

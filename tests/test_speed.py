@@ -18,7 +18,7 @@ def test_group_by_length_batches_training_groups_by_length(tiny_model_dir, tmp_p
 
     from ssft.data.beir import load_dataset
     from ssft.data.examples import RankerCollator, TrainingGroups, build_examples
-    from ssft.trainer import RankingTrainer
+    from ssft.training.trainer import RankingTrainer
 
     ds = load_dataset(str(write_synthetic_beir(tmp_path / "beir", queries=60, docs=80)))
     groups = TrainingGroups(build_examples(ds.qrels("train"), list(ds.corpus), None), ds, 1)
@@ -27,9 +27,9 @@ def test_group_by_length_batches_training_groups_by_length(tiny_model_dir, tmp_p
     assert lengths[0] == len(groups[0]["query"]) + len(groups[0]["documents"][0])
     args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, report_to=[], use_cpu=True,
                              remove_unused_columns=False, train_sampling_strategy="group_by_length")
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
     from ssft.losses import ContrastiveLoss
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
 
     ranker = MODELS.get("dense").build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=32), "full", {})
     trainer = RankingTrainer(model=ranker, args=args, train_dataset=groups, data_collator=RankerCollator(ranker),
@@ -62,7 +62,7 @@ def test_mixed_precision_from_the_recipe_reaches_the_forward(tiny_model_dir, tin
     """``training.bf16`` / ``training.fp16`` of a recipe pass to TrainingArguments and accelerate, whose autocast
     wraps the ranker's forward during training: the backbone's matmuls run in the half type (fp16: on a GPU), the
     loss is finite and the master weights stay float32."""
-    from ssft.recipe import recipe_from_dict
+    from ssft.config.recipe import recipe_from_dict
 
     recipe = recipe_from_dict({"training": {precision: "true", "use_cpu": True, "output_dir": str(tmp_path)}}, "r.yaml")
     assert recipe.training[precision] is True  # coerced to a bool from the YAML string
@@ -87,10 +87,10 @@ def test_mixed_precision_from_the_recipe_reaches_the_forward(tiny_model_dir, tin
 def test_bf16_on_a_cpu_without_native_bf16_trains_with_a_warning(tmp_path, monkeypatch, caplog):
     """training.bf16 on a CPU works (issue 19: no training.use_cpu trap); where the CPU only emulates bf16 the
     run says it is likely slower than float32, before anything is written."""
+    from ssft.config.recipe import recipe_from_dict
     from ssft.core import precision
     from ssft.pipeline.folder import train_output_folder
     from ssft.pipeline.run import prepare
-    from ssft.recipe import recipe_from_dict
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: bf16 is supported")
@@ -109,10 +109,10 @@ def test_bf16_on_a_cpu_without_native_bf16_trains_with_a_warning(tmp_path, monke
 def test_training_bf16_auto_follows_the_hardware(tmp_path, monkeypatch, caplog):
     """training.bf16: auto trains in bf16 where the device computes it natively and in float32 elsewhere (never
     the emulated, slower bf16), and says which; a value other than true / false / auto is a one-line error."""
+    from ssft.config.recipe import recipe_from_dict
     from ssft.core import precision
     from ssft.pipeline.folder import train_output_folder
     from ssft.pipeline.run import prepare
-    from ssft.recipe import recipe_from_dict
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU path")
@@ -135,10 +135,10 @@ def test_training_bf16_auto_follows_the_hardware(tmp_path, monkeypatch, caplog):
 def test_training_precision_defaults_to_auto_unless_named(tmp_path, monkeypatch):
     """With no training.bf16 / training.fp16 in the recipe and no mixed precision in the accelerate config, a run
     trains as training.bf16: auto would; a recipe's false, or an accelerate config's fp16, is left to rule."""
+    from ssft.config.recipe import recipe_from_dict
     from ssft.core import precision
     from ssft.pipeline.folder import train_output_folder
     from ssft.pipeline.run import prepare, training_precision
-    from ssft.recipe import recipe_from_dict
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU path")
@@ -166,10 +166,10 @@ def test_a_resumed_run_keeps_the_training_precision_of_its_checkpoint(tmp_path, 
     float32 — the default then."""
     import json
 
+    from ssft.config.recipe import recipe_from_dict
     from ssft.core import precision
     from ssft.pipeline import run as run_module
     from ssft.pipeline.folder import train_output_folder
-    from ssft.recipe import recipe_from_dict
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU path")
@@ -262,8 +262,8 @@ def test_token_cache_gives_the_tokenizer_s_inputs_on_nfcorpus():
 
 
 def test_rankers_tokenise_each_text_once(tiny_model_dir):
-    from ssft.recipe import ModelConfig
-    from ssft.registry import MODELS
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
 
     for family in ("cross", "twin", "colbert", "dense"):
         ranker = MODELS.get(family).build(ModelConfig(architecture=family, name=str(tiny_model_dir), max_length=32,

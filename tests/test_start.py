@@ -7,15 +7,14 @@ import pytest
 import torch
 from transformers import TrainingArguments
 
-from ssft.config.recipe import recipe_from_dict
+from ssft.config.recipe import ModelConfig, recipe_from_dict
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
 from ssft.data.trec import read_run
 from ssft.losses import PairwiseSoftmaxLoss
 from ssft.models.twin import TwinBert
-from ssft.recipe import ModelConfig
-from ssft.trainer import RankingTrainer
 from ssft.training.callbacks.best_epoch import BestEpochCallback, evaluate_start
+from ssft.training.trainer import RankingTrainer
 from tests.helpers import write_synthetic_beir
 
 DESTROY = 5.0  # a learning rate that wrecks a full fine-tune in a few AdamW steps

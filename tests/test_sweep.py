@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ssft.config.recipe import apply_override
 from ssft.core.errors import SsftError
 from ssft.data.beir import load_dataset
-from ssft.recipe import apply_override
-from ssft.sweep import Folds, expand, kfold_splits, load_grid, run_sweep, train_command, write_fold_datasets
+from ssft.pipeline.sweep import Folds, expand, kfold_splits, load_grid, run_sweep, train_command, write_fold_datasets
 
 
 def test_kfold_rotation_tests_each_query_once():
@@ -187,13 +187,13 @@ training: {{max_steps: 1, per_device_train_batch_size: 2, report_to: []}}
 """)
     (tmp_path / "grid.yaml").write_text(yaml.safe_dump({"recipe": "base.yaml", "output_root": str(tmp_path / "sweep"),
                                                          "grid": {"adapter": [{"method": "lora", "r": 2}]}}))
-    result = subprocess.run([sys.executable, "-m", "ssft.sweep", str(tmp_path / "grid.yaml")], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "ssft.cli.sweep", str(tmp_path / "grid.yaml")], capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [json.loads(line) for line in (tmp_path / "sweep" / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and rows[0]["status"] == "ok" and "nDCG@10" in rows[0]["metrics"]["test"]
     recipe = yaml.safe_load((Path(rows[0]["run_dir"]) / "recipe.yaml").read_text())
     assert recipe["adapter"] == {"method": "lora", "r": 2}
-    dry = subprocess.run([sys.executable, "-m", "ssft.sweep", "--dry-run", str(tmp_path / "grid.yaml")], capture_output=True,
+    dry = subprocess.run([sys.executable, "-m", "ssft.cli.sweep", "--dry-run", str(tmp_path / "grid.yaml")], capture_output=True,
                          text=True, timeout=300)
     assert dry.returncode == 0 and dry.stdout.startswith("finished\t")

@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
+from ssft.config.recipe import ModelConfig, recipe_from_dict
+from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
 from ssft.losses.tct import TightlyCoupledDistillationLoss
-from ssft.recipe import ModelConfig, recipe_from_dict
-from ssft.registry import MODELS
 
 
 def _softmax(xs: list[float]) -> list[float]:
@@ -145,7 +145,7 @@ def _trainer(student, teacher, dataset_dir, tmp_path, loss=None, steps: int = 2)
 
     from ssft.data.beir import load_dataset
     from ssft.data.examples import RankerCollator, TrainingGroups, build_examples
-    from ssft.trainer import RankingTrainer
+    from ssft.training.trainer import RankingTrainer
 
     ds = load_dataset(str(dataset_dir))
     examples = build_examples(ds.qrels("train"), list(ds.corpus), None, seed=0)
@@ -255,7 +255,7 @@ def test_recipe_validation_of_tct_and_fusion(tiny_model_dir):
 
 
 def test_train_tct_end_to_end_with_fusion(tiny_model_dir, tiny_dataset, tmp_path, monkeypatch):
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "run" / "logs"))
     _build("colbert", tiny_model_dir).save(tmp_path / "colbert" / "model")
@@ -278,7 +278,7 @@ def test_train_tct_end_to_end_with_fusion(tiny_model_dir, tiny_dataset, tmp_path
 
 
 def test_missing_teacher_fails_before_any_output(tiny_model_dir, tiny_dataset, tmp_path):
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     recipe = recipe_from_dict({
         "model": {"architecture": "dense", "name": str(tiny_model_dir), "max_length": 64},
@@ -317,7 +317,7 @@ def test_fusion_weight_tuning_picks_the_smallest_best_alpha():
 
 
 def test_retrieve_cli_fusion(tiny_model_dir, tiny_dataset, tmp_path, capsys):
-    from ssft.retrieve import main as retrieve_main
+    from ssft.cli.retrieve import main as retrieve_main
 
     _build("dense", tiny_model_dir).save(tmp_path / "run" / "model")
     common = [str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--depth", "3"]
@@ -409,7 +409,7 @@ def test_init_from_teacher_refuses_another_transformer(tiny_model_dir, tmp_path)
 def test_tct_recipe_uses_the_paper_s_dot_product_and_teacher_initialisation():
     from pathlib import Path
 
-    from ssft.recipe import load_recipe
+    from ssft.config.recipe import load_recipe
 
     recipe = load_recipe(Path(__file__).resolve().parents[1] / "recipes" / "tct_nfcorpus.yaml")
     assert recipe.model.normalize is False and recipe.model.score_scale == 1.0 and recipe.model.pooling == "mean"

@@ -1,13 +1,13 @@
 import torch
 from transformers import TrainingArguments
 
+from ssft.config.recipe import ModelConfig
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
 from ssft.losses import PairwiseSoftmaxLoss
 from ssft.models.cross import CrossEncoder
-from ssft.recipe import ModelConfig
-from ssft.trainer import RankingTrainer
 from ssft.training.callbacks.best_epoch import BestEpochCallback
+from ssft.training.trainer import RankingTrainer
 
 
 def make_trainer(tiny_model_dir, tiny_dataset, tmp_path, method="lora", **kwargs):

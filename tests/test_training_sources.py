@@ -301,7 +301,7 @@ def objective_for_contrastive():
     ("dense", "loss: {name: margin_mse}\n", "loss.name: 'margin_mse' distils teacher scores: set data.train"),
 ])
 def test_recipe_refuses_what_needs_explicit_negatives(tmp_path, tiny_model_dir, tiny_dataset, architecture, extra, message):
-    from ssft.recipe import load_recipe
+    from ssft.config.recipe import load_recipe
 
     path = tmp_path / "r.yaml"
     path.write_text(f"model: {{architecture: {architecture}, name: {tiny_model_dir}, max_length: 48}}\nadapter: full\n"
@@ -342,7 +342,7 @@ def test_bm25_index_is_saved_and_reused(tiny_dataset, monkeypatch):
 ])
 def test_run_recipe_on_training_sources(tiny_model_dir, tiny_dataset, tmp_path, monkeypatch, architecture, loss, data):
     from ssft.config.recipe import recipe_from_dict
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
     files = {"SCORED": _jsonl(tmp_path / "scored.jsonl", [
@@ -379,7 +379,7 @@ def test_run_recipe_records_dropped_negatives_in_data_warnings(tiny_model_dir, t
     """An ids-form row listing a judged positive of the recipe's training qrels (data.train_split, here 'dev': q5-d6)
     as a negative trains without it, and run_info.json's data_warnings counts it."""
     from ssft.config.recipe import recipe_from_dict
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
     rows = _jsonl(tmp_path / "ids.jsonl", [{"query_id": "q5", "positive_id": "d1", "negative_ids": ["d6", "d2", "d6"]},
@@ -479,7 +479,7 @@ def test_collapse_monitor_samples_the_text_rows_queries(tiny_model_dir, tiny_dat
 
 def test_run_recipe_text_rows_subsampled_with_the_collapse_monitor(tiny_model_dir, tiny_dataset, tmp_path, monkeypatch):
     from ssft.config.recipe import recipe_from_dict
-    from ssft.train import run_recipe
+    from ssft.pipeline.run import run_recipe
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "logs"))
     rows = _jsonl(tmp_path / "t.jsonl", [{"query": f"text query {i % 3}", "positive": f"positive text {i}",
