@@ -278,21 +278,52 @@ def check_checkpoint(folder: Path, callbacks=(), needs_optimizer: bool = True) -
     missing, cut short or garbage is one SsftError naming it, instead of a traceback half-way into the resume
     (or, for a missing optimizer or scheduler state, a resume that silently starts them over)."""
     folder = Path(folder)
-    marker, why = _json_file(folder / CHECKPOINT_MARKER)
-    if why == "missing":
+    if not (folder / CHECKPOINT_MARKER).exists():
         raise SsftError(f"{folder}: incomplete checkpoint (no {CHECKPOINT_MARKER}); it cannot be resumed from")
-    number = (int, float)
-    if why is None and not (isinstance(marker, dict) and type(marker.get("global_step")) is int
-                            and isinstance(marker.get("loss_sum"), number) and not isinstance(marker.get("loss_sum"), bool)):
+    # the first problem, in the order a resume reads the files (later checks may load large files)
+    for problem in _checkpoint_problems(folder, callbacks, needs_optimizer):
+        raise checkpoint_problem(folder, *problem)
+
+
+def _checkpoint_problems(folder: Path, callbacks, needs_optimizer: bool):
+    """(file, why) for each unreadable file of a checkpoint whose marker exists, lazily."""
+    marker, why = _json_file(folder / CHECKPOINT_MARKER)
+    if why is None and not _is_marker(marker):
         why = "damaged (expected {\"global_step\": <int>, \"loss_sum\": <number>})"
     if why is not None:
-        raise checkpoint_problem(folder, CHECKPOINT_MARKER, why)
+        yield CHECKPOINT_MARKER, why
     why = _ranker_folder_problem(folder / "ranker")
     if why is not None:
-        if why == "missing":
-            raise checkpoint_problem(folder, "ranker", "missing")
-        raise checkpoint_problem(folder, "ranker", f"the saved model cannot be loaded ({why})")
-    state, why = _json_file(folder / "trainer_state.json")
+        yield "ranker", why if why == "missing" else f"the saved model cannot be loaded ({why})"
+    why = _trainer_state_problem(folder / "trainer_state.json")
+    if why is not None:
+        yield "trainer_state.json", why
+    state_files = [folder / name for name in ("optimizer.pt", "scheduler.pt") if needs_optimizer]
+    for path in state_files:
+        why = _torch_file_problem(path)
+        if why is not None:
+            yield path.name, why
+    rng_files = sorted(folder.glob("rng_state*.pth"))
+    if not rng_files:
+        yield "rng_state.pth", "missing"
+    for path in rng_files:
+        why = _torch_file_problem(path, numpy_state=True)
+        if why is not None:
+            yield path.name, why
+    for callback in callbacks:
+        problem = callback.check_checkpoint_state(folder) if hasattr(callback, "check_checkpoint_state") else None
+        if problem is not None:
+            yield problem
+
+
+def _is_marker(marker) -> bool:
+    loss_sum = marker.get("loss_sum") if isinstance(marker, dict) else None
+    return (isinstance(marker, dict) and type(marker.get("global_step")) is int and isinstance(loss_sum, (int, float))
+            and not isinstance(loss_sum, bool))
+
+
+def _trainer_state_problem(path: Path) -> str | None:
+    state, why = _json_file(path)
     if why is None:
         try:
             if not isinstance(state, dict) or type(state.get("global_step")) is not int:
@@ -300,25 +331,7 @@ def check_checkpoint(folder: Path, callbacks=(), needs_optimizer: bool = True) -
             TrainerState(**state)
         except TypeError:
             why = "damaged (not a Trainer state)"
-    if why is not None:
-        raise checkpoint_problem(folder, "trainer_state.json", why)
-    if needs_optimizer:
-        for name in ("optimizer.pt", "scheduler.pt"):
-            why = _torch_file_problem(folder / name)
-            if why is not None:
-                raise checkpoint_problem(folder, name, why)
-    rng_files = sorted(folder.glob("rng_state*.pth"))
-    if not rng_files:
-        raise checkpoint_problem(folder, "rng_state.pth", "missing")
-    for path in rng_files:
-        why = _torch_file_problem(path, numpy_state=True)
-        if why is not None:
-            raise checkpoint_problem(folder, path.name, why)
-    for callback in callbacks:
-        if hasattr(callback, "check_checkpoint_state"):
-            problem = callback.check_checkpoint_state(folder)
-            if problem is not None:
-                raise checkpoint_problem(folder, *problem)
+    return why
 
 
 def non_finite_error(what: str, value: float, step: int, epoch: float | None, last: Path | None) -> SsftError:
