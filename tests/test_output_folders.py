@@ -46,7 +46,7 @@ def _first_stage_named_test(tmp_path: Path) -> Path:
 def test_a_first_stage_named_like_the_split_keeps_the_model_row(tmp_path, tiny_dataset, tiny_model_dir):
     """`eval.first_stage: test.trec` on split test, then `ssft-rerank --first-stage test.trec --split test`: the
     model's row stays under `test` (scored from the model's own run file) and the first stage's is
-    `first_stage.test` (its own metrics)."""
+    `first_stage` (its own metrics)."""
     first = _first_stage_named_test(tmp_path)
     out = tmp_path / "out"
     recipe = _recipe(tmp_path, tiny_model_dir, tiny_dataset, out, extra=f", first_stage: {first}")
@@ -54,20 +54,20 @@ def test_a_first_stage_named_like_the_split_keeps_the_model_row(tmp_path, tiny_d
     assert done.returncode == 0, done.stderr[-3000:]
     qrels = load_dataset(str(tiny_dataset)).qrels("test")
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics) == {"test", "first_stage.test"}
-    assert metrics["first_stage.test"] == pytest.approx(evaluate_run(qrels, read_run(first), METRICS)[0])
-    assert metrics["first_stage.test"]["RR@10"] == pytest.approx(1 / 6)  # the relevant document ranked last
+    assert set(metrics) == {"test", "first_stage"}
+    assert metrics["first_stage"] == pytest.approx(evaluate_run(qrels, read_run(first), METRICS)[0])
+    assert metrics["first_stage"]["RR@10"] == pytest.approx(1 / 6)  # the relevant document ranked last
     assert metrics["test"] == pytest.approx(evaluate_run(qrels, read_run(out / "run.test.trec"), METRICS)[0])
-    assert (out / "run.first_stage.test.test.trec").is_file()
+    assert (out / "run.first_stage.test.trec").is_file()
 
     rerank_out = tmp_path / "rerank"
     again = run_cli("ssft.cli.rerank", [str(out), "--data", str(tiny_dataset), "--first-stage", str(first), "--split", "test",
                                     "--output", str(rerank_out), "--depth", "6", "--metrics", ",".join(METRICS)], cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     reranked = json.loads((rerank_out / "metrics.json").read_text())
-    assert set(reranked) == {"test", "first_stage.test"}
+    assert set(reranked) == {"test", "first_stage"}
     assert reranked["test"] == pytest.approx(evaluate_run(qrels, read_run(rerank_out / "run.trec"), METRICS)[0])
-    assert reranked["first_stage.test"] == metrics["first_stage.test"]
+    assert reranked["first_stage"] == metrics["first_stage"]
 
 
 def test_overwrite_removes_only_what_ssft_wrote(tmp_path, tiny_dataset, tiny_model_dir):
@@ -303,7 +303,7 @@ def test_export_of_a_run_whose_metrics_hold_strings(saved_run, tmp_path):
     export_run(saved_run, tmp_path / "export")
     card = ModelCard.load(tmp_path / "export" / "README.md")
     assert [(r.metric_type, r.metric_value) for r in card.data.eval_results] == [("RR@10", 0.25)]
-    assert "| test | 0.2500 |" in card.text
+    assert "| test | this model | 0.2500 |" in card.text
 
 
 def test_mine_overwrite_replaces_only_its_own_pair(tmp_path, capsys):

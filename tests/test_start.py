@@ -177,7 +177,7 @@ def test_a_resumed_run_reads_the_start_it_scored_before_the_kill(tmp_path):
 
     qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
     run = {"q1": {"a": 2.0, "b": 1.0}, "q2": {"a": 2.0, "b": 1.0}}
-    recipe = SimpleNamespace(eval=SimpleNamespace(metrics=["nDCG@10", "RR@10"], precision="bf16"),
+    recipe = SimpleNamespace(eval=SimpleNamespace(metrics=["nDCG@10", "RR@10"], precision="bf16", start=True),
                              data=SimpleNamespace(test_split="test"))
     built = SimpleNamespace(ranker=SimpleNamespace(ranks_untrained=True, architecture="dense"))
     inputs = SimpleNamespace(test_qrels=qrels)
@@ -206,7 +206,8 @@ def test_a_resumed_run_scores_its_start_again_when_the_file_was_scored_in_anothe
     ds = load_dataset(str(synthetic))
     qrels = ds.qrels("test")
     first = {q: {d: float(-i) for i, d in enumerate(sorted(ds.corpus))} for q in qrels}
-    recipe = SimpleNamespace(eval=SimpleNamespace(metrics=["nDCG@10"], precision="bf16", depth=8, batch_size=16),
+    recipe = SimpleNamespace(eval=SimpleNamespace(metrics=["nDCG@10"], precision="bf16", depth=8, batch_size=16,
+                                                  start=True),
                              data=SimpleNamespace(test_split="test"))
     inputs = SimpleNamespace(test_qrels=qrels, test_first=first, dataset=ds)
     built = SimpleNamespace(ranker=ranker)

@@ -4,6 +4,9 @@
   per encoder kind (cross- vs bi-encoders); input from ``ssft.analysis.split.ratio_table``.
 - ``plot_validation_curves``: 001 Fig. 4, the validation metric per epoch of prefix tuning, LoRA, the concurrent
   hybrid and the sequential hybrid; input from ``validation_curve`` of each run folder.
+- ``plot_run_curves``: a run's ``curves.png``: training loss and every validation measure against epoch, the start as
+  epoch 0, the selected epoch marked; input from ``run_curves`` of the run's run_info.
+- ``plot_sweep_table``: a sweep's results rows as grouped bars (``results.png`` of ssft-sweep).
 - ``plot_collapse_history``: what the collapse monitor and DAFT recorded during training (000 §3.2, §4): total
   variance and effective rank of each tower, the loss against the collapse value log(1 + |D⁻|), DAFT's KL history;
   input from ``collapse_record`` of a run folder (``collapse.json``, ``daft.json``) or the callbacks' own lists.
@@ -147,6 +150,131 @@ def plot_validation_curves(curves: Sequence[ValidationCurve], path: str | Path, 
     return _save(fig, path)
 
 
+@dataclass
+class RunCurves:
+    """What a run's ``curves.png`` draws: the training loss as logged (epoch, loss), each validation measure per
+    evaluation ({measure: [(epoch, value)]}, the starting model at epoch 0), the epoch(s) the run selected (one per
+    hybrid phase), the epochs where a sequential hybrid's next phase starts, and the selection measure."""
+
+    loss: list[tuple[float, float]]
+    validation: dict[str, list[tuple[float, float]]]
+    selected: list[float]
+    boundaries: list[float] = field(default_factory=list)
+    selection_metric: str | None = None
+    title: str = ""
+
+
+def run_curves(info: Mapping, title: str = "") -> RunCurves:
+    """The curves of one run from its run_info (``validation_history``, ``train_loss_history``, ``best_validation``;
+    a hybrid's ``hybrid_phases``, a later phase's epochs shifted by the earlier phases' length)."""
+    best = info.get("best_validation") or {}
+    phases = info.get("hybrid_phases") or [{"epochs": 0, "validation_history": info.get("validation_history") or [],
+                                            "train_loss_history": info.get("train_loss_history") or [],
+                                            "best_validation": best}]
+    loss: list[tuple[float, float]] = []
+    validation: dict[str, list[tuple[float, float]]] = {}
+    selected: list[float] = []
+    boundaries: list[float] = []
+    offset = 0.0
+    for number, phase in enumerate(phases):
+        if number:
+            boundaries.append(offset)
+        for entry in phase.get("train_loss_history") or []:
+            loss.append((offset + float(entry["epoch"]), float(entry["loss"])))
+        for entry in phase.get("validation_history") or []:
+            if entry.get("epoch") is None:
+                continue
+            for key, value in entry.items():
+                if key.startswith("eval_") and isinstance(value, (int, float)):
+                    validation.setdefault(key.removeprefix("eval_"), []).append((offset + float(entry["epoch"]), float(value)))
+        chosen = (phase.get("best_validation") or {}).get("epoch")
+        if chosen is not None:
+            selected.append(offset + float(chosen))
+        offset += float(phase.get("epochs") or 0)
+    return RunCurves(loss, validation, selected, boundaries, best.get("metric"), title)
+
+
+def run_curves_figure(curves: RunCurves):
+    """The ``matplotlib.figure.Figure`` of ``plot_run_curves``: the training loss (left) and every validation measure
+    (right) against epoch, a dashed line at each selected epoch and a star on the selection measure there. Lines are
+    labelled (``training loss``, each measure's name) so what is drawn can be read back."""
+    from matplotlib.figure import Figure  # noqa: PLC0415  (heavy optional library, loaded on first use)
+
+    fig = Figure(figsize=(10, 4))
+    loss_ax, val_ax = fig.subplots(1, 2)
+    if curves.loss:
+        xs, ys = zip(*curves.loss)
+        loss_ax.plot(xs, ys, marker="o", markersize=3, color="tab:red", label="training loss")
+    else:
+        loss_ax.text(0.5, 0.5, "no training loss logged\n(fewer steps than training.logging_steps)",
+                     ha="center", va="center", transform=loss_ax.transAxes, fontsize=9)
+    loss_ax.set_title("training loss")
+    for measure, points in sorted(curves.validation.items()):
+        xs, ys = zip(*points)
+        width = 2.2 if measure == curves.selection_metric else 1.2
+        val_ax.plot(xs, ys, marker="o", markersize=3, linewidth=width, label=measure)
+    if not curves.validation:
+        val_ax.text(0.5, 0.5, "no validation split", ha="center", va="center", transform=val_ax.transAxes, fontsize=9)
+    chosen = dict(curves.validation.get(curves.selection_metric or "", []))
+    for epoch in curves.selected:
+        for ax in (loss_ax, val_ax):
+            ax.axvline(epoch, color="grey", linestyle="--", linewidth=1, label="_selected epoch")
+        if epoch in chosen:
+            val_ax.plot([epoch], [chosen[epoch]], marker="*", markersize=14, color="gold", markeredgecolor="black",
+                        linestyle="none", label=f"selected: epoch {epoch:g}")
+    for boundary in curves.boundaries:
+        for ax in (loss_ax, val_ax):
+            ax.axvline(boundary, color="black", linestyle=":", linewidth=1, label="_next phase")
+    val_ax.set_title("validation" + (f" (selection: {curves.selection_metric})" if curves.selection_metric else "")
+                     + ", epoch 0 = the start")
+    for ax in (loss_ax, val_ax):
+        ax.set_xlabel("epoch")
+        ax.set_xlim(left=-0.05)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    if curves.title:
+        fig.suptitle(curves.title, fontsize=9)
+    return fig
+
+
+def plot_run_curves(curves: RunCurves, path: str | Path) -> Path:
+    """A run's ``curves.png`` (``run_curves_figure``). Writes a PNG."""
+    return _save(run_curves_figure(curves), path)
+
+
+def sweep_table_figure(rows: Sequence[Mapping], title: str = ""):
+    """The ``Figure`` of ``plot_sweep_table``: one panel per measure of the runs' own rows, one group of bars per
+    run, one bar per row of its metrics.json (the model, the first stage, their interpolation, the start)."""
+    from matplotlib.figure import Figure  # noqa: PLC0415  (heavy optional library, loaded on first use)
+
+    rows = [r for r in rows if isinstance(r.get("metrics"), Mapping) and r["metrics"]]
+    if not rows:
+        raise SsftError("sweep table figure: no finished run to draw")
+    names = list(dict.fromkeys(name for r in rows for name in r["metrics"]))
+    measures = list(next(iter(rows[0]["metrics"].values())))
+    fig = Figure(figsize=(max(4.0, 0.9 * len(rows) * max(1, len(names)) / 2) * len(measures), 4.0))
+    axes = fig.subplots(1, len(measures), squeeze=False)[0]
+    width = 0.8 / len(names)
+    for ax, measure in zip(axes, measures):
+        for i, name in enumerate(names):
+            heights = [float(r["metrics"].get(name, {}).get(measure, math.nan)) for r in rows]
+            xs = [x - 0.4 + width * (i + 0.5) for x in range(len(rows))]
+            ax.bar(xs, [0 if math.isnan(h) else h for h in heights], width, label=name,
+                   color="tab:grey" if i == 1 else f"C{i}")
+        ax.set_xticks(range(len(rows)))
+        ax.set_xticklabels([str(r.get("run", "")) for r in rows], rotation=30, ha="right", fontsize=7)
+        ax.set_title(measure)
+    axes[0].legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    return fig
+
+
+def plot_sweep_table(rows: Sequence[Mapping], path: str | Path, title: str = "") -> Path:
+    """A sweep's results table as bars (``sweep_table_figure``; ``rows``: ssft-sweep's result rows). Writes a PNG."""
+    return _save(sweep_table_figure(rows, title), path)
+
+
 def collapse_record(run_dir: str | Path) -> dict:
     """{"history", "losses", "warnings"} of ``collapse.json`` and {"kl_history", "stage_changes", "delta"} of
     ``daft.json`` of a run folder (either may be absent, not both): the input of ``plot_collapse_history``."""
@@ -271,5 +399,6 @@ def plot_latency_tradeoff(points: Sequence[LatencyPoint], path: str | Path, metr
     return _save(fig, path)
 
 
-__all__ = ["LatencyPoint", "ValidationCurve", "collapse_record", "plot_ambiguity_ratios", "plot_collapse_history",
-           "plot_latency_tradeoff", "plot_validation_curves", "validation_curve"]
+__all__ = ["LatencyPoint", "RunCurves", "ValidationCurve", "collapse_record", "plot_ambiguity_ratios",
+           "plot_collapse_history", "plot_latency_tradeoff", "plot_run_curves", "plot_sweep_table", "plot_validation_curves",
+           "run_curves", "run_curves_figure", "sweep_table_figure", "validation_curve"]

@@ -23,6 +23,7 @@ import yaml
 
 from ssft.analysis.ambiguity import AMBIGUOUS, NON_AMBIGUOUS
 from ssft.core.errors import SsftError
+from ssft.core.output_names import per_query_file
 from ssft.eval.tables import run_method_name
 
 BI_ENCODERS = ("twin", "colbert", "bi", "dense")
@@ -124,7 +125,7 @@ def split_run(run_dir: str | Path, labels: Mapping[str, str], metric: str = "P@2
         raise SsftError(f"{run}: not a run folder (recipe.yaml missing)")
     recipe = yaml.safe_load(recipe_path.read_text(encoding="utf-8")) or {}
     split = split or (recipe.get("data") or {}).get("test_split", "test")
-    name = f"per_query.{first_stage}.{split}.tsv" if first_stage else f"per_query.{split}.tsv"
+    name = per_query_file(first_stage or split, split)
     per_query = read_per_query(run / name)
     architecture = (recipe.get("model") or {}).get("architecture", "cross")
     method = first_stage or run_method_name(recipe.get("adapter") or {})

@@ -14,9 +14,11 @@ ssft-rerank, ssft-retrieve, ssft-encode, ssft-export, ssft-sweep; ssft-mine and 
 - The manifest names the tool and the patterns of what it writes (``metrics.json``, ``run.*.trec``, ``model`` ...;
   ssft-export: the names its export holds); a file or folder a user adds under any other name is never touched.
   ``--overwrite`` removes only the entries that match those patterns.
-- One process at a time: a lock file (``.ssft.lock``, the ``filelock`` package) is held for the whole run; a second
+- One process at a time: a lock file (``.ssft.lock``, an exclusive ``flock``) is held for the whole run; a second
   process on the same folder is refused in one line. ``claim`` takes it and checks the folder again under it, so two
-  commands started at once into one new folder cannot both write.
+  commands started at once into one new folder cannot both write. ``release`` removes the file (a finished run leaves
+  none behind); a holder checks, once locked, that the file it locked is still the one at the path, so removing it
+  never lets two processes hold the lock (``_LockBeside``). A killed process leaves the file, unlocked: harmless.
 - ``metrics.json`` marks a finished run: it is removed first and written last, so an interrupted run never leaves a
   folder that looks finished with results of two runs.
 - A file output (``OutputFile``: ssft-mine's ``FILE.jsonl`` + ``FILE.mining.json``, ssft-ambiguity's TSV) follows
@@ -36,8 +38,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_json, give_umask_modes
 from ssft.core.paths import data_home
@@ -48,15 +48,17 @@ LOCK = ".ssft.lock"
 # what ssft-train writes into its output folder (logs: only when ssft chose that TensorBoard folder; sweep.log: what
 # ssft-sweep writes into a run's folder before it starts ssft-train there)
 GENERATED_QUERIES = "generated_queries.jsonl"  # distillation.generated_queries (004 App. E): what the run generated
+CURVES = "curves.png"  # a finished run's training loss and validation measures against epoch
 TRAIN_OUTPUTS = ("metrics.json", "run_info.json", "README.md", "recipe.yaml", "model", "logs", "checkpoint-*",
-                 "phase-*", "run.*.trec", "per_query.*.tsv", "sweep.log", GENERATED_QUERIES)
+                 "phase-*", "run.*.trec", "per_query.*.tsv", "sweep.log", GENERATED_QUERIES, CURVES)
 # what ssft-rerank / ssft-retrieve write into theirs
 RERANK_OUTPUTS = ("metrics.json", "run.trec", "run.*.trec", "per_query.*.tsv")
 RETRIEVE_OUTPUTS = ("metrics.json", "run.trec", "run.*.trec", "per_query.*.tsv", "fusion.json")
 # ssft-encode: the shards, their manifest and the index built from them
 ENCODE_OUTPUTS = ("encode.json", "shards", "index.faiss", "index.json")
 # ssft-sweep's output root: the runs' folders, the K-fold datasets, the results rows (its own name when elsewhere)
-SWEEP_OUTPUTS = ("runs", "folds", "results.jsonl")
+SWEEP_TABLE = "results.png"  # the results rows as a figure
+SWEEP_OUTPUTS = ("runs", "folds", "results.jsonl", SWEEP_TABLE)
 # in a folder without a manifest (written by an older ssft), one of these must be there to call it the tool's
 TRAIN_MARKERS = ("metrics.json", "run_info.json", "checkpoint-*", "phase-*", "sweep.log")
 RESULT_MARKERS = ("metrics.json", "run.trec")
@@ -168,7 +170,7 @@ class OutputFolder:
     sources: tuple[Source, ...] = ()  # what the command reads: the folder must not be, hold or lie inside one
     finished: str | None = None  # the entry that marks a finished result: refused unless ``overwrite``
     overwrite: bool = False
-    _lock: FileLock | None = field(default=None, repr=False)
+    _lock: _LockBeside | None = field(default=None, repr=False)
     _created: list[Path] = field(default_factory=list, repr=False)  # the folders claim made (deepest first)
     _added: list[str] = field(default_factory=list, repr=False)  # the lock / manifest files claim added
 
@@ -246,16 +248,9 @@ class OutputFolder:
         return _matches(name, patterns)
 
     def _check_not_locked(self) -> None:
-        lock_file = self.path / LOCK
-        if not lock_file.exists():
-            return
-        probe = FileLock(str(lock_file), timeout=0)
-        try:
-            probe.acquire()
-        except Timeout:
+        if _LockBeside(self.path / LOCK).held_elsewhere():  # a probe that never creates the file
             raise SsftError(f"{self.where}: {self.path} is in use by another {self.tool} process (it holds "
-                            f"{LOCK}); wait for it to finish or name another folder") from None
-        probe.release()
+                            f"{LOCK}); wait for it to finish or name another folder")
 
     def _check_writable(self) -> None:
         probe_writable(self.path, self.where)
@@ -267,13 +262,12 @@ class OutputFolder:
         self._created = _make_dirs(self.path)
         self._added = [name for name in (LOCK, MANIFEST if write_manifest else None)
                        if name and not (self.path / name).exists()]
-        self._lock = FileLock(str(self.path / LOCK), timeout=0)
-        try:
-            self._lock.acquire()
-        except Timeout:
-            self._lock, self._added, self._created = None, [], []  # the lock file and folder are the other process's
+        lock = _LockBeside(self.path / LOCK)
+        if not lock.acquire():
+            self._added, self._created = [], []  # the lock file and folder are the other process's
             raise SsftError(f"{self.where}: {self.path} is in use by another {self.tool} process (it holds {LOCK}); "
-                            f"wait for it to finish or name another folder") from None
+                            f"wait for it to finish or name another folder")
+        self._lock = lock
         try:
             refuse_overlap(self.path, self.sources, self.where)
             self._check_contents()
@@ -329,6 +323,7 @@ class OutputFolder:
         (self.path / "metrics.json").unlink(missing_ok=True)
 
     def release(self) -> None:
+        """Drop the lock; its file goes with it (a finished command leaves no ``.ssft.lock`` behind)."""
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -401,7 +396,15 @@ class _LockBeside:
 
     def release(self) -> None:
         if self.fd is not None:
-            self.path.unlink(missing_ok=True)  # before unlocking: a newcomer then finds no file or a new one
+            # before unlocking: a newcomer then finds no file or a new one. Only the file this holder locked: after
+            # ssft-export's swap without hard links (``OutputFolder.publish``) the path may name another one's lock;
+            # while the path names ours nobody can create another there, so the check cannot go stale.
+            try:
+                ours = os.stat(self.path).st_ino == os.fstat(self.fd).st_ino
+            except FileNotFoundError:
+                ours = False
+            if ours:
+                self.path.unlink(missing_ok=True)
             os.close(self.fd)
             self.fd = None
 
@@ -507,15 +510,7 @@ def missing_model_message(path: Path, expected: str) -> str:
     if not run.exists():
         return f"run folder not found: {path}"
     if run.is_dir():
-        lock = run / LOCK
-        training = False
-        if lock.exists():
-            probe = FileLock(str(lock), timeout=0)
-            try:
-                probe.acquire()
-                probe.release()
-            except (Timeout, OSError):
-                training = True
+        training = _LockBeside(run / LOCK).held_elsewhere()
         started = any(run.glob("checkpoint-*")) or any(run.glob("phase-*")) or (run / "recipe.yaml").is_file() \
             or _train_manifest(run)
         if training:

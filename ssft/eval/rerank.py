@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ssft.core.output_names import per_query_file, run_file
 from ssft.data.beir import IRDataset, Qrels
 from ssft.data.examples import PairDataset
 from ssft.data.trec import Run, top_k, write_run
@@ -68,7 +69,8 @@ def write_and_evaluate(model_run: Run, first_stage: Run, qrels: Qrels, split: st
                        metrics: list[str], output_dir: Path, alpha: float | None, info: dict[str, Any], tag: str = "ssft",
                        write: bool = True) -> dict[str, dict[str, float]]:
     """The output contract shared by reranking and full retrieval: metrics of the model run and the first stage (and
-    their interpolation when ``alpha``), their TREC runs and per-query files under ``output_dir``; ``alpha`` is
+    their interpolation when ``alpha``), their TREC runs and per-query files under ``output_dir`` (named by
+    ``ssft.core.output_names``); ``alpha`` is
     recorded in ``info``; ``write`` false: evaluate only. Returns the metrics.json content for this split."""
     if first_stage_name == split:  # the first stage's row would replace the model's (ssft.pipeline.run.report_name)
         raise ValueError(f"the first stage is named like the split '{split}'")
@@ -76,18 +78,18 @@ def write_and_evaluate(model_run: Run, first_stage: Run, qrels: Qrels, split: st
     base_metrics, base_per_query = evaluate_run(qrels, first_stage, metrics)
     results = {split: model_metrics, first_stage_name: base_metrics}
     if write:
-        write_run(model_run, output_dir / f"run.{split}.trec", tag=tag)
-        write_run(first_stage, output_dir / f"run.{first_stage_name}.{split}.trec", tag=first_stage_name)
-        write_per_query(model_per_query, output_dir / f"per_query.{split}.tsv")
-        write_per_query(base_per_query, output_dir / f"per_query.{first_stage_name}.{split}.tsv")
+        write_run(model_run, output_dir / run_file(split, split), tag=tag)
+        write_run(first_stage, output_dir / run_file(first_stage_name, split), tag=first_stage_name)
+        write_per_query(model_per_query, output_dir / per_query_file(split, split))
+        write_per_query(base_per_query, output_dir / per_query_file(first_stage_name, split))
     if alpha is not None:
         fused = interpolate(model_run, first_stage, alpha)
         key = f"{split}+{first_stage_name}"
         results[key], fused_per_query = evaluate_run(qrels, fused, metrics)
         info["interpolation_alpha"] = alpha
         if write:
-            write_run(fused, output_dir / f"run.{key}.trec", tag=f"{tag}+{first_stage_name}")
-            write_per_query(fused_per_query, output_dir / f"per_query.{key}.tsv")
+            write_run(fused, output_dir / run_file(key, split), tag=f"{tag}+{first_stage_name}")
+            write_per_query(fused_per_query, output_dir / per_query_file(key, split))
     return results
 
 

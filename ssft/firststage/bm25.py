@@ -3,8 +3,9 @@
 The index is saved with bm25s's own ``save`` under ``$SSFT_CACHE/bm25/<key>`` (``ssft.core.paths.cache_home``),
 the key a hash of the corpus (ids and texts, in order) and of the tokenisation and scoring settings (stopwords,
 stemming, k1, b, the bm25s version), and loaded from there by the next run over the same corpus instead of
-indexing it again. Retrieval runs on every core (bm25s ``n_threads``); progress bars show where a person watches
-(stderr is a terminal)."""
+indexing it again. Retrieval runs on every core (bm25s ``n_threads``). Progress (``ssft.core.progress``): bm25s's own
+bars on a terminal; otherwise a line when indexing starts and, for searches, a progress line at most every
+``SSFT_PROGRESS_INTERVAL`` seconds (queries searched in chunks); ``SSFT_PROGRESS=0`` silences both."""
 from __future__ import annotations
 
 import hashlib
@@ -12,10 +13,10 @@ import json
 import logging
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
+from ssft.core import progress
 from ssft.core.paths import cache_home
 from ssft.data.beir import IRDataset
 from ssft.data.trec import Run
@@ -47,6 +48,8 @@ class BM25:
     that to ``save()``, which a pipeline calls once it has succeeded (a refused or failed run writes nothing, not
     even the cache). ``n_threads``: retrieval threads (-1: every core)."""
 
+    SEARCH_CHUNK = 2048  # queries per bm25s call when progress goes to a log (a line may follow each chunk)
+
     def __init__(self, dataset: IRDataset, stem: bool = False, k1: float = 1.5, b: float = 0.75, cache: bool = True,
                  n_threads: int = -1, show_progress: bool | None = None, save: bool = True):
         import bm25s  # noqa: PLC0415  (heavy optional library, loaded on first use)
@@ -54,7 +57,7 @@ class BM25:
         logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s logs every index build at DEBUG
         self._bm25s = bm25s
         self.n_threads = n_threads
-        self.show_progress = sys.stderr.isatty() if show_progress is None else show_progress
+        self.show_progress = progress.enabled() and progress.on_terminal() if show_progress is None else show_progress
         self.stemmer = None
         if stem:
             import Stemmer  # noqa: PLC0415  (heavy optional library, loaded on first use)
@@ -66,6 +69,8 @@ class BM25:
         self.retriever = self._load()
         self.indexed = self.retriever is None
         if self.retriever is None:
+            if progress.enabled() and not self.show_progress:  # bm25s reports nothing a log file could show
+                logger.info("BM25: indexing %s documents", f"{len(texts):,}")
             tokens = bm25s.tokenize(texts, stopwords=STOPWORDS, stemmer=self.stemmer, show_progress=self.show_progress)
             self.retriever = bm25s.BM25(k1=k1, b=b)
             self.retriever.index(tokens, show_progress=self.show_progress)
@@ -107,12 +112,19 @@ class BM25:
         if not qids:
             return {}
         k = min(k, len(self.doc_ids))
-        tokens = self.tokenize_queries([queries[q] for q in qids])
-        docs, scores = self.retriever.retrieve(tokens, k=k, show_progress=self.show_progress, n_threads=self.n_threads)
         run: Run = {}
-        for row, qid in enumerate(qids):
-            # bm25s returns rows padded with score-0 hits when fewer docs match; keep only real matches
-            run[qid] = {self.doc_ids[int(i)]: float(s) for i, s in zip(docs[row], scores[row]) if s > 0}
+        # a terminal: bm25s's bar over all queries at once; else chunks, each a step of a progress line
+        chunk = len(qids) if self.show_progress else self.SEARCH_CHUNK
+        with progress.Progress("BM25 search", len(qids), "queries", show=not self.show_progress) as bar:
+            for start in range(0, len(qids), chunk):
+                part = qids[start : start + chunk]
+                tokens = self.tokenize_queries([queries[q] for q in part])
+                docs, scores = self.retriever.retrieve(tokens, k=k, show_progress=self.show_progress,
+                                                       n_threads=self.n_threads)
+                for row, qid in enumerate(part):
+                    # bm25s returns rows padded with score-0 hits when fewer docs match; keep only real matches
+                    run[qid] = {self.doc_ids[int(i)]: float(s) for i, s in zip(docs[row], scores[row]) if s > 0}
+                bar.update(len(part))
         empty = sum(1 for q in run if not run[q])
         if empty:
             logger.warning("BM25: %d queries matched no document", empty)

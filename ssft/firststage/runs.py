@@ -2,8 +2,7 @@
 their rows get in metrics.json."""
 from __future__ import annotations
 
-from pathlib import Path
-
+from ssft.core.output_names import file_stem, first_stage_row
 from ssft.data.trec import read_run, restrict_to_corpus
 from ssft.firststage.bm25 import BM25
 
@@ -29,15 +28,12 @@ def save_indexes(bm25_cache: dict) -> None:
 
 def first_stage_name(spec: str) -> str:
     """A run file's name without its extension: 'runs/bm25.test.trec' → 'bm25.test'."""
-    name = Path(spec).name
-    for ext in (".trec", ".txt", ".run", ".tsv"):
-        name = name.removesuffix(ext)
-    return name or "first_stage"
+    return file_stem(spec) or "first_stage"
 
 
 def report_name(first_stage: str, split: str) -> str:
-    """The first stage's key in metrics.json and its file names: never the split's own key (a run file named
-    ``test.trec`` reranked on split ``test`` would otherwise replace the model's row with the first stage's)."""
-    if first_stage == split or first_stage.startswith(split + "+"):
-        return f"first_stage.{first_stage}"
-    return first_stage
+    """The first stage's key in metrics.json and the label of its files (``ssft.core.output_names``): a run file's
+    name without ssft's ``run.`` prefix and ``.<split>`` suffix (``run.bm25.test.trec`` on ``test``: ``bm25``; the
+    doubled names of earlier versions, ``run.run.bm25.test.test.trec``, too); never the split's own key (a run file
+    named ``test.trec`` reranked on split ``test`` would otherwise replace the model's row with the first stage's)."""
+    return first_stage_row(first_stage, split)

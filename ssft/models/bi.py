@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from ssft.core.progress import Progress, track
 from ssft.data.trec import top_k
 from ssft.models.base import Pretrained, Ranker, _check_batch_size, _texts
 from ssft.models.embedding_cache import cached_documents
@@ -63,10 +64,10 @@ class BiEncoder(Ranker):
         return [prompt + t for t in texts] if prompt else list(texts)
 
     def tokenize_queries(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        return self._tokenize_single(self.prompted(texts, "query"), self.spec["query_max_length"])
+        return self._tokenize_single(self.prompted(texts, "query"), self.query_max_length)
 
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        return self._tokenize_single(self.prompted(texts, "document"), self.spec["max_length"])
+        return self._tokenize_single(self.prompted(texts, "document"), self.max_length)
 
     def _tokenize_single(self, texts: list[str], max_length: int) -> dict[str, torch.Tensor]:
         out = self.token_cache().single(texts, max_length)  # = tokenizer(texts, truncation, padding); each text once
@@ -77,7 +78,7 @@ class BiEncoder(Ranker):
 
     # ------------------------------------------------------------ a SentenceTransformer checkpoint's modules
     @classmethod
-    def spec_from_pretrained(cls, spec, pretrained: Pretrained) -> None:
+    def spec_from_pretrained(cls, spec, config, pretrained: Pretrained) -> None:
         """A SentenceTransformer checkpoint's query / document prompts are kept (``prompted``); its Pooling module is
         checked against ``model.pooling`` (a difference is reported: the recipe's value is used)."""
         modules = pretrained.modules
@@ -90,9 +91,9 @@ class BiEncoder(Ranker):
                 spec[f"{tower}_prompt"] = prompt
         if prompts and not modules.include_prompt:
             pretrained.notes.append("its Pooling leaves the prompt tokens out (include_prompt false); ssft pools them")
-        if modules.pooling is not None and modules.pooling != spec.get("pooling", "mean"):
-            pretrained.notes.append(f"its Pooling module pools '{modules.pooling}', model.pooling is "
-                                    f"'{spec.get('pooling', 'mean')}' (used)")
+        pooling = getattr(config, "pooling", "mean")  # an architecture without the key (colbert) pools nothing itself
+        if modules.pooling is not None and modules.pooling != pooling:
+            pretrained.notes.append(f"its Pooling module pools '{modules.pooling}', model.pooling is '{pooling}' (used)")
         if modules.other:
             pretrained.notes.append(f"its modules {', '.join(modules.other)} are not used")
 
@@ -227,13 +228,15 @@ def score_candidates(model: BiEncoder, candidates: dict[str, list[str]], queries
         with torch.inference_mode():
             def encode_all() -> list[Encoded]:
                 reps: list[Encoded] = []
-                for start in range(0, len(doc_ids), batch_size):
-                    reps.extend(model.encode_documents(texts[start : start + batch_size]).split())
+                with Progress("encoding documents", len(doc_ids), "documents") as bar:
+                    for start in range(0, len(doc_ids), batch_size):
+                        reps.extend(model.encode_documents(texts[start : start + batch_size]).split())
+                        bar.update(min(batch_size, len(doc_ids) - start))
                 return reps
 
             doc_reps = dict(zip(doc_ids, cached_documents(model, doc_ids, texts, encode_all)))
             out: dict[str, dict[str, float]] = {}
-            for start in range(0, len(qids), batch_size):
+            for start in track(range(0, len(qids), batch_size), "scoring queries", unit="batches"):
                 chunk = qids[start : start + batch_size]
                 for qid, q in zip(chunk, model.encode_queries([queries[q] for q in chunk]).split()):
                     docs = candidates[qid]

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from ssft.core import progress
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_json, atomic_write_text
 from ssft.core.run_folder import OutputFile, resolved
@@ -68,14 +69,16 @@ def mine_negatives(data: str, output: Path, *, split: str = "train", model: str 
         else:
             (retrieve_fn, score_fn, miner), index = _dense_miner(model, dataset, pooling, max_length, query_max_length,
                                                                  batch_size, trust_remote_code), None
-        rows, report = mine(retrieve_fn, score_fn, dataset.queries, qrels, depth, filters, min_relevance)
+        with progress.stage("mining"):
+            rows, report = mine(retrieve_fn, score_fn, dataset.queries, qrels, depth, filters, min_relevance)
         if not rows:
             raise SsftError(f"ssft-mine: the filters left no row with {min_negatives} negative(s) or more "
                             f"({report.as_dict()['removed']}); loosen them")
         teacher_scores = None
         if scorer is not None:
             pairs = PairDataset(teacher_run(rows), 10 ** 9, dataset)
-            teacher_scores = pairs.to_run(scorer.score(pairs))
+            with progress.stage("mining: teacher scores"):
+                teacher_scores = pairs.to_run(scorer.score(pairs))
         records = to_records(rows, form, teacher_scores)
         info = {"tool": "ssft-mine", "dataset": data, "split": split, "miner": miner, "depth": depth, "form": form,
                 "teacher": str(teacher) if teacher else None, "filters": filters.__dict__ | {
@@ -121,7 +124,8 @@ def _bm25_miner(dataset):
     bm25 = BM25(dataset, save=False)
 
     def score_positives(wanted: dict[str, list[str]]) -> dict[str, dict[str, float]]:
-        return {q: dict(zip(docs, bm25.scores_of(dataset.queries[q], docs))) for q, docs in wanted.items()}
+        return {q: dict(zip(docs, bm25.scores_of(dataset.queries[q], docs)))
+                for q, docs in progress.track(wanted.items(), "BM25 scores of the positives", unit="queries")}
 
     return bm25.search, score_positives, "bm25", bm25
 

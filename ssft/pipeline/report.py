@@ -10,15 +10,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ssft.analysis.figures import plot_run_curves, run_curves
 from ssft.config.recipe import Recipe
-from ssft.core import precision
+from ssft.core import precision, progress
 from ssft.core.io import atomic_write_json, atomic_write_text
+from ssft.core.output_names import per_query_file, run_file
+from ssft.core.run_folder import CURVES
 from ssft.data.beir import dataset_identity
 from ssft.data.examples import PairDataset
 from ssft.data.trec import Run, read_run, top_k, write_run
 from ssft.eval.metrics import evaluate_run, write_per_query
 from ssft.eval.rerank import format_table, rerank_and_report, tune_alpha
 from ssft.eval.retrieve import retrieve, retrieve_and_report, tune_fusion
+from ssft.models.interop.card import versions
 from ssft.pipeline.build import BuiltRun
 from ssft.pipeline.inputs import RunInputs
 from ssft.pipeline.schedule import TrainedRun
@@ -50,12 +54,16 @@ def evaluate_start(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path
     scored in this precision (``file_precision``, as the checkpoint records it); else it scores the start again, which
     it can: the checkpoint's weights are loaded only once training starts, after this."""
     e, ranker, split = recipe.eval, built.ranker, recipe.data.test_split
+    if not e.start:
+        why = "not scored: eval.start is false"
+        logger.info("start (test): %s", why)
+        return None, {"scored": False, "reason": why}
     if not ranker.ranks_untrained:
         why = (f"not scored: the {ranker.architecture} ranker starts with a freshly initialised (random) scoring head, "
                "so the starting model cannot rank")
         logger.info("start (test): %s", why)
         return None, {"scored": False, "reason": why}
-    path = out / f"run.{START}.{split}.trec"
+    path = out / run_file(START, split)
     reread = resumed and file_precision == e.precision
     if resumed and not path.is_file():
         why = "not scored: resumed from checkpoints written before the starting model was scored"
@@ -67,11 +75,12 @@ def evaluate_start(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path
         if resumed:
             logger.info("start (test): its run file was scored in %s, this run scores in %s: scored again",
                         file_precision or "an unrecorded precision", e.precision)
-        run = start_run(recipe, inputs, built, out, batch_size)
+        with progress.stage("start (test)"):
+            run = start_run(recipe, inputs, built, out, batch_size)
     metrics, per_query = evaluate_run(inputs.test_qrels, run, e.metrics)
     if write and not reread:
         write_run(run, path, tag="ssft-start")
-        write_per_query(per_query, out / f"per_query.{START}.{split}.tsv")
+        write_per_query(per_query, out / per_query_file(START, split))
     logger.info("start (test, before training): %s", ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
     return metrics, {"scored": True, "split": split}
 
@@ -105,11 +114,13 @@ def evaluate(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: Traine
                   first_stage=inputs.test_first, first_stage_name=inputs.test_name, depth=e.depth, metrics=e.metrics,
                   output_dir=out, write=write)
     if not ranker.full_retrieval:  # the trainer scores in eval.precision
-        return rerank_and_report(score=trained.trainer.score, **common, **options)
+        with progress.stage("test"):
+            return rerank_and_report(score=trained.trainer.score, **common, **options)
     with precision.inference(ranker, e.precision) as model:
         if e.fusion is not None:  # 003 Eq. 7: dense top-k ∪ first-stage top-k
             options["fusion_alpha"] = fusion_weight(recipe, inputs, model)
-        return retrieve_and_report(ranker=model, batch_size=e.batch_size, **common, **options)
+        with progress.stage("test"):
+            return retrieve_and_report(ranker=model, batch_size=e.batch_size, **common, **options)
 
 
 def interpolation_weight(recipe: Recipe, inputs: RunInputs, trained: TrainedRun) -> float | None:
@@ -118,7 +129,8 @@ def interpolation_weight(recipe: Recipe, inputs: RunInputs, trained: TrainedRun)
     if alpha != "auto":
         return alpha
     pairs = trained.trainer.eval_dataset
-    validation_run = pairs.to_run(trained.trainer.score(pairs))
+    with progress.stage("interpolation tuning (validation)"):
+        validation_run = pairs.to_run(trained.trainer.score(pairs))
     alpha = tune_alpha(validation_run, inputs.validation_first, inputs.validation_qrels, recipe.eval.selection_metric)
     logger.info("interpolation weight tuned on %s: alpha = %.2f", recipe.data.validation_split, alpha)
     return alpha
@@ -128,8 +140,9 @@ def fusion_weight(recipe: Recipe, inputs: RunInputs, ranker) -> float:
     """``eval.fusion``: 003 Eq. 7's α as given, or (``auto``) tuned on the validation split."""
     alpha = recipe.eval.fusion
     if alpha == "auto":
-        alpha = tune_fusion(ranker, inputs.dataset, inputs.validation_qrels, inputs.validation_first,
-                            inputs.validation_depth, recipe.eval.selection_metric, recipe.eval.batch_size)
+        with progress.stage("fusion tuning (validation)"):
+            alpha = tune_fusion(ranker, inputs.dataset, inputs.validation_qrels, inputs.validation_first,
+                                inputs.validation_depth, recipe.eval.selection_metric, recipe.eval.batch_size)
         logger.info("dense-sparse fusion weight tuned on %s: alpha = %g", recipe.data.validation_split, alpha)
     return float(alpha)
 
@@ -140,9 +153,13 @@ def run_info(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: Traine
     info = {**evaluation, "trainable_parameters": p.trainable, "total_parameters": p.total,
             "trainable_parameters_per_tower": p.per_tower, "train_seconds": round(trained.train_seconds, 1),
             "wall_seconds": round(time.time() - started, 1), "train_loss": trained.train_loss,
-            "best_validation": {"metric": e.selection_metric, "value": best.best_value, "epoch": best.best_epoch},
-            "start_selected": trained.start_selected, "validation_history": best.history, "notes": notes,
-            "dataset": dataset_identity(inputs.dataset), "data_warnings": inputs.dataset.warnings}
+            "best_validation": {"metric": e.selection_metric, "value": best.best_value, "epoch": best.best_epoch,
+                                "candidates": ("epoch 0 (the starting model) and the trained epochs" if e.start
+                                               else "the trained epochs only (eval.start: false)")},
+            "start_selected": trained.start_selected, "validation_history": best.history,
+            "train_loss_history": best.losses if trained.phases is None else None, "notes": notes,
+            "dataset": dataset_identity(inputs.dataset), "data_warnings": inputs.dataset.warnings,
+            "versions": versions()}  # the model card of an export names them
     if trained.phases is not None:
         info["hybrid_phases"] = trained.phases
     if trained.resumed_from:
@@ -152,14 +169,26 @@ def run_info(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: Traine
 
 
 def write_finished_run(out: Path, recipe: Recipe, results: dict, info: dict, default_checkpoints: bool) -> None:
-    """run_info.json, the model card, then metrics.json (its presence marks a finished run); the checkpoints that
-    only served to resume go once the run is finished."""
+    """run_info.json, curves.png, the model card, then metrics.json (its presence marks a finished run); the
+    checkpoints that only served to resume go once the run is finished."""
     atomic_write_json(out / "run_info.json", info)
+    write_curves(out, recipe, info)
     write_model_card(out, recipe, results, info)
     atomic_write_json(out / "metrics.json", results)
     if default_checkpoints:
         for folder in [*out.glob("checkpoint-*"), *out.glob("phase-*")]:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_curves(out: Path, recipe: Recipe, info: dict) -> None:
+    """curves.png: the training loss and every validation measure against epoch, the start as epoch 0, the selected
+    epoch marked (``ssft.analysis.figures.plot_run_curves``). A figure that cannot be drawn costs the run nothing
+    but a warning: the weights and metrics it took the training to make are still written."""
+    title = f"{recipe.model.architecture} + {recipe.adapter.method} on {recipe.data.dataset} ({recipe.model.name})"
+    try:
+        plot_run_curves(run_curves(info, title), out / CURVES)
+    except Exception as err:  # matplotlib's errors are many; the run's results matter more
+        logger.warning("%s not written: %s: %s", CURVES, type(err).__name__, err)
 
 
 def print_summary(recipe: Recipe, results: dict, info: dict, out: Path, started: float) -> None:
@@ -168,7 +197,8 @@ def print_summary(recipe: Recipe, results: dict, info: dict, out: Path, started:
     for note in info["notes"]:
         print(note)
     if best["value"] is not None:
-        print(f"best validation {e.selection_metric} = {best['value']:.4f} at epoch {best['epoch']:g}")
+        print(f"best validation {e.selection_metric} = {best['value']:.4f} at epoch {best['epoch']:g}"
+              + ("" if e.start else " (among the trained epochs: eval.start false)"))
     if info.get("start_selected"):
         print(f"WARNING: training never beat the starting model on validation {e.selection_metric}: this run hands "
               "back the STARTING weights (epoch 0)")

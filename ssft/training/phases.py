@@ -73,7 +73,7 @@ PHASE_RECORD = "phase.json"
 
 
 def train_hybrid(ranker: nn.Module, config: HybridOptions, make_trainer: Callable[[str, int, list], Any],
-                 metric: str = "nDCG@10", resume: bool = False) -> list[Phase]:
+                 metric: str = "nDCG@10", resume: bool = False, score_start: bool = True) -> list[Phase]:
     """Train a hybrid ranker phase by phase (001 Algorithm 1 when ``config.mode`` is sequential).
 
     ``make_trainer(phase_name, epochs, callbacks)`` returns a fresh Trainer over ``ranker`` that evaluates each
@@ -85,7 +85,10 @@ def train_hybrid(ranker: nn.Module, config: HybridOptions, make_trainer: Callabl
 
     With ``resume``, each phase's Trainer needs its own ``output_dir``: a finished phase leaves there ``result/``
     (the ranker after the phase) and ``phase.json`` (its best-epoch record, written last); a later call skips a
-    finished phase (loading its result) and resumes an unfinished one from its latest complete checkpoint."""
+    finished phase (loading its result) and resumes an unfinished one from its latest complete checkpoint.
+
+    ``score_start`` false (``eval.start: false``): the first phase's epoch 0 (the starting model) is not scored; the
+    later phases' epoch 0 (what the previous phase handed over) still is."""
     phases = []
     for name, modules, epochs in hybrid_phases(config):
         set_trainable(ranker, modules)
@@ -104,8 +107,8 @@ def train_hybrid(ranker: nn.Module, config: HybridOptions, make_trainer: Callabl
             if resume:  # a checkpoint cut short is removed, never trained into or resumed from
                 discard_incomplete_checkpoints(folder)
                 checkpoint = latest_checkpoint(folder)
-            if checkpoint is None:  # epoch 0 of the phase (the weights the previous phase handed over) is a candidate
-                evaluate_start(trainer)
+            if checkpoint is None and (score_start or phases):  # epoch 0 of the phase (the weights the previous
+                evaluate_start(trainer)  # phase handed over) is a candidate
             output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
             if resume and trainer.args.should_save:
                 ranker.save(folder / "result")

@@ -6,6 +6,7 @@ import tempfile
 import weakref
 from pathlib import Path
 
+import torch
 from transformers import TrainingArguments
 
 from ssft.data.examples import RankerCollator
@@ -25,7 +26,8 @@ def prediction_trainer(ranker, batch_size: int = 64, output_dir: str | Path | No
         per_device_eval_batch_size=batch_size,
         report_to=[],
         remove_unused_columns=False,
-        disable_tqdm=True,
+        disable_tqdm=False,  # progress as ssft.core.progress decides (a bar, a line every 30 s, or none)
+        dataloader_pin_memory=torch.cuda.is_available(),  # without a GPU torch warns that pinning serves nothing
         save_strategy="no",
     )
     # the loss is never computed: a prediction-only trainer scores

@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import torch
 from torch.utils.data import SequentialSampler
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from ssft.core import precision as precisions
+from ssft.core import progress
 from ssft.data.beir import Qrels
 from ssft.data.examples import PairDataset
 from ssft.eval.metrics import evaluate_run
 from ssft.eval.retrieve import evaluate_retrieval
 from ssft.losses.base import RankingLoss
 from ssft.models.bi import score_pairs_once
+from ssft.training.callbacks.log_lines import LogLinesCallback
 from ssft.training.checkpoints import CheckpointedTrainer
 from ssft.training.objectives import Objective, objective_for
 
@@ -30,6 +33,7 @@ class RankingTrainer(CheckpointedTrainer):
       training steps are untouched (their precision is ``training.bf16``'s).
     - the optimizer gives the ranker head its own learning rate (001 Table 8).
     - checkpoints, exact resume, the non-finite stop and ``learning_rates_from_args``: ``CheckpointedTrainer``.
+    - logs and progress: ssft's log lines (``LogLinesCallback``; ``training.disable_tqdm`` switches the progress off).
     """
 
     def __init__(self, *args, loss: RankingLoss | None = None, objective: Objective | None = None, teacher=None,
@@ -44,6 +48,11 @@ class RankingTrainer(CheckpointedTrainer):
         if kwargs.get("data_collator") is None and len(args) < 3:  # Trainer(model, args, data_collator, ...)
             kwargs["data_collator"] = objective.collator(kwargs.get("model", args[0] if args else None))
         super().__init__(*args, **kwargs)
+        # the Trainer's metrics as ssft's log lines and its progress as every long stage's (``LogLinesCallback``), not
+        # transformers' dicts of strings printed between them
+        for printer in (PrinterCallback, ProgressCallback):
+            self.remove_callback(printer)
+        self.add_callback(LogLinesCallback(bars=not self.args.disable_tqdm))
         self.objective = objective
         self.head_learning_rate = head_learning_rate
         self.eval_qrels = eval_qrels
@@ -130,12 +139,13 @@ class RankingTrainer(CheckpointedTrainer):
         pairs = eval_dataset if eval_dataset is not None else self.eval_dataset
         if not isinstance(pairs, PairDataset) or self.eval_qrels is None:
             raise ValueError("RankingTrainer.evaluate needs a PairDataset and eval_qrels")
-        if self._ranker().full_retrieval:  # dense: retrieve from the whole corpus (000 §5.3.1)
-            with precisions.inference(self._ranker(), self.precision) as model:
-                aggregate = evaluate_retrieval(model, pairs.dataset, self.eval_qrels, self.eval_metrics,
-                                               batch_size=self.args.per_device_eval_batch_size)
-        else:
-            aggregate, _ = evaluate_run(self.eval_qrels, pairs.to_run(self.score(pairs)), self.eval_metrics)
+        with progress.stage("validation"):
+            if self._ranker().full_retrieval:  # dense: retrieve from the whole corpus (000 §5.3.1)
+                with precisions.inference(self._ranker(), self.precision) as model:
+                    aggregate = evaluate_retrieval(model, pairs.dataset, self.eval_qrels, self.eval_metrics,
+                                                   batch_size=self.args.per_device_eval_batch_size)
+            else:
+                aggregate, _ = evaluate_run(self.eval_qrels, pairs.to_run(self.score(pairs)), self.eval_metrics)
         metrics = {f"{metric_key_prefix}_{k}": v for k, v in aggregate.items()}
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)

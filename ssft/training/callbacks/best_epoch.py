@@ -19,6 +19,8 @@ from ssft.core.io import give_umask_modes
 from ssft.training.callbacks.base import RecipeCallback
 
 logger = logging.getLogger(__name__)
+# what Trainer.evaluate adds beside the measures
+TIMINGS = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")
 
 
 @dataclass
@@ -44,6 +46,7 @@ class BestEpochCallback(RecipeCallback):
         self.best_step: int | None = None
         self.best_epoch: float | None = None
         self.history: list[dict] = []
+        self.losses: list[dict] = []  # the training loss as logged every logging_steps: {epoch, step, loss}
         self._snapshot: dict[str, torch.Tensor] | None = None
 
     def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):
@@ -51,12 +54,22 @@ class BestEpochCallback(RecipeCallback):
             return
         value = float(metrics[self.key])
         epoch = float(state.epoch or 0.0)  # before the first step (evaluate_start) the Trainer has no epoch yet: 0
-        self.history.append({"epoch": epoch, "step": state.global_step, self.key: value})
+        # every validation measure (not the Trainer's timings): run_info's history, curves.png's lines
+        measures = {k: float(v) for k, v in metrics.items() if k.startswith("eval_") and k not in TIMINGS
+                    and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        self.history.append({"epoch": epoch, "step": state.global_step, **measures, self.key: value})
         better = self.best_value is None or (value > self.best_value if self.greater_is_better else value < self.best_value)
         if better:
             self.best_value, self.best_step, self.best_epoch = value, state.global_step, epoch
             self._snapshot = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
             logger.info("best %s so far: %.4f (epoch %.2f)", self.key, value, epoch)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        # kept here, not read from the Trainer's log_history: this state goes into checkpoints and a hybrid's
+        # phase.json, so a resumed run still draws its whole loss curve (curves.png)
+        loss = (logs or {}).get("loss")
+        if isinstance(loss, (int, float)) and not isinstance(loss, bool) and state.epoch is not None:
+            self.losses.append({"epoch": float(state.epoch), "step": state.global_step, "loss": float(loss)})
 
     def on_step_end(self, args, state, control, **kwargs):
         # no per-epoch validation (training.eval_strategy "no") but epoch 0 was scored: the final model is evaluated
@@ -90,13 +103,15 @@ class BestEpochCallback(RecipeCallback):
     # ------------------------------------------------------------ checkpoint state (RankingTrainer calls these)
     def state_dict(self) -> dict:
         return {"key": self.key, "greater_is_better": self.greater_is_better, "best_value": self.best_value,
-                "best_step": self.best_step, "best_epoch": self.best_epoch, "history": self.history}
+                "best_step": self.best_step, "best_epoch": self.best_epoch, "history": self.history,
+                "losses": self.losses}
 
     def load_state(self, state: dict) -> None:
         if state.get("key") != self.key:
             raise SsftError(f"best-epoch state selects by {state.get('key')}, this run by {self.key}")
         self.best_value, self.best_step, self.best_epoch = state["best_value"], state["best_step"], state["best_epoch"]
         self.history = list(state["history"])
+        self.losses = list(state.get("losses") or [])  # absent from checkpoints of older ssft versions
 
     def save_checkpoint_state(self, folder: Path) -> None:
         folder = Path(folder)
@@ -158,3 +173,4 @@ def evaluate_start(trainer) -> dict[str, float] | None:
         return trainer.evaluate()
     finally:
         model.train(was_training)
+
