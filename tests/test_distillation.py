@@ -308,7 +308,7 @@ def test_recipe_validation_of_the_distillation_section(teacher_dir, tiny_dataset
     with pytest.raises(SsftError, match="teacher"):
         recipe_from_dict({"model": {"architecture": "dense"}, "distillation": {"inherit_documents": True}}, "r.yaml")
     recipe = _recipe(teacher_dir, tiny_dataset, tmp_path / "x", {"inherit_documents": True}, query_layers="0,3")
-    assert recipe.model.query_layers == [0, 3] and recipe.to_dict()["distillation"]["inherit_documents"] is True
+    assert recipe.model.config.query_layers == [0, 3] and recipe.to_dict()["distillation"]["inherit_documents"] is True
 
 
 def test_missing_teacher_fails_before_anything_is_written(teacher_dir, tiny_dataset, tmp_path):

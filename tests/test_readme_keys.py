@@ -1,6 +1,6 @@
 """The documentation's recipe-key table (docs/recipes.md, "Every key") cannot drift from the typed configs: every key
-a recipe may set (each field of ModelConfig, DataConfig, EvalConfig, DistillationConfig and of every adapter, loss and
-callback Config) is named in backticks in the table row of its section."""
+a recipe may set (each field of ModelConfig and of every architecture's Config, DataConfig, EvalConfig,
+DistillationConfig and of every adapter, loss and callback Config) is named in backticks in the table row of its section."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ssft.config.recipe import DataConfig, DistillationConfig, EvalConfig, GeneratedQueriesConfig, LossSection, ModelConfig
-from ssft.config.registry import ADAPTERS, CALLBACKS, LOSSES
+from ssft.config.registry import ADAPTERS, CALLBACKS, LOSSES, MODELS
 
 KEY_TABLE = Path(__file__).resolve().parents[1] / "docs" / "recipes.md"
 
@@ -29,7 +29,8 @@ def _plugin_configs(registry) -> list[tuple[str, type]]:
     return [(name, registry.get(name).Config) for name in registry.names()]
 
 
-SECTIONS = [("model", [("model", ModelConfig)]), ("data", [("data", DataConfig)]), ("eval", [("eval", EvalConfig)]),
+SECTIONS = [("model", [("model", ModelConfig), *_plugin_configs(MODELS)]), ("data", [("data", DataConfig)]),
+            ("eval", [("eval", EvalConfig)]),
             ("distillation", [("distillation", DistillationConfig),
                               ("distillation.generated_queries", GeneratedQueriesConfig)])]
 

@@ -111,7 +111,7 @@ def test_tilde_is_expanded_once_in_every_path_key(tmp_path, monkeypatch):
                         "distillation: {teacher: ~/models/t}\n")
     r = load_recipe(p, ["training.output_dir=~/runs/out"])
     assert r.training["output_dir"] == str(home / "runs" / "out") and r.output_dir == home / "runs" / "out"
-    assert (r.model.name, r.model.document_name) == (str(home / "models" / "q"), str(home / "models" / "d"))
+    assert (r.model.name, r.model.config.document_name) == (str(home / "models" / "q"), str(home / "models" / "d"))
     assert r.data.dataset == str(home / "data" / "scifact")
     assert (r.eval.first_stage, r.eval.validation_first_stage) == (str(home / "runs/first.trec"), str(home / "runs/dev.trec"))
     assert r.distillation.teacher == str(home / "models" / "t")

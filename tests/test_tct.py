@@ -412,5 +412,6 @@ def test_tct_recipe_uses_the_paper_s_dot_product_and_teacher_initialisation():
     from ssft.config.recipe import load_recipe
 
     recipe = load_recipe(Path(__file__).resolve().parents[1] / "recipes" / "tct_nfcorpus.yaml")
-    assert recipe.model.normalize is False and recipe.model.score_scale == 1.0 and recipe.model.pooling == "mean"
+    c = recipe.model.config
+    assert c.normalize is False and c.score_scale == 1.0 and c.pooling == "mean"
     assert recipe.loss.config.init_from_teacher is True

@@ -30,24 +30,26 @@ from torch import nn
 
 from ssft.adapters.backbone import TOWERS, Backbone, encoder_layers, need_tower
 from ssft.adapters.base import Adapter
+from ssft.config.parse import Checked, Problem
 from ssft.core.errors import SsftError
 
 PREFIX_SHARING = ("average", "concat", "none")  # ss_hidden_prefix: how the towers' prefixes share generators
 
 
 @dataclass
-class HiddenPrefixOptions:
+class HiddenPrefixOptions(Checked):
     length: int = 10  # 001 Table 8: prefix length 10
     source_dim: int | None = None  # None: the model's hidden size (001 §3.2.1: 768 for BERT-base)
     mlp_dim: int = 256  # the MLP's inner width (001 §3.2.1 / Table 8: 256)
 
-    def check(self, where: str) -> None:
+    def problem(self) -> Problem:
         if self.length < 1:
-            raise SsftError(f"{where}.length: must be >= 1")
+            return "length", "must be >= 1"
         if self.source_dim is not None and self.source_dim < 1:
-            raise SsftError(f"{where}.source_dim: must be >= 1 or null")
+            return "source_dim", "must be >= 1 or null"
         if self.mlp_dim < 1:
-            raise SsftError(f"{where}.mlp_dim: must be >= 1")
+            return "mlp_dim", "must be >= 1"
+        return None
 
 
 def prefix_mlp(source_dim: int, mlp_dim: int, hidden_size: int) -> nn.Sequential:

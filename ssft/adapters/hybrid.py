@@ -34,6 +34,7 @@ from torch import nn
 from ssft.adapters.backbone import Backbone
 from ssft.adapters.base import Adapter
 from ssft.adapters.loading import load_peft_adapter
+from ssft.config.parse import Checked, Problem
 from ssft.config.registry import ADAPTERS
 from ssft.core.errors import SsftError
 
@@ -58,7 +59,7 @@ def _module_spec(value: Any, where: str) -> tuple[str, dict[str, Any]]:
 
 
 @dataclass
-class HybridOptions:
+class HybridOptions(Checked):
     first: dict[str, Any] | None = None  # {method: ..., options...}
     second: dict[str, Any] | None = None
     first_epochs: int = 1  # m of Algorithm 1
@@ -79,16 +80,22 @@ class HybridOptions:
         return specs
 
     def check(self, where: str) -> None:
-        specs = self.module_specs(where)
-        kinds = ["prefix" if m in PREFIX_METHODS else "lora" for m, _, _ in specs]
+        """``first`` and ``second`` hold configs of their own: parsed first (their errors name ``where.first...``),
+        then the values (``problem``)."""
+        self.module_specs(where)
+        super().check(where)
+
+    def problem(self) -> Problem:
+        kinds = ["prefix" if m in PREFIX_METHODS else "lora" for m in self.methods]
         if kinds[0] == kinds[1]:
-            raise SsftError(f"{where}.second: a hybrid combines one prefix method ({', '.join(PREFIX_METHODS)}) with one "
-                            f"LoRA method ({', '.join(LORA_METHODS)}); first and second are both {kinds[0]} methods")
+            return "second", (f"a hybrid combines one prefix method ({', '.join(PREFIX_METHODS)}) with one LoRA method "
+                              f"({', '.join(LORA_METHODS)}); first and second are both {kinds[0]} methods")
         for key in ("first_epochs", "second_epochs"):
             if getattr(self, key) < 1:
-                raise SsftError(f"{where}.{key}: must be >= 1")
+                return key, "must be >= 1"
         if self.mode not in MODES:
-            raise SsftError(f"{where}.mode: expected one of {', '.join(MODES)}, got '{self.mode}'")
+            return "mode", f"expected one of {', '.join(MODES)}, got '{self.mode}'"
+        return None
 
     @property
     def methods(self) -> tuple[str, str]:

@@ -9,6 +9,7 @@ from torch import nn
 
 from ssft.adapters.backbone import Backbone
 from ssft.adapters.base import Adapter
+from ssft.config.parse import Checked, Problem
 from ssft.core.errors import SsftError
 
 # model_type → module-name suffixes of (query, value, attention-output dense)
@@ -23,17 +24,18 @@ ATTENTION_MODULES = {
 
 
 @dataclass
-class LoraOptions:
+class LoraOptions(Checked):
     r: int = 16
     alpha: float = 32.0
     dropout: float = 0.1
     target_modules: list[str] | None = None  # module-name suffixes; default: query + value (LoRA++: + attention output)
 
-    def check(self, where: str) -> None:
+    def problem(self) -> Problem:
         if self.r < 1:
-            raise SsftError(f"{where}.r: must be >= 1")
+            return "r", "must be >= 1"
         if not 0.0 <= self.dropout < 1.0:
-            raise SsftError(f"{where}.dropout: must be in [0, 1)")
+            return "dropout", "must be in [0, 1)"
+        return None
 
 
 def lora_targets(model: nn.Module, plus_plus: bool, explicit: list[str] | None) -> str:

@@ -12,16 +12,15 @@ from torch import nn
 
 from ssft.adapters.backbone import Backbone
 from ssft.adapters.base import Adapter
-from ssft.core.errors import SsftError
+from ssft.config.parse import Checked, Problem
 
 
 @dataclass
-class PromptOptions:
+class PromptOptions(Checked):
     num_virtual_tokens: int = 10
 
-    def check(self, where: str) -> None:
-        if self.num_virtual_tokens < 1:
-            raise SsftError(f"{where}.num_virtual_tokens: must be >= 1")
+    def problem(self) -> Problem:
+        return ("num_virtual_tokens", "must be >= 1") if self.num_virtual_tokens < 1 else None
 
 
 @dataclass

@@ -1,8 +1,9 @@
-"""One parser for every typed config: a recipe section, an adapter's / loss's / callback's ``Config`` dataclass, a
-sweep grid's ``folds``. Each key is checked against the dataclass's fields (an unknown key: one line with the
-closest name and the allowed ones), each value against the field's annotation (int, float, bool, str, lists of
-them, unions with None; YAML 1.1 strings such as ``1e-4`` coerced; floats must be finite), then the dataclass's own
-``check(where)`` runs when it has one (value ranges and combinations, one-line errors naming the key)."""
+"""One parser for every typed config: a recipe section, an adapter's / loss's / callback's / architecture's
+``Config`` dataclass, a sweep grid file and its ``folds``. Each key is checked against the dataclass's fields (an
+unknown key: one line with the closest name and the allowed ones), each value against the field's annotation (int,
+float, bool, str, lists of them, unions with None; YAML 1.1 strings such as ``1e-4`` coerced; floats must be
+finite), then the dataclass's own ``check(where)`` runs when it has one (``Checked``: value ranges and
+combinations, one-line errors naming the key)."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,6 +17,9 @@ from ssft.core.errors import SsftError, closest
 
 _UNION_TYPES = (typing.Union, getattr(types, "UnionType", None))
 
+# what ``Checked.problem()`` returns: None (fine), "text" (the section), or ("key", "text") (one key)
+Problem = str | tuple[str, str] | None
+
 
 @dataclasses.dataclass
 class NoOptions:
@@ -23,22 +27,37 @@ class NoOptions:
 
 
 class Checked:
-    """Mixin for a config dataclass whose value checks are written once, as ``problem()`` (a message, or None when
-    the values are fine): ``check(where)`` turns it into the recipe's one-line SsftError, and the plugin's
-    constructor into a ValueError (``raise_problem``), so both say the same."""
+    """Mixin of every config dataclass (a recipe section, an adapter's / loss's / callback's / architecture's
+    ``Config``, a sweep grid): its value rules are written once, as ``problem()``: None when the values are fine,
+    else the problem: ``"text"`` about the section as a whole, or ``("key", "text")`` about one key.
+    ``check(where)`` raises it as the recipe's one-line SsftError (``where: text``, ``where.key: text``), and a
+    plugin's constructor as a ValueError (``raise_problem``), so both say the same. Rules between sections stay
+    with the recipe (``ssft.config.recipe``)."""
 
-    def problem(self) -> str | None:
+    def problem(self) -> Problem:
         return None
 
     def check(self, where: str) -> None:
         problem = self.problem()
+        if isinstance(problem, tuple):
+            raise SsftError(f"{where}.{problem[0]}: {problem[1]}")
         if problem:
             raise SsftError(f"{where}: {problem}")
 
     def raise_problem(self) -> None:
         problem = self.problem()
         if problem:
-            raise ValueError(problem)
+            raise ValueError(": ".join(problem) if isinstance(problem, tuple) else problem)
+
+
+def problem_of(check: Callable[[Any, str], Any], value: Any, key: str) -> Problem:
+    """A shared validator's one-line error (``check(value, where)`` raises ``SsftError("where: text")``, e.g.
+    ``ssft.core.precision.check``) as a ``Checked`` problem about ``key``."""
+    try:
+        check(value, key)
+    except SsftError as err:
+        return key, str(err).removeprefix(f"{key}: ")
+    return None
 
 
 def field_names(cls) -> list[str]:
@@ -115,32 +134,38 @@ def coerce(val: Any, target: type, where: str) -> Any:
         raise SsftError(f"{where}: expected true/false, got {val!r}")
     if isinstance(val, bool):
         raise SsftError(f"{where}: expected a number, got {val!r}")
-    if target is int:
-        if isinstance(val, int):
-            return val
-        if isinstance(val, float) and val.is_integer():
+    if target not in (int, float):
+        return val
+    return _to_int(val, where) if target is int else _to_float(val, where)
+
+
+def _to_int(val: Any, where: str) -> int:
+    if isinstance(val, int):
+        return val
+    if isinstance(val, float) and val.is_integer():
+        return int(val)
+    if isinstance(val, str):
+        try:
             return int(val)
-        if isinstance(val, str):
-            try:
-                return int(val)
-            except ValueError:
-                pass
-        raise SsftError(f"{where}: expected an integer, got {val!r}")
-    if target is float:
-        number = None
-        if isinstance(val, (int, float)):
-            number = float(val) if isinstance(val, float) or abs(val) < 2 ** 1000 else math.inf  # float(10**400) overflows
-        elif isinstance(val, str):  # YAML 1.1 reads 1e-4 as a string
-            try:
-                number = float(val)
-            except ValueError:
-                pass
-        if number is None:
-            raise SsftError(f"{where}: expected a number, got {val!r}")
-        if not math.isfinite(number):
-            raise SsftError(f"{where}: expected a finite number, got {val!r}")
-        return number
-    return val
+        except ValueError:
+            pass
+    raise SsftError(f"{where}: expected an integer, got {val!r}")
+
+
+def _to_float(val: Any, where: str) -> float:
+    number = None
+    if isinstance(val, (int, float)):
+        number = float(val) if isinstance(val, float) or abs(val) < 2 ** 1000 else math.inf  # float(10**400) overflows
+    elif isinstance(val, str):  # YAML 1.1 reads 1e-4 as a string
+        try:
+            number = float(val)
+        except ValueError:
+            pass
+    if number is None:
+        raise SsftError(f"{where}: expected a number, got {val!r}")
+    if not math.isfinite(number):
+        raise SsftError(f"{where}: expected a finite number, got {val!r}")
+    return number
 
 
 def plain_type(hint: Any) -> type | None:
@@ -152,4 +177,5 @@ def plain_type(hint: Any) -> type | None:
     return hint if hint in (int, float, bool, str) else None
 
 
-__all__ = ["Checked", "NoOptions", "check_type", "coerce", "field_names", "parse_dataclass", "plain_type"]
+__all__ = ["Checked", "NoOptions", "Problem", "check_type", "coerce", "field_names", "parse_dataclass", "plain_type",
+           "problem_of"]

@@ -10,7 +10,7 @@ Sections (every key is checked; unknown keys and wrong types are one-line errors
 - ``training`` passed to ``transformers.TrainingArguments`` unchanged (every field is allowed)
 - ``eval``     metrics, first stage, rerank depth, model selection
 - ``callbacks`` extra callbacks by name, or ``{name: daft, delta: 250}`` with options
-- ``distillation`` optional: a teacher and the distillation objective (``ssft.distill``; dense students)
+- ``distillation`` optional: a teacher and the distillation objective (``ssft.training.distillation``; dense students)
 
 ``key=value`` overrides (``training.learning_rate=1e-4 adapter.r=8``) are applied before validation.
 
@@ -19,67 +19,37 @@ Validation reads nothing above ``ssft.config``: the adapter, loss and callbacks 
 between components read the capability flags their base classes declare (``Ranker.bi_encoder``,
 ``Adapter.needs_towers``, ``RankingLoss.needs_teacher`` ...), never their names. ``recipe.adapter.config`` and
 ``recipe.loss.config`` are the typed configs, parsed once here.
+
+Every section is a ``Checked`` dataclass parsed by ``ssft.config.parse`` (``training`` excepted: TrainingArguments
+keys, ``ssft.config.training``); the rules of one section alone are its dataclass's ``problem()``, beside it
+(``ssft.config.data``, ``ssft.config.distillation``, ``ssft.config.model``, the plugins' ``Config``); this module
+keeps the rules between sections.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
-import inspect
-import json
-import math
 import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
-from transformers import TrainingArguments
-from transformers.integrations import integration_utils
-from transformers.optimization import TYPE_TO_SCHEDULER_FUNCTION, SchedulerType, get_scheduler
 
-from ssft.config.choices import (
-    CROSS_HEADS,
-    DUAL_POOLINGS,
-    EMBEDDING_DISTANCES,
-    GENERATION_DECODINGS,
-    NEGATIVES,
-    POOLINGS,
-    SCORE_LOSSES,
-    SCORERS,
-    TEACHER_KINDS,
-    TRAIN_FORMS,
-)
+from ssft.config.data import DataConfig
+from ssft.config.distillation import DistillationConfig, GeneratedQueriesConfig, parse_distillation
 from ssft.config.metrics import DEFAULT_METRICS, parse_measures
-from ssft.config.parse import coerce, parse_dataclass, plain_type
+from ssft.config.model import ModelConfig
+from ssft.config.model import either as _either
+from ssft.config.parse import Checked, Problem, coerce, parse_dataclass, problem_of
 from ssft.config.registry import ADAPTERS, CALLBACKS, LOSSES, MODELS, Registry
 from ssft.config.strict_yaml import YAML_MAX_VALUES, safe_load_strict
+from ssft.config.training import SEED_RANGE, check_training, seed_problem, training_section
 from ssft.core.errors import SsftError, closest
 from ssft.core.hub import max_input_length, resolve_model
 from ssft.core.precision import DEFAULT as DEFAULT_PRECISION
 from ssft.core.precision import check as check_precision
-
-
-@dataclass
-class ModelConfig:
-    architecture: str = "cross"
-    name: str = "sentence-transformers/all-MiniLM-L6-v2"
-    max_length: int = 256  # cross-encoder: query + document tokens
-    query_max_length: int = 32
-    head_learning_rate: float | None = 1e-4  # ranker head (001 Table 8); None = training.learning_rate
-    trust_remote_code: bool = False
-    pooling: str = "mean"  # twin: mean | cls
-    scorer: str = "combiner"  # twin: combiner (TwinBERT's residual network) | cosine | dot
-    colbert_dim: int = 128  # colbert: token embedding size after the projection
-    document_name: str | None = None  # dense: document tower model (own tokenizer); null = one shared backbone
-    query_layers: int | list[int] | None = None  # dense: 002's layer-subset student: the first N layers, or a list
-    projection_dim: int | None = None  # dense: shared projection size a (000 Eq. 10-11); null = none
-    score_scale: float = 20.0  # dense: scores are scale * dot product of the final vectors
-    normalize: bool | None = None  # dense: L2-normalise the final vectors (false: raw dot product, 003 Eq. 2/5); null = as
-    # the checkpoint does (a SentenceTransformer folder's Normalize module), else true
-    head: str = "classifier"  # cross: classifier (BERT's pooler + linear, transformers' layout) | cls_linear | dual_pooled
-    dual_pooling: str = "cls_sep"  # cross with head dual_pooled (004 App. B): cls_sep (Eq. 14) | segment_mean (Eq. 15)
 
 
 class _NamedSection:
@@ -145,28 +115,7 @@ class LossSection(_NamedSection):
 
 
 @dataclass
-class DataConfig:
-    dataset: str = "nfcorpus"
-    train_split: str = "train"
-    validation_split: str | None = "dev"
-    test_split: str = "test"
-    max_train_queries: int | None = None
-    max_positives_per_query: int | None = None
-    max_validation_queries: int | None = None
-    max_test_queries: int | None = None
-    min_relevance: int = 1  # qrels score counted as relevant for training positives
-    train: str | None = None  # training rows: a Hugging Face dataset (file, folder, hub id); null: train_split's qrels
-    train_format: str = "auto"  # auto | text | ids | scored (teacher scores: margin_mse / listwise_kl)
-    train_subset: str | None = None  # data.train from the hub: the dataset's configuration (subset) name
-    negatives: str = "bm25"  # bm25 | random
-    num_negatives: int = 1  # per training example (001 trains on triplets: 1 negative); 0: in-batch negatives alone
-    negatives_depth: int = 100  # BM25 negatives are drawn from this top-k minus the positives
-    sample_seed: int = 0  # which queries a max_*_queries subsample keeps
-    fold: str | None = None  # the fold these splits are (a K-fold sweep sets it); tables average folds per seed (001 §4.1)
-
-
-@dataclass
-class EvalConfig:
+class EvalConfig(Checked):
     metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
     first_stage: str = "bm25"  # bm25, or a TREC run file (then it applies to the test split)
     validation_first_stage: str | None = None  # TREC run for the validation split; default bm25
@@ -177,46 +126,22 @@ class EvalConfig:
     interpolation: float | str | None = None  # alpha in [0,1], or "auto" (tuned on validation); reported separately
     fusion: float | str | None = None  # dense only: alpha >= 0 of 003 Eq. 7 (dense-sparse union), or "auto"
     precision: str = DEFAULT_PRECISION  # inference (validation, test, teachers): auto | fp32 | bf16 | int8 (ssft.core.precision)
+    # score the starting model (metrics.json's start row on the test split, and epoch 0 of the best-epoch selection
+    # on validation); false skips both: a faster run whose selection is among the trained epochs only
+    start: bool = True
 
-
-@dataclass
-class GeneratedQueriesConfig:
-    """004 §4.3 / App. E: queries generated from the training queries by a seq2seq model, x' = Dec(Enc(x) + eps), once
-    before training (``ssft.data.query_generation``); they enter the query embedding matching loss only (Eq. 7 on Q')."""
-
-    model: str = ""  # hub id / folder of a transformers encoder-decoder (004: BART-base)
-    per_query: int = 2  # generated queries per training query (App. E: two)
-    sigma: float = 0.1  # std of the isotropic Gaussian noise on the encoder states (§5: 0.1 or 0.2)
-    mask_probability: float = 0.1  # each query token replaced by the mask token with this probability (§5: 10 %)
-    max_length: int = 32  # new tokens decoded at most
-    decoding: str = "greedy"  # greedy | sample
-    weight: float = 1.0  # of Eq. 7 on the generated queries
-    seed: int = 0  # the masks, the noise (and sampling) are drawn from this seed
-
-
-@dataclass
-class DistillationConfig:
-    """A teacher and the distillation objective (``ssft.training.distillation``); absent = no distillation."""
-
-    teacher: str = ""  # hub id / folder of a transformers model (a sentence embedder), or a saved ssft model
-    teacher_kind: str = "dense"  # dense | cross_dual_pooled (CE -> DE, 004 §4.2)
-    teacher_pooling: str = "mean"  # dense teacher by name: mean | cls; cross_dual_pooled: cls_sep | segment_mean
-    # true: 20 x cosine; false: the raw dot product (002's msmarco-*-dot; 004 App. B's CE proxies); null = as the teacher
-    # scores: a dense teacher by name 20 x cosine (sentence-transformers' cosine models), a cross-encoder the inner
-    # product of its proxies (004 App. B)
-    teacher_normalize: bool | None = None
-    inherit_documents: bool = False  # asymmetric student: the teacher encodes the documents, only queries train
-    query_only: bool = False  # train on query texts alone (002): needs inherit_documents
-    query_splits: list[str] = field(default_factory=lambda: ["train"])  # query_only: the queries of these qrels splits
-    one_hot_weight: float = 1.0  # the recipe's loss on the student's scores (004 Eq. 9)
-    score_weight: float = 1.0  # score distillation (004 Eq. 11-13)
-    score_loss: str = "softmax_ce"  # softmax_ce (Eq. 11) | bce (Eq. 12) | mse (Eq. 13)
-    temperature: float = 1.0  # softmax_ce
-    query_embedding_weight: float = 1.0  # query embedding matching (004 Eq. 7; 002)
-    document_embedding_weight: float = 0.0  # document embedding matching (004 Eq. 8; a student with its own documents)
-    embedding_distance: str = "l2"  # l2 (Eq. 7-8, 002 §2.2) | mse (002 §3.3)
-    keep_teacher_corpus: bool = True  # fill the teacher's document embeddings from its (cached) corpus index first
-    generated_queries: GeneratedQueriesConfig | None = None  # 004 §4.3 / App. E: extra queries for Eq. 7 only
+    def problem(self) -> Problem:
+        if self.batch_size < 1:
+            return "batch_size", f"must be >= 1, got {self.batch_size}"
+        if self.depth < 1 or (self.validation_depth is not None and self.validation_depth < 1):
+            return "depth", "must be >= 1"
+        if isinstance(self.interpolation, str) and self.interpolation != "auto":
+            return "interpolation", f"expected a number in [0, 1] or 'auto', got '{self.interpolation}'"
+        if isinstance(self.interpolation, float) and not 0.0 <= self.interpolation <= 1.0:
+            return "interpolation", f"expected a number in [0, 1], got {self.interpolation}"
+        return (problem_of(parse_measures, self.metrics, "metrics")
+                or problem_of(lambda name, where: parse_measures([name], where), self.selection_metric, "selection_metric")
+                or problem_of(check_precision, self.precision, "precision"))
 
 
 @dataclass
@@ -235,7 +160,7 @@ class Recipe:
     def to_dict(self) -> dict[str, Any]:
         out = {
             "seed": self.seed,
-            "model": dataclasses.asdict(self.model),
+            "model": self.model.to_dict(),
             "adapter": {"method": self.adapter.method, **self.adapter.options},
             "loss": {"name": self.loss.name, **self.loss.options,
                      **({"reconstruction_weight": self.loss.reconstruction_weight} if self.loss.reconstruction_weight else {})},
@@ -255,9 +180,6 @@ class Recipe:
     def check_model(self) -> None:
         """The model is found and the lengths fit it (``check_model``): run before any data work or output."""
         check_model(self)
-
-
-SEED_RANGE = 2 ** 32  # numpy, torch and random all take seeds in [0, 2**32)
 
 
 # ---------------------------------------------------------------- loading
@@ -319,7 +241,7 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
             raise SsftError(f"{source}: unknown section '{key}'{closest(str(key), known)}; known: {', '.join(sorted(known))}")
     recipe = Recipe(source=source)
     recipe.seed = coerce(raw.get("seed", 42), int, f"{source}: seed")
-    recipe.model = parse_dataclass(ModelConfig, raw.get("model"), f"{source}: model")
+    recipe.model = ModelConfig.from_section(raw.get("model"), f"{source}: model")
     recipe.data = parse_dataclass(DataConfig, raw.get("data"), f"{source}: data")
     recipe.eval = parse_dataclass(EvalConfig, raw.get("eval"), f"{source}: eval")
     recipe.adapter = _named_section(AdapterSection, raw.get("adapter"), "method", "full", f"{source}: adapter")
@@ -332,54 +254,15 @@ def recipe_from_dict(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
             isinstance(c, str) or (isinstance(c, dict) and isinstance(c.get("name"), str)) for c in callbacks):
         raise SsftError(f"{source}: callbacks must be a list of names, or of mappings {{name: ..., option: value}}")
     recipe.callbacks = callbacks
-    recipe.training = _training_section(raw.get("training"), source)
-    if raw.get("distillation") is not None:
-        recipe.distillation = parse_dataclass(DistillationConfig, raw["distillation"], f"{source}: distillation")
-        generated = recipe.distillation.generated_queries
-        if generated is not None:
-            recipe.distillation.generated_queries = parse_dataclass(GeneratedQueriesConfig, generated,
-                                                                    f"{source}: distillation.generated_queries")
+    recipe.training = training_section(raw.get("training"), source)
+    recipe.distillation = parse_distillation(raw.get("distillation"), f"{source}: distillation")
     _expand_paths(recipe)
-    _validate_numbers(recipe, source)
-    _validate_report_to(recipe.training, source)
+    seed = seed_problem(recipe.seed)
+    if seed:
+        raise SsftError(f"{source}: seed: {seed}")
+    check_training(recipe.training, source)
     _validate_semantics(recipe, source)
     return recipe
-
-
-# training.report_to name -> (transformers' check that it can run, the pip package to install)
-REPORTERS = {
-    "azure_ml": ("is_azureml_available", "azureml-core"), "clearml": ("is_clearml_available", "clearml"),
-    "codecarbon": ("is_codecarbon_available", "codecarbon"), "comet_ml": ("is_comet_available", "comet-ml"),
-    "dagshub": ("is_dagshub_available", "dagshub mlflow"), "dvclive": ("is_dvclive_available", "dvclive"),
-    "flyte": ("is_flytekit_available", "flytekit"), "kubeflow": ("is_kubeflow_available", "kubeflow"),
-    "mlflow": ("is_mlflow_available", "mlflow"), "neptune": ("is_neptune_available", "neptune"),
-    "swanlab": ("is_swanlab_available", "swanlab"), "tensorboard": ("is_tensorboard_available", "tensorboard"),
-    "trackio": ("is_trackio_available", "trackio"), "wandb": ("is_wandb_available", "wandb"),
-}
-
-
-def _validate_report_to(training: dict[str, Any], source: str) -> None:
-    """training.report_to names integrations transformers knows and that can run here (installed): the Trainer builds
-    their callbacks only after the data and the first stage, and dies there with a traceback."""
-    value = training.get("report_to")
-    if value is None or value in ("none", "all", ["none"], ["all"]):  # "all": those installed
-        return
-    names = [value] if isinstance(value, str) else value
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise SsftError(f"{source}: training.report_to: expected a name or a list of names ({', '.join(REPORTERS)}, "
-                        f"all, none), got {value!r}")
-    known = set(REPORTERS) & set(integration_utils.INTEGRATION_TO_CALLBACK)
-    for name in names:
-        if name not in known:
-            raise SsftError(f"{source}: training.report_to: unknown integration '{name}'{closest(name, known)}; known: "
-                            f"{', '.join(sorted(known))}, all, none")
-        check, package = REPORTERS[name]
-        if not getattr(integration_utils, check)():
-            if name == "kubeflow":
-                raise SsftError(f"{source}: training.report_to: 'kubeflow' reports only inside a Kubeflow TrainJob "
-                                f"(KUBEFLOW_TRAINER_SERVER_URL is not set)")
-            raise SsftError(f"{source}: training.report_to: '{name}' is not installed here (pip install {package}), "
-                            f"or is switched off; install it or remove it from training.report_to")
 
 
 def _expand_paths(recipe: Recipe) -> None:
@@ -389,7 +272,9 @@ def _expand_paths(recipe: Recipe) -> None:
         return os.path.expanduser(value) if isinstance(value, str) and value.startswith("~") else value
 
     m, d, e = recipe.model, recipe.data, recipe.eval
-    m.name, m.document_name = expand(m.name), expand(m.document_name)
+    m.name = expand(m.name)
+    if "document_name" in m.options:  # dense's document tower
+        m.options["document_name"] = expand(m.options["document_name"])
     d.dataset = expand(d.dataset)
     e.first_stage, e.validation_first_stage = expand(e.first_stage), expand(e.validation_first_stage)
     if "teacher" in recipe.loss.options:
@@ -401,94 +286,14 @@ def _expand_paths(recipe: Recipe) -> None:
     recipe.training["output_dir"] = expand(recipe.training["output_dir"])  # outputs and checkpoints in one folder
 
 
-def _validate_numbers(recipe: Recipe, source: str) -> None:
-    """Values that would crash deep inside training or quietly train something else (float fields are finite
-    already: ``ssft.config.parse.coerce``)."""
-    t = recipe.training
-
-    def at_least_one(where: str, value) -> None:
-        if value is not None and value < 1:
-            raise SsftError(f"{source}: {where}: must be >= 1, got {value}")
-
-    def non_negative(where: str, value) -> None:
-        if value is not None and value < 0:
-            raise SsftError(f"{source}: {where}: must be >= 0, got {value}")
-
-    def seed(where: str, value) -> None:
-        if value is not None and not 0 <= value < SEED_RANGE:
-            raise SsftError(f"{source}: {where}: must be in [0, 2**32), got {value}")
-
-    seed("seed", recipe.seed)
-    seed("data.sample_seed", recipe.data.sample_seed)
-    for key in ("seed", "data_seed"):
-        seed(f"training.{key}", t.get(key))
-    for key in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
-        at_least_one(f"training.{key}", t.get(key))
-    at_least_one("eval.batch_size", recipe.eval.batch_size)
-    non_negative("training.learning_rate", t.get("learning_rate"))
-    non_negative("model.head_learning_rate", recipe.model.head_learning_rate)
-    non_negative("training.num_train_epochs", t.get("num_train_epochs"))
-    max_steps = t.get("max_steps")
-    if max_steps is not None and (max_steps == 0 or max_steps < -1):
-        raise SsftError(f"{source}: training.max_steps: must be >= 1, or -1 to train training.num_train_epochs; "
-                        f"got {max_steps}")
-    if t.get("num_train_epochs") == 0 and not (max_steps or 0) > 0:
-        raise SsftError(f"{source}: training.num_train_epochs: 0 epochs trains nothing; set it > 0 "
-                        f"(or training.max_steps)")
-    _validate_scheduler_kwargs(t, source)
-
-
-def _validate_scheduler_kwargs(training: dict[str, Any], source: str) -> None:
-    """training.lr_scheduler_kwargs: a mapping the chosen scheduler accepts, checked by building that scheduler
-    on a dummy optimizer (an unknown type is left to TrainingArguments, which names it)."""
-    where = f"{source}: training.lr_scheduler_kwargs"
-    kwargs = training.get("lr_scheduler_kwargs")
-    if kwargs is None:
-        return
-    if isinstance(kwargs, str) and kwargs.startswith("{"):  # TrainingArguments reads such a JSON string too
-        try:
-            kwargs = json.loads(kwargs)
-        except json.JSONDecodeError as err:
-            raise SsftError(f"{where}: invalid JSON: {err.msg}") from None
-    if not isinstance(kwargs, dict):
-        raise SsftError(f"{where}: expected a mapping of scheduler arguments, got {kwargs!r}")
-    if not kwargs:
-        return
-    kind = training.get("lr_scheduler_type", "linear")
-    try:
-        kind = SchedulerType(kind)
-    except ValueError:
-        return
-    if kind in (SchedulerType.CONSTANT, SchedulerType.CONSTANT_WITH_WARMUP):  # get_scheduler drops them silently
-        raise SsftError(f"{where}: lr_scheduler_type '{kind.value}' takes no arguments, got {', '.join(map(str, kwargs))}")
-    params = inspect.signature(TYPE_TO_SCHEDULER_FUNCTION[kind]).parameters
-    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        accepted = [n for n in params if n not in ("optimizer", "num_warmup_steps", "num_training_steps", "last_epoch")]
-        for key in kwargs:
-            if key not in accepted:
-                raise SsftError(f"{where}: '{key}' is not an argument of lr_scheduler_type '{kind.value}'"
-                                f"{closest(str(key), accepted)}; it takes: {', '.join(accepted) or 'none'}")
-    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
-    try:
-        scheduler = get_scheduler(kind, optimizer, num_warmup_steps=2, num_training_steps=10,
-                                  scheduler_specific_kwargs=dict(kwargs))
-        rates = [float(f(step)) for f in getattr(scheduler, "lr_lambdas", []) for step in range(11)]
-    except Exception as err:  # noqa: BLE001  whatever the scheduler raises on its arguments
-        raise SsftError(f"{where}: lr_scheduler_type '{kind.value}' does not accept {kwargs}: "
-                        f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}") from None
-    if not all(math.isfinite(r) and r >= 0 for r in rates):
-        raise SsftError(f"{where}: {kwargs} gives lr_scheduler_type '{kind.value}' learning-rate factors that are "
-                        f"negative or not finite")
-
-
 def check_model(recipe: Recipe) -> None:
     """What the recipe asks of its model(s), read offline from config.json before any data work or output: the
     model is found (an SsftError saying where ssft looked, otherwise) and ``model.max_length`` /
     ``model.query_max_length`` fit its position embeddings (longer inputs crash mid-training, or index past them)."""
     m = recipe.model
-    separate = "document_name" in MODELS.get(m.architecture, f"{recipe.source}: model.architecture").model_options
-    if separate and m.document_name is not None:  # two towers: queries and documents
-        towers = [("model.name", m.name, ["query_max_length"]), ("model.document_name", m.document_name, ["max_length"])]
+    document_name = getattr(m.config, "document_name", None)  # dense's document tower
+    if document_name is not None:  # two towers: queries and documents
+        towers = [("model.name", m.name, ["query_max_length"]), ("model.document_name", document_name, ["max_length"])]
     else:
         towers = [("model.name", m.name, ["max_length", "query_max_length"])]
     for key, name, lengths in towers:
@@ -517,42 +322,6 @@ def _named_section(cls, value, name_key: str, default: str, where: str):
     return cls(name, options)
 
 
-def _training_section(value, source: str) -> dict[str, Any]:
-    if value is None:
-        value = {}
-    if not isinstance(value, dict):
-        raise SsftError(f"{source}: training: expected a mapping, got {type(value).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(TrainingArguments) if f.init}
-    for key in value:
-        if key not in fields:
-            raise SsftError(f"{source}: unknown key 'training.{key}'{closest(str(key), fields)} "
-                            f"(training takes TrainingArguments fields)")
-    out = dict(value)
-    hints = typing.get_type_hints(TrainingArguments)
-    for key, val in out.items():
-        target = plain_type(hints.get(key))
-        if key == "bf16" and isinstance(val, str) and val.strip().lower() == "auto":
-            out[key] = "auto"  # resolved by the run (ssft.pipeline.run.prepare): bf16 where the hardware has it
-            continue
-        if target in (int, float, bool) and val is not None:
-            try:
-                out[key] = coerce(val, target, f"{source}: training.{key}")
-            except SsftError as err:
-                if key != "bf16":
-                    raise
-                raise SsftError(f"{err} (or auto: bf16 where the hardware computes it natively)") from None
-    out.setdefault("output_dir", "runs/" + Path(source).stem)
-    output_dir = out["output_dir"]
-    if isinstance(output_dir, int) and not isinstance(output_dir, bool):
-        output_dir = str(output_dir)
-    if not isinstance(output_dir, str) or not output_dir.strip():
-        raise SsftError(f"{source}: training.output_dir: expected a folder path, got {output_dir!r}")
-    out["output_dir"] = output_dir  # ~ expanded with the other paths (_expand_paths)
-    return out
-
-
-
-
 # ---------------------------------------------------------------- what the sections ask of each other
 
 
@@ -565,13 +334,9 @@ def _callback_options(entry: Any) -> dict[str, Any]:
     return {} if isinstance(entry, str) else {k: v for k, v in entry.items() if k != "name"}
 
 
-def _either(names: list[str]) -> str:
-    """'a', 'a' or 'b', 'a', 'b' or 'c'."""
-    quoted = [f"'{n}'" for n in names]
-    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
-
-
 def _validate_semantics(recipe: Recipe, source: str) -> None:
+    """The plugins' configs parsed, then the rules between sections, read from the components' capability flags
+    (each section's own rules ran when it was parsed: its dataclass's ``problem()``)."""
     model_cls = MODELS.get(recipe.model.architecture, f"{source}: model.architecture")
     adapter_cls = ADAPTERS.get(recipe.adapter.method, f"{source}: adapter.method")
     adapter_config = recipe.adapter.parse(f"{source}: adapter")  # the method's typed config: keys, types, values
@@ -580,46 +345,11 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
     _validate_teacher_loss(recipe, source, model_cls, loss_cls)
     for entry in recipe.callbacks:  # the name, and its options through the callback's own config
         _callback_class(entry, f"{source}: callbacks").config_from(_callback_options(entry), f"{source}: callbacks")
-    d, e, m = recipe.data, recipe.eval, recipe.model
-    if d.negatives not in NEGATIVES:
-        raise SsftError(f"{source}: data.negatives: expected {_either(list(NEGATIVES))}, got '{d.negatives}'")
-    if d.negatives_depth < 1:
-        raise SsftError(f"{source}: data.negatives_depth: must be >= 1")
     _validate_training_data(recipe, source, model_cls, loss_cls)
-    for key in ("max_train_queries", "max_positives_per_query", "max_validation_queries", "max_test_queries"):
-        val = getattr(d, key)
-        if val is not None and val < 1:
-            raise SsftError(f"{source}: data.{key}: must be >= 1 or null")
-    if e.depth < 1 or (e.validation_depth is not None and e.validation_depth < 1):
-        raise SsftError(f"{source}: eval.depth: must be >= 1")
-    if m.max_length < 8 or m.query_max_length < 1:
-        raise SsftError(f"{source}: model.max_length: too small")
-    if m.pooling not in POOLINGS:
-        raise SsftError(f"{source}: model.pooling: expected one of {', '.join(POOLINGS)}, got '{m.pooling}'")
-    if m.head not in CROSS_HEADS:
-        raise SsftError(f"{source}: model.head: expected one of {', '.join(CROSS_HEADS)}, got '{m.head}'")
-    if m.dual_pooling not in DUAL_POOLINGS:
-        raise SsftError(f"{source}: model.dual_pooling: expected {' or '.join(DUAL_POOLINGS)}, got '{m.dual_pooling}'")
-    if m.dual_pooling != ModelConfig.dual_pooling and m.head != "dual_pooled":
-        raise SsftError(f"{source}: model.dual_pooling: only with model.head: dual_pooled, not '{m.head}'")
+    recipe.model.parse(f"{source}: model")  # the architecture's own keys (its Config), after the paths were expanded
     _validate_reconstruction(recipe, source, model_cls)
-    if m.scorer not in SCORERS:
-        raise SsftError(f"{source}: model.scorer: expected one of {', '.join(SCORERS)}, got '{m.scorer}'")
-    if adapter_cls.needs_towers and not model_cls.bi_encoder:
-        raise SsftError(f"{source}: adapter.method: '{recipe.adapter.method}' is semi-Siamese (query and document towers); "
-                        f"it needs a bi-encoder model.architecture (twin, colbert), not '{m.architecture}'")
-    for key, method in adapter_cls.parts(adapter_config):  # a hybrid's first and second methods
-        if ADAPTERS.get(method, f"{source}: adapter.{key}.method").needs_towers and not model_cls.bi_encoder:
-            raise SsftError(f"{source}: adapter.{key}.method: '{method}' is semi-Siamese; it needs a bi-encoder "
-                            f"model.architecture (twin, colbert), not '{m.architecture}'")
-    if adapter_cls.trains_in_phases:
-        for key in ("num_train_epochs", "max_steps"):
-            if key in recipe.training:
-                raise SsftError(f"{source}: training.{key}: a hybrid sets its epochs per phase "
-                                f"(adapter.first_epochs, adapter.second_epochs); remove training.{key}")
-    if m.colbert_dim < 1:
-        raise SsftError(f"{source}: model.colbert_dim: must be >= 1")
-    _validate_model_keys(recipe, source, model_cls, adapter_cls)
+    _validate_adapter(recipe, source, model_cls, adapter_cls, adapter_config)
+    _validate_document_tower(recipe, source, adapter_cls)
     _validate_fusion(recipe, source, model_cls)
     _validate_distillation(recipe, source, model_cls, adapter_cls, loss_cls)
     for entry in recipe.callbacks:  # what a callback needs of the training section (e.g. DAFT's epochs)
@@ -628,15 +358,25 @@ def _validate_semantics(recipe: Recipe, source: str) -> None:
                                             recipe.training)
         if problem:
             raise SsftError(f"{source}: callbacks.{callback.name}: {problem}")
-    if isinstance(e.interpolation, str) and e.interpolation != "auto":
-        raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1] or 'auto', got '{e.interpolation}'")
-    if e.interpolation == "auto" and not d.validation_split:
+    if recipe.eval.interpolation == "auto" and not recipe.data.validation_split:
         raise SsftError(f"{source}: eval.interpolation: 'auto' tunes the weight on data.validation_split, which is not set")
-    if isinstance(e.interpolation, float) and not 0.0 <= e.interpolation <= 1.0:
-        raise SsftError(f"{source}: eval.interpolation: expected a number in [0, 1], got {e.interpolation}")
-    parse_measures(e.metrics, f"{source}: eval.metrics")
-    parse_measures([e.selection_metric], f"{source}: eval.selection_metric")
-    check_precision(e.precision, f"{source}: eval.precision")
+
+
+def _validate_adapter(recipe: Recipe, source: str, model_cls, adapter_cls, adapter_config) -> None:
+    """A semi-Siamese method (or a hybrid's part) needs a bi-encoder; a hybrid sets its own epochs."""
+    architecture = recipe.model.architecture
+    if adapter_cls.needs_towers and not model_cls.bi_encoder:
+        raise SsftError(f"{source}: adapter.method: '{recipe.adapter.method}' is semi-Siamese (query and document towers); "
+                        f"it needs a bi-encoder model.architecture (twin, colbert), not '{architecture}'")
+    for key, method in adapter_cls.parts(adapter_config):  # a hybrid's first and second methods
+        if ADAPTERS.get(method, f"{source}: adapter.{key}.method").needs_towers and not model_cls.bi_encoder:
+            raise SsftError(f"{source}: adapter.{key}.method: '{method}' is semi-Siamese; it needs a bi-encoder "
+                            f"model.architecture (twin, colbert), not '{architecture}'")
+    if adapter_cls.trains_in_phases:
+        for key in ("num_train_epochs", "max_steps"):
+            if key in recipe.training:
+                raise SsftError(f"{source}: training.{key}: a hybrid sets its epochs per phase "
+                                f"(adapter.first_epochs, adapter.second_epochs); remove training.{key}")
 
 
 def _validate_reconstruction(recipe: Recipe, source: str, model_cls) -> None:
@@ -644,12 +384,13 @@ def _validate_reconstruction(recipe: Recipe, source: str, model_cls) -> None:
     weight = recipe.loss.reconstruction_weight
     if weight < 0:
         raise SsftError(f"{source}: loss.reconstruction_weight: must be >= 0, got {weight:g}")
-    if weight and (recipe.model.head not in model_cls.reconstruction_heads or "head" not in model_cls.model_options):
+    if weight and not model_cls.carries_reconstruction_head(recipe.model.config):
         readers = MODELS.matching(lambda c: bool(c.reconstruction_heads))
         heads = sorted({h for name in readers for h in MODELS.get(name).reconstruction_heads})
+        head = getattr(recipe.model.config, "head", None)  # the architecture's, when it has one
         raise SsftError(f"{source}: loss.reconstruction_weight: the token reconstruction loss (004 §4.2) trains a "
                         f"model.architecture {_either(readers)} with model.head {_either(heads)}, not "
-                        f"'{recipe.model.architecture}' with head '{recipe.model.head}'")
+                        f"'{recipe.model.architecture}'" + (f" with head '{head}'" if head is not None else ""))
 
 
 def _validate_fusion(recipe: Recipe, source: str, model_cls) -> None:
@@ -672,12 +413,6 @@ def _validate_fusion(recipe: Recipe, source: str, model_cls) -> None:
 def _validate_training_data(recipe: Recipe, source: str, model_cls, loss_cls) -> None:
     """``data.num_negatives`` (0: in-batch negatives alone) and ``data.train`` against the model and the loss."""
     d = recipe.data
-    if d.num_negatives < 0:
-        raise SsftError(f"{source}: data.num_negatives: must be >= 0")
-    if d.train_format not in TRAIN_FORMS:
-        raise SsftError(f"{source}: data.train_format: expected {_either(list(TRAIN_FORMS))}, got '{d.train_format}'")
-    if d.train is None and (d.train_format != "auto" or d.train_subset is not None):
-        raise SsftError(f"{source}: data.train_format / data.train_subset: only with data.train (a dataset of training rows)")
     if loss_cls.needs_teacher_scores:
         if d.train is None or d.train_format not in ("auto", "scored"):
             raise SsftError(f"{source}: loss.name: '{recipe.loss.name}' distils teacher scores: set data.train to a dataset "
@@ -717,104 +452,41 @@ def _validate_teacher_loss(recipe: Recipe, source: str, model_cls, loss_cls) -> 
                             f"the '{recipe.loss.name}' loss distils over the in-batch documents only")
 
 
-# what every architecture reads; the other ModelConfig keys belong to the architectures whose Ranker.model_options list them
-COMMON_MODEL_KEYS = ("architecture", "name", "max_length", "query_max_length", "head_learning_rate", "trust_remote_code")
-
-
-def _validate_model_keys(recipe: Recipe, source: str, model_cls, adapter_cls) -> None:
-    """Model keys that only some architectures read (``Ranker.model_options``), and what they cannot combine with."""
+def _validate_document_tower(recipe: Recipe, source: str, adapter_cls) -> None:
+    """A separate document tower (dense's ``model.document_name``) against the adapter and the callbacks."""
     m = recipe.model
-    defaults = ModelConfig()
-    for key in (f.name for f in dataclasses.fields(ModelConfig)):
-        # a key only other architectures read, set to anything but its default, would change nothing: refused
-        if key in COMMON_MODEL_KEYS or key in model_cls.model_options or getattr(m, key) == getattr(defaults, key):
-            continue
-        readers = MODELS.matching(lambda c, key=key: key in c.model_options)
-        raise SsftError(f"{source}: model.{key}: only for model.architecture {_either(readers)}, not '{m.architecture}'")
-    options = model_cls.model_options
-    if "query_layers" in options:
-        if isinstance(m.query_layers, int) and m.query_layers < 1:
-            raise SsftError(f"{source}: model.query_layers: must be >= 1, a list of layer indices, or null")
-        if isinstance(m.query_layers, list) and (not m.query_layers or m.query_layers != sorted(set(m.query_layers))
-                                                 or m.query_layers[0] < 0):
-            raise SsftError(f"{source}: model.query_layers: a list of layers must be increasing distinct indices >= 0, "
-                            f"got {m.query_layers}")
-    if "projection_dim" in options and m.projection_dim is not None and m.projection_dim < 1:
-        raise SsftError(f"{source}: model.projection_dim: must be >= 1 or null")
-    if "score_scale" in options and m.score_scale <= 0:
-        raise SsftError(f"{source}: model.score_scale: must be > 0")
-    if "document_name" not in options:
+    if not hasattr(m.config, "document_name"):
         return
-    if m.document_name is not None and adapter_cls.one_backbone_only:
+    document_name = m.config.document_name
+    if document_name is not None and adapter_cls.one_backbone_only:
         allowed = ADAPTERS.matching(lambda c: not c.one_backbone_only)
         raise SsftError(f"{source}: adapter.method: '{recipe.adapter.method}' needs one shared backbone; "
                         f"with model.document_name set use {', '.join(allowed[:-1])} or {allowed[-1]}")
     for entry in recipe.callbacks:
         callback = _callback_class(entry, f"{source}: callbacks")
-        if callback.needs_document_tower and m.document_name is None:
+        if callback.needs_document_tower and document_name is None:
             raise SsftError(f"{source}: callbacks: '{callback.name}' aligns a separate query tower to a frozen document "
                             f"tower; set model.document_name (the same name as model.name gives two separate copies)")
 
 
 def _validate_distillation(recipe: Recipe, source: str, model_cls, adapter_cls, loss_cls) -> None:
-    """The ``distillation`` section: what it needs and what it cannot combine with."""
+    """What the ``distillation`` section asks of the other sections (its own rules: ``DistillationConfig``)."""
     k = recipe.distillation
     if k is None:
         return
     where = f"{source}: distillation"
-    if not k.teacher:
-        raise SsftError(f"{where}.teacher: name the teacher (a hub id or folder of a sentence embedder, or a saved ssft "
-                        f"dense model)")
     if not model_cls.distillation_student:
         students = MODELS.matching(lambda c: c.distillation_student)
         raise SsftError(f"{where}: the student must be model.architecture {_either(students)}, "
                         f"not '{recipe.model.architecture}'")
     if loss_cls.needs_teacher:
         raise SsftError(f"{where}: loss '{recipe.loss.name}' has its own in-loop teacher (loss.teacher); use one or the other")
-    if k.teacher_kind not in TEACHER_KINDS:
-        raise SsftError(f"{where}.teacher_kind: expected {_either(list(TEACHER_KINDS))}, got '{k.teacher_kind}'")
-    poolings = POOLINGS if k.teacher_kind == "dense" else DUAL_POOLINGS
-    if k.teacher_pooling not in poolings:
-        raise SsftError(f"{where}.teacher_pooling: a {k.teacher_kind} teacher pools {' or '.join(poolings)}, "
-                        f"got '{k.teacher_pooling}'")
-    if k.teacher_kind == "cross_dual_pooled" and k.query_only:
-        # its query proxy is computed with a document (Eq. 14 / 15 pool the pair): a query alone has none to match
-        raise SsftError(f"{where}.query_only: a cross-encoder teacher's query embedding depends on the document it is "
-                        f"paired with; train on (query, document) groups (query_only: false)")
-    if k.score_loss not in SCORE_LOSSES:
-        raise SsftError(f"{where}.score_loss: expected one of {', '.join(SCORE_LOSSES)}, got '{k.score_loss}'")
-    if k.embedding_distance not in EMBEDDING_DISTANCES:
-        raise SsftError(f"{where}.embedding_distance: expected one of {', '.join(EMBEDDING_DISTANCES)}, "
-                        f"got '{k.embedding_distance}'")
-    if k.temperature <= 0:
-        raise SsftError(f"{where}.temperature: must be > 0")
-    weights = ("one_hot_weight", "score_weight", "query_embedding_weight", "document_embedding_weight")
-    for key in weights:
-        if getattr(k, key) < 0:
-            raise SsftError(f"{where}.{key}: must be >= 0")
-    if k.query_only:
-        if not k.inherit_documents:
-            raise SsftError(f"{where}.query_only: a student trained on queries alone serves against the teacher's "
-                            f"documents; set distillation.inherit_documents: true")
-        if not k.query_embedding_weight:
-            raise SsftError(f"{where}.query_only: the only loss is query embedding matching; query_embedding_weight "
-                            f"must be > 0")
-        if not k.query_splits:
-            raise SsftError(f"{where}.query_splits: name at least one split whose queries train the student")
-        if recipe.data.test_split in k.query_splits:
-            raise SsftError(f"{where}.query_splits: '{recipe.data.test_split}' is data.test_split; its queries must not "
-                            f"train the student")
-    elif not any(getattr(k, key) for key in weights):
-        raise SsftError(f"{where}: every loss weight is 0")
-    if k.inherit_documents:
-        if recipe.model.document_name is not None:
-            raise SsftError(f"{where}.inherit_documents: the student inherits the teacher's documents; "
-                            f"model.document_name must be null")
-        if k.document_embedding_weight:
-            raise SsftError(f"{where}.document_embedding_weight: an inherited document encoder is the teacher's own "
-                            f"(Eq. 8 is 0); set it to 0")
-    if k.generated_queries is not None:
-        _validate_generated_queries(k.generated_queries, f"{where}.generated_queries", k)
+    if k.query_only and recipe.data.test_split in k.query_splits:
+        raise SsftError(f"{where}.query_splits: '{recipe.data.test_split}' is data.test_split; its queries must not "
+                        f"train the student")
+    if k.inherit_documents and getattr(recipe.model.config, "document_name", None) is not None:
+        raise SsftError(f"{where}.inherit_documents: the student inherits the teacher's documents; "
+                        f"model.document_name must be null")
     if adapter_cls.trains_in_phases:
         raise SsftError(f"{where}: a hybrid schedule does not combine with distillation; use one adapter.method")
     for entry in recipe.callbacks:
@@ -822,27 +494,6 @@ def _validate_distillation(recipe: Recipe, source: str, model_cls, adapter_cls, 
         if not callback.combines_with_distillation:
             raise SsftError(f"{source}: callbacks: '{callback.name}' does not combine with distillation (the teacher "
                             f"scores only the batch's documents)")
-
-
-def _validate_generated_queries(g: GeneratedQueriesConfig, where: str, k: DistillationConfig) -> None:
-    """distillation.generated_queries (004 App. E)."""
-    if not g.model:
-        raise SsftError(f"{where}.model: name the seq2seq generator (a hub id or folder, e.g. facebook/bart-base)")
-    if g.per_query < 1:
-        raise SsftError(f"{where}.per_query: must be >= 1, got {g.per_query}")
-    if g.sigma < 0:
-        raise SsftError(f"{where}.sigma: must be >= 0, got {g.sigma:g}")
-    if not 0.0 <= g.mask_probability < 1.0:
-        raise SsftError(f"{where}.mask_probability: must be in [0, 1), got {g.mask_probability:g}")
-    if g.max_length < 1:
-        raise SsftError(f"{where}.max_length: must be >= 1, got {g.max_length}")
-    if g.decoding not in GENERATION_DECODINGS:
-        raise SsftError(f"{where}.decoding: expected {_either(list(GENERATION_DECODINGS))}, got '{g.decoding}'"
-                        f"{closest(g.decoding, GENERATION_DECODINGS)}")
-    if g.weight <= 0:
-        raise SsftError(f"{where}.weight: must be > 0 (remove generated_queries to train without them), got {g.weight:g}")
-    if not 0 <= g.seed < SEED_RANGE:
-        raise SsftError(f"{where}.seed: must be in [0, 2**32), got {g.seed}")
 
 
 __all__ = ["DEFAULT_METRICS", "SEED_RANGE", "YAML_MAX_VALUES", "AdapterSection", "DataConfig", "DistillationConfig",

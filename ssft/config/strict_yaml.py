@@ -49,12 +49,7 @@ def _check_nodes(root, source: str, line_numbers: bool, prefix: str = "") -> Non
                 name = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
                 child = f"{path}.{name}" if path and name is not None else (name if name is not None else path)
                 if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                    previous = seen.get((key_node.tag, name))
-                    if previous is not None:
-                        first = f" (first given on line {previous.start_mark.line + 1})" if line_numbers else ""
-                        raise SsftError(f"{where(key_node, child)}: duplicate key{first}; YAML would silently keep "
-                                        f"only the last one, remove the other")
-                    seen[(key_node.tag, name)] = key_node
+                    _refuse_duplicate(seen, key_node, where(key_node, child), line_numbers)
                 size += visit(key_node, child) + visit(value_node, child)
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
@@ -67,6 +62,15 @@ def _check_nodes(root, source: str, line_numbers: bool, prefix: str = "") -> Non
         return size
 
     visit(root, prefix)
+
+
+def _refuse_duplicate(seen: dict[tuple[str, str], Any], key_node, where: str, line_numbers: bool) -> None:
+    """A key given twice in one mapping (``seen``: its keys so far): YAML would keep the last one silently."""
+    previous = seen.get((key_node.tag, key_node.value))
+    if previous is not None:
+        first = f" (first given on line {previous.start_mark.line + 1})" if line_numbers else ""
+        raise SsftError(f"{where}: duplicate key{first}; YAML would silently keep only the last one, remove the other")
+    seen[(key_node.tag, key_node.value)] = key_node
 
 
 def safe_load_strict(text: str, source: str, line_numbers: bool = True, key_prefix: str = "") -> Any:

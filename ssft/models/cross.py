@@ -21,13 +21,16 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
 
 from ssft.adapters.backbone import Backbone
 from ssft.config.choices import CROSS_HEADS, DUAL_POOLINGS
+from ssft.config.model import ArchitectureConfig
+from ssft.config.parse import Problem
 from ssft.core.errors import SsftError
 from ssft.models.base import Pretrained, Ranker
 from ssft.models.dual_pooling import dual_pool, segment_ids
@@ -35,6 +38,23 @@ from ssft.models.interop.checkpoint import classifier_head
 from ssft.models.token_reconstruction import TokenReconstructionHead
 
 DUAL_POOLED = "dual_pooled"  # model.head of 004's dual-pooled cross-encoder
+
+
+@dataclass
+class CrossConfig(ArchitectureConfig):
+    """The cross-encoder's model keys (see the module docstring); the one place ``head`` is checked."""
+
+    head: str = "classifier"  # classifier (BERT's pooler + linear, transformers' layout) | cls_linear | dual_pooled
+    dual_pooling: str = "cls_sep"  # with head dual_pooled (004 App. B): cls_sep (Eq. 14) | segment_mean (Eq. 15)
+
+    def problem(self) -> Problem:
+        if self.head not in CROSS_HEADS:
+            return "head", f"expected one of {', '.join(CROSS_HEADS)}, got '{self.head}'"
+        if self.dual_pooling not in DUAL_POOLINGS:
+            return "dual_pooling", f"expected {' or '.join(DUAL_POOLINGS)}, got '{self.dual_pooling}'"
+        if self.dual_pooling != CrossConfig.dual_pooling and self.head != DUAL_POOLED:
+            return "dual_pooling", f"only with model.head: {DUAL_POOLED}, not '{self.head}'"
+        return None
 
 
 class TokenStates:
@@ -51,30 +71,31 @@ class TokenStates:
 
 class CrossEncoder(Ranker):
     architecture = "cross"
-    model_options = ("head", "dual_pooling")
+    Config = CrossConfig
+    legacy_spec = {"head": "cls_linear"}  # a spec without the key: saved before model.head existed
     ranks_untrained = False  # the ranker head starts random (001 §3.1): the untrained model cannot rank
     reconstruction_heads = (DUAL_POOLED,)  # model.head values that carry a token-reconstruction head (Ranker)
 
     @classmethod
-    def build_spec(cls, model_cfg, method: str, options: dict) -> dict:
-        spec = super().build_spec(model_cfg, method, options)
-        if spec.get("head") != DUAL_POOLED:
-            spec.pop("dual_pooling", None)  # read by the dual-pooled head only
+    def spec_of(cls, config: CrossConfig) -> dict[str, Any]:
+        spec = super().spec_of(config)
+        if config.head != DUAL_POOLED:
+            spec.pop("dual_pooling")  # read by the dual-pooled head only
         return spec
+
+    @classmethod
+    def carries_reconstruction_head(cls, config: CrossConfig) -> bool:
+        return config.head in cls.reconstruction_heads
 
     def __init__(self, backbone: Backbone, tokenizer, spec):
         super().__init__(backbone, tokenizer, spec)
         config = backbone.config
-        self.head_kind = spec.get("head", "cls_linear")  # a spec without the key: saved before model.head existed
-        if self.head_kind not in CROSS_HEADS:
-            raise SsftError(f"model.head: expected one of {', '.join(CROSS_HEADS)}, got '{self.head_kind}'")
+        self.head_kind = self.arch_config.head
         self.dropout = nn.Dropout(getattr(config, "hidden_dropout_prob", 0.1))
         self.reconstruction = None
         self._kept: TokenStates | None = None
         if self.head_kind == DUAL_POOLED:
-            self.dual_pooling = spec.get("dual_pooling", "cls_sep")
-            if self.dual_pooling not in DUAL_POOLINGS:
-                raise SsftError(f"model.dual_pooling: expected {' or '.join(DUAL_POOLINGS)}, got '{self.dual_pooling}'")
+            self.dual_pooling = self.arch_config.dual_pooling
             self.special_ids = set(tokenizer.all_special_ids)
             self.sep_id = tokenizer.sep_token_id
             self.pooler = self.head = None
@@ -145,7 +166,7 @@ class CrossEncoder(Ranker):
     def tokenize(self, queries: list[str], documents: list[str]) -> dict[str, torch.Tensor]:
         """Pairs to model inputs, as ``tokenizer(queries, documents, padding=True, truncation="longest_first",
         max_length=max_length)`` returns them (a long document is cut first), each distinct text tokenised once."""
-        return self.token_cache().pairs(queries, documents, self.spec["max_length"])  # = the tokenizer's own call
+        return self.token_cache().pairs(queries, documents, self.max_length)  # = the tokenizer's own call
 
     # ------------------------------------------------------------ a pretrained checkpoint's head
     def adopt_pretrained(self, pretrained: Pretrained) -> None:

@@ -42,8 +42,10 @@ pre-projection document vectors in memory by token ids, so each document goes th
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,8 @@ from torch import nn
 from transformers import AutoTokenizer
 
 from ssft.adapters.backbone import Backbone, select_layers
+from ssft.config.model import ArchitectureConfig
+from ssft.config.parse import Problem
 from ssft.config.registry import ADAPTERS
 from ssft.core.distributed import gather_objects, gather_rows, rank, world_size
 from ssft.core.errors import SsftError
@@ -68,9 +72,37 @@ logger = logging.getLogger(__name__)
 DOCUMENT_TOWER = "document_tower"  # sub-folder of a saved ranker holding the separate document tower
 
 
+@dataclass
+class DenseConfig(ArchitectureConfig):
+    """The dense dual encoder's model keys (see the module docstring)."""
+
+    document_name: str | None = None  # the document tower's model (own tokenizer); null = one shared backbone
+    pooling: str = "mean"  # mean | cls
+    projection_dim: int | None = None  # the shared projection's size a (000 Eq. 10-11); null = none
+    score_scale: float = 20.0  # scores are scale * dot product of the final vectors
+    query_layers: int | list[int] | None = None  # 002's layer-subset student: the first N layers, or a list of them
+    # L2-normalise the final vectors (false: the raw dot product, 003 Eq. 2/5); null = as the checkpoint does (a
+    # SentenceTransformer folder's Normalize module), else true
+    normalize: bool | None = None
+
+    def problem(self) -> Problem:
+        if self.pooling not in POOLINGS:
+            return "pooling", f"expected one of {', '.join(POOLINGS)}, got '{self.pooling}'"
+        layers = self.query_layers
+        if isinstance(layers, int) and layers < 1:
+            return "query_layers", "must be >= 1, a list of layer indices, or null"
+        if isinstance(layers, list) and (not layers or layers != sorted(set(layers)) or layers[0] < 0):
+            return "query_layers", f"a list of layers must be increasing distinct indices >= 0, got {layers}"
+        if self.projection_dim is not None and self.projection_dim < 1:
+            return "projection_dim", "must be >= 1 or null"
+        if self.score_scale <= 0:
+            return "score_scale", "must be > 0"
+        return None
+
+
 class DenseDualEncoder(BiEncoder):
     architecture = "dense"
-    model_options = ("document_name", "pooling", "projection_dim", "score_scale", "query_layers", "normalize")
+    Config = DenseConfig
     backbone_prefixes = ("backbone.", "document_backbone.")
     cache_document_embeddings = True  # a frozen model's corpus vectors go to the on-disk cache (embedding_cache)
     full_retrieval = True  # evaluated by retrieval over the whole corpus (ssft.eval.retrieve), not reranking
@@ -82,15 +114,14 @@ class DenseDualEncoder(BiEncoder):
         super().__init__(backbone, tokenizer, spec)
         self.document_backbone = document_backbone
         self.document_tokenizer = document_tokenizer if document_tokenizer is not None else tokenizer
-        self.pooling = spec.get("pooling", "mean")
-        if self.pooling not in POOLINGS:
-            raise SsftError(f"model.pooling: expected one of {', '.join(POOLINGS)}, got '{self.pooling}'")
-        self.score_scale = float(spec.get("score_scale", 20.0))
-        self.normalize = spec.get("normalize") is not False  # null (not resolved from a checkpoint): true
+        config = self.arch_config
+        self.pooling = config.pooling
+        self.score_scale = float(config.score_scale)
+        self.normalize = config.normalize is not False  # null (not resolved from a checkpoint): true
         q_dim = backbone.config.hidden_size
         d_dim = document_backbone.config.hidden_size if document_backbone is not None else q_dim
         self.hidden_dim = max(q_dim, d_dim)
-        a = spec.get("projection_dim")
+        a = config.projection_dim
         if a is None:
             if q_dim != d_dim:
                 raise SsftError(f"model.projection_dim: the query tower has hidden size {q_dim} and the document tower "
@@ -117,7 +148,8 @@ class DenseDualEncoder(BiEncoder):
     # ------------------------------------------------------------ building / saving
     @classmethod
     def build(cls, model_cfg, method: str, options: dict[str, Any], config: Any = None) -> "DenseDualEncoder":
-        document_name = model_cfg.document_name
+        arch_config = copy.deepcopy(model_cfg.config)
+        document_name = arch_config.document_name
         router = document_name is None and bool(router_towers(Path(resolve_model(model_cfg.name))))
         if router:  # a sentence-transformers Router with two towers: its document route is the document tower
             document_name = model_cfg.name
@@ -140,16 +172,17 @@ class DenseDualEncoder(BiEncoder):
                 p.requires_grad_(False)
             return adapter.apply(transformer, config), tokenizer, pretrained
 
-        query_backbone, query_tokenizer, pretrained = tower(model_cfg.name, model_cfg.query_layers, "query")
+        query_backbone, query_tokenizer, pretrained = tower(model_cfg.name, arch_config.query_layers, "query")
         if pretrained.two_towers and not router:
             pretrained.notes.append(f"its document route ({pretrained.modules.towers['document']}) is not used: "
                                     f"model.document_name is {document_name}")
         document_backbone, document_tokenizer, document_pretrained = (
             tower(document_name, None, "document") if separate else (None, None, None))
-        spec = cls.build_spec(model_cfg, method, options)
-        spec["document_name"] = document_name
-        cls.spec_from_pretrained(spec, pretrained)
-        shared = cls.spec_from_routes(spec, pretrained, document_pretrained) if document_pretrained is not None else None
+        arch_config.document_name = document_name
+        spec = cls.build_spec(model_cfg, method, options, arch_config)
+        cls.spec_from_pretrained(spec, arch_config, pretrained)
+        shared = cls.spec_from_routes(arch_config, pretrained, document_pretrained) if document_pretrained is not None else None
+        spec.update(cls.spec_of(arch_config))
         model = cls(query_backbone, query_tokenizer, spec, document_backbone, document_tokenizer)
         model.adopt_pretrained(pretrained)
         if shared is not None:  # the routes' Dense modules: one shared projection
@@ -163,23 +196,23 @@ class DenseDualEncoder(BiEncoder):
 
     # ------------------------------------------------------------ a SentenceTransformer checkpoint's modules
     @classmethod
-    def spec_from_pretrained(cls, spec: dict[str, Any], pretrained) -> None:
+    def spec_from_pretrained(cls, spec: dict[str, Any], config: DenseConfig, pretrained) -> None:
         """Besides the prompts (``BiEncoder``): a single linear Dense module is the projection (adopted when
         ``model.projection_dim`` is null or its size); a Normalize module, or its absence, decides
         ``model.normalize: null`` (the default) and is checked against a value the recipe sets (a difference is
         reported; the recipe's value is used). Anything else than an ST folder: null = true."""
-        super().spec_from_pretrained(spec, pretrained)
+        super().spec_from_pretrained(spec, config, pretrained)
         modules = pretrained.modules
         from_modules = modules is not None and pretrained.kind == "sentence-transformers"
-        if spec.get("normalize") is None:  # model.normalize: null = as the checkpoint does (a Normalize module or not)
-            spec["normalize"] = modules.normalize if from_modules else True
+        if config.normalize is None:  # model.normalize: null = as the checkpoint does (a Normalize module or not)
+            config.normalize = modules.normalize if from_modules else True
         if not from_modules:
             return
         if modules.towers:  # a Router's query route: its Dense module is read with the document route's (spec_from_routes)
             return
-        if modules.normalize != spec["normalize"]:
+        if modules.normalize != config.normalize:
             pretrained.notes.append(f"its modules {'end in' if modules.normalize else 'have no'} a Normalize module, "
-                                    f"model.normalize is {str(spec['normalize']).lower()} (used)")
+                                    f"model.normalize is {str(config.normalize).lower()} (used)")
         dense = _linear_dense(modules)
         if dense is None:
             if modules.dense:
@@ -187,14 +220,14 @@ class DenseDualEncoder(BiEncoder):
                 pretrained.notes.append(f"its Dense modules ({kinds}) are not one linear map (ssft's projection): not used")
             return
         size = dense.weight.shape[0]
-        if spec.get("projection_dim") is None and spec.get("document_name") is None:
-            spec["projection_dim"] = size
-        elif spec.get("projection_dim") != size:
+        if config.projection_dim is None and config.document_name is None:
+            config.projection_dim = size
+        elif config.projection_dim != size:
             pretrained.notes.append(f"its Dense module ({size} dimensions) is not used: model.projection_dim is "
-                                    f"{spec.get('projection_dim')}")
+                                    f"{config.projection_dim}")
 
     @classmethod
-    def spec_from_routes(cls, spec: dict[str, Any], query, document) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    def spec_from_routes(cls, config: DenseConfig, query, document) -> tuple[torch.Tensor, torch.Tensor | None] | None:
         """Query and document towers read from a sentence-transformers Router's two routes (what ``ssft-export``
         writes for two towers; 000 Eq. 10-11): the routes' linear Dense modules are the two slices of ssft's one shared
         projection — the wider tower's is the projection, the narrower's must be its first columns (a narrower tower is
@@ -204,12 +237,11 @@ class DenseDualEncoder(BiEncoder):
         if document.modules is None or document.modules.route != "document" or query.modules is None:
             return None
         qm, dm = query.modules, document.modules
-        if dm.normalize != bool(spec["normalize"]):
+        if dm.normalize != bool(config.normalize):
             document.notes.append(f"its document route {'ends' if dm.normalize else 'does not end'} in a Normalize module; "
-                                  f"model.normalize is {str(bool(spec['normalize'])).lower()} for both towers (used)")
-        if dm.pooling is not None and dm.pooling != spec.get("pooling", "mean"):
-            document.notes.append(f"its document route pools '{dm.pooling}', model.pooling is "
-                                  f"'{spec.get('pooling', 'mean')}' (used)")
+                                  f"model.normalize is {str(bool(config.normalize)).lower()} for both towers (used)")
+        if dm.pooling is not None and dm.pooling != config.pooling:
+            document.notes.append(f"its document route pools '{dm.pooling}', model.pooling is '{config.pooling}' (used)")
         q_dense, d_dense = _linear_dense(qm), _linear_dense(dm)
         if q_dense is None and d_dense is None:
             return None
@@ -226,11 +258,11 @@ class DenseDualEncoder(BiEncoder):
                                   "between the towers, 000 Eq. 10-11): not used")
             return None
         size = int(wide.weight.shape[0])
-        if spec.get("projection_dim") is None:
-            spec["projection_dim"] = size
-        elif spec["projection_dim"] != size:
+        if config.projection_dim is None:
+            config.projection_dim = size
+        elif config.projection_dim != size:
             document.notes.append(f"its routes' Dense modules ({size} dimensions) are not used: model.projection_dim is "
-                                  f"{spec['projection_dim']}")
+                                  f"{config.projection_dim}")
             return None
         return wide.weight, wide.bias
 
@@ -247,25 +279,28 @@ class DenseDualEncoder(BiEncoder):
             return
         sub = folder / DOCUMENT_TOWER
         sub.mkdir()
-        (sub / "tower.json").write_text(json.dumps({"base_model": self.spec["document_name"]}, indent=2) + "\n")
+        document_name = self.arch_config.document_name
+        (sub / "tower.json").write_text(json.dumps({"base_model": document_name}, indent=2) + "\n")
         self.document_tokenizer.save_pretrained(sub)
-        save_backbone(self.document_backbone, sub, self.spec["document_name"], self._frozen_base())
+        save_backbone(self.document_backbone, sub, document_name, self._frozen_base())
 
     @classmethod
     def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any],
                     trust_remote_code: bool = False) -> "DenseDualEncoder":
-        if spec.get("document_encoder") is not None:  # an asymmetric student: the teacher encodes documents
+        teacher = spec.get("document_encoder")  # an asymmetric student's: the teacher encodes documents
+        if teacher is not None:
             model = cls(backbone, tokenizer, spec)
-            model.inherit_documents(load_frozen_dense(spec["document_encoder"], trust_remote_code=trust_remote_code))
+            model.inherit_documents(load_frozen_dense(teacher, trust_remote_code=trust_remote_code))
             return model
-        if spec.get("document_name") is None:
+        document_name = cls.config_from_spec(spec, f"{path}/{SPEC_FILE}: model").document_name
+        if document_name is None:
             return cls(backbone, tokenizer, spec)
         sub = Path(path) / DOCUMENT_TOWER
         if not sub.is_dir():
-            raise SsftError(f"{path}/{SPEC_FILE}: names a document tower '{spec['document_name']}' but {DOCUMENT_TOWER}/ "
+            raise SsftError(f"{path}/{SPEC_FILE}: names a document tower '{document_name}' but {DOCUMENT_TOWER}/ "
                             f"is missing")
         # a Router folder named as the document tower: its document route (load_pretrained's route)
-        document_backbone = load_backbone(sub, spec["method"], spec["document_name"], trust_remote_code, spec,
+        document_backbone = load_backbone(sub, spec["method"], document_name, trust_remote_code, spec,
                                           route="document")
         return cls(backbone, tokenizer, spec, document_backbone,
                    AutoTokenizer.from_pretrained(sub, trust_remote_code=trust_remote_code))
@@ -320,7 +355,7 @@ class DenseDualEncoder(BiEncoder):
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
         if self.document_teacher is not None:  # the teacher's tokens, so kept embeddings match its own
             return self.document_teacher.model.tokenize_documents(texts)
-        out = self.token_cache(self.document_tokenizer).single(self.prompted(texts, "document"), self.spec["max_length"])
+        out = self.token_cache(self.document_tokenizer).single(self.prompted(texts, "document"), self.max_length)
         return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
 
     # ------------------------------------------------------------ the encode path

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ssft.config.recipe import ModelConfig
+from ssft.config.model import ModelConfig
 from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
 from ssft.core.precision import set_precision as set_model_precision
@@ -54,11 +54,13 @@ def load_dense_model(reference: dict[str, Any], trust_remote_code: bool = False)
                             f"architecture 'dense' (a cross-encoder teacher is teacher_kind: cross_dual_pooled)")
         return model
     normalize = bool(reference.get("normalize", True))  # references saved before the key existed: normalised
-    cfg = ModelConfig(architecture="dense", name=name, pooling=reference.get("pooling", "mean"),
-                      max_length=int(reference.get("max_length", 256)),
+    dense = MODELS.get("dense")
+    options = {"pooling": reference.get("pooling", "mean"), "normalize": normalize,
+               "score_scale": dense.Config.score_scale if normalize else 1.0}
+    cfg = ModelConfig(architecture="dense", name=name, max_length=int(reference.get("max_length", 256)),
                       query_max_length=int(reference.get("query_max_length", 32)), trust_remote_code=trust_remote_code,
-                      normalize=normalize, score_scale=ModelConfig.score_scale if normalize else 1.0)
-    return MODELS.get("dense").build(cfg, "full", {})
+                      options=options)
+    return dense.build(cfg, "full", {})
 
 
 class FrozenDense:

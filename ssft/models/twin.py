@@ -6,16 +6,34 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ssft.adapters.backbone import Backbone
 from ssft.config.choices import POOLINGS, SCORERS
-from ssft.core.errors import SsftError
+from ssft.config.model import ArchitectureConfig
+from ssft.config.parse import Problem
 from ssft.models.bi import BiEncoder, Encoded
 
-__all__ = ["POOLINGS", "SCORERS", "ResidualCombiner", "TwinBert", "mean_pool"]
+__all__ = ["POOLINGS", "SCORERS", "ResidualCombiner", "TwinBert", "TwinConfig", "mean_pool"]
+
+
+@dataclass
+class TwinConfig(ArchitectureConfig):
+    """TwinBERT's model keys (see the module docstring)."""
+
+    pooling: str = "mean"  # mean | cls
+    scorer: str = "combiner"  # combiner (TwinBERT's residual network) | cosine | dot
+
+    def problem(self) -> Problem:
+        if self.pooling not in POOLINGS:
+            return "pooling", f"expected one of {', '.join(POOLINGS)}, got '{self.pooling}'"
+        if self.scorer not in SCORERS:
+            return "scorer", f"expected one of {', '.join(SCORERS)}, got '{self.scorer}'"
+        return None
 
 
 def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -39,31 +57,26 @@ class ResidualCombiner(nn.Module):
 
 class TwinBert(BiEncoder):
     architecture = "twin"
-    model_options = ("pooling", "scorer")
+    Config = TwinConfig
     cache_document_embeddings = True  # a frozen model's pooled document vectors go to the on-disk cache (embedding_cache)
 
     def __init__(self, backbone: Backbone, tokenizer, spec):
         super().__init__(backbone, tokenizer, spec)
-        self.pooling = spec.get("pooling", "mean")
-        self.scorer = spec.get("scorer", "combiner")
-        if self.pooling not in POOLINGS:
-            raise SsftError(f"model.pooling: expected one of {', '.join(POOLINGS)}, got '{self.pooling}'")
-        if self.scorer not in SCORERS:
-            raise SsftError(f"model.scorer: expected one of {', '.join(SCORERS)}, got '{self.scorer}'")
+        self.pooling, self.scorer = self.arch_config.pooling, self.arch_config.scorer
         self.combiner = ResidualCombiner(backbone.config.hidden_size) if self.scorer == "combiner" else None
         self.ranks_untrained = self.scorer != "combiner"  # a fresh combiner is random; cosine / dot rank untrained
 
     @classmethod
-    def spec_from_pretrained(cls, spec, pretrained) -> None:
-        super().spec_from_pretrained(spec, pretrained)
+    def spec_from_pretrained(cls, spec, config: TwinConfig, pretrained) -> None:
+        super().spec_from_pretrained(spec, config, pretrained)
         modules = pretrained.modules
         if modules is None or pretrained.kind != "sentence-transformers":
             return
         if modules.dense:
             pretrained.notes.append(f"its {len(modules.dense)} Dense module(s) are not used (TwinBERT has no projection; "
                                     f"architecture dense keeps one)")
-        if modules.normalize and spec.get("scorer", "combiner") != "cosine":
-            pretrained.notes.append(f"its Normalize module is not used by scorer '{spec.get('scorer')}' (cosine is "
+        if modules.normalize and config.scorer != "cosine":
+            pretrained.notes.append(f"its Normalize module is not used by scorer '{config.scorer}' (cosine is "
                                     f"what normalised vectors score)")
 
     def export_refusal(self) -> str | None:

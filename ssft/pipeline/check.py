@@ -171,8 +171,9 @@ def model_lookups(recipe: Recipe) -> list[Found]:
     """Where every model the recipe names would load from (``model_status``), touching nothing."""
     m = recipe.model
     found = [model_status("model.name", m.name)]
-    if "document_name" in MODELS.get(m.architecture).model_options and m.document_name:
-        found.append(model_status("model.document_name", m.document_name))
+    document_name = getattr(m.config, "document_name", None)  # dense's document tower
+    if document_name:
+        found.append(model_status("model.document_name", document_name))
     loss_config = recipe.loss.config
     if LOSSES.get(recipe.loss.name).needs_teacher and getattr(loss_config, "teacher", None):
         found.append(model_status("loss.teacher", loss_config.teacher))
@@ -189,49 +190,70 @@ def check_model_files(recipe: Recipe, found: list[Found] | None = None) -> None:
     m = recipe.model
     for item in model_lookups(recipe) if found is None else found:
         try:
-            inspect_model(item, item.what == "model.name" and m.architecture == "cross" and m.head == "classifier")
+            inspect_model(item, item.what == "model.name" and getattr(m.config, "head", None) == "classifier")
         except SsftError as err:
             raise SsftError(f"{recipe.source}: {item.what}: {err}") from None
 
 
 def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
     """The plan's lines and every model / dataset lookup (for the caller to decide what is fatal)."""
-    m, a, loss, d, e, t = recipe.model, recipe.adapter, recipe.loss, recipe.data, recipe.eval, recipe.training
-    model_cls = MODELS.get(m.architecture)
+    model_cls = MODELS.get(recipe.model.architecture)
     found = model_lookups(recipe)
-    found.append(dataset_status(d.dataset))
+    found.append(dataset_status(recipe.data.dataset))
     check_model_files(recipe, found)
+    _check_lengths(recipe, found)
+    lines = [f"recipe {recipe.source} (seed {recipe.seed})", *_model_lines(recipe, model_cls), *_component_lines(recipe),
+             _data_line(recipe), _training_line(recipe)]
+    if recipe.callbacks:
+        lines.append("callbacks: " + ", ".join(json.dumps(c) if isinstance(c, dict) else c for c in recipe.callbacks))
+    lines.append(_evaluation_line(recipe, model_cls))
+    lines += evaluation_plan(recipe, model_cls.full_retrieval, model_cls.bi_encoder, _ranks_untrained(recipe, model_cls))
+    return lines, found
+
+
+def _check_lengths(recipe: Recipe, found: list[Found]) -> None:
+    """model.max_length / query_max_length against the position embeddings of the model folders found here."""
+    m = recipe.model
+    document_name = getattr(m.config, "document_name", None)
     for item in found:
         limit = _config_limit(item)
         if limit is not None and item.what in ("model.name", "model.document_name"):
             for key in ("max_length", "query_max_length"):
-                if getattr(m, key) > limit and not (key == "max_length" and item.what == "model.name" and m.document_name):
+                if getattr(m, key) > limit and not (key == "max_length" and item.what == "model.name" and document_name):
                     raise SsftError(f"{recipe.source}: model.{key}: {getattr(m, key)} is beyond what {item.what} "
                                     f"'{item.name}' can encode ({limit} tokens)")
 
-    arch = f"{m.architecture} ({model_cls.__name__})"
-    towers = f"query tower {m.name}, document tower {m.document_name}" if getattr(m, "document_name", None) else m.name
-    options = {k: v for k, v in a.options.items()}
-    lines = [f"recipe {recipe.source} (seed {recipe.seed})",
-             f"architecture: {arch}; {towers}; max_length {m.max_length}, query_max_length {m.query_max_length}"]
+
+def _model_lines(recipe: Recipe, model_cls) -> list[str]:
+    """The architecture, its backbone(s) and lengths, and its own keys."""
+    m, c = recipe.model, recipe.model.config  # c: the architecture's typed config
+    document_name = getattr(c, "document_name", None)
+    towers = f"query tower {m.name}, document tower {document_name}" if document_name else m.name
+    lines = [f"architecture: {m.architecture} ({model_cls.__name__}); {towers}; max_length {m.max_length}, "
+             f"query_max_length {m.query_max_length}"]
     if m.architecture == "dense":
-        normalize = "null (as the checkpoint)" if m.normalize is None else m.normalize
-        lines.append(f"  dense: pooling {m.pooling}, projection_dim {m.projection_dim}, normalize {normalize}, "
-                     f"score_scale {m.score_scale:g}" + (f", query_layers {m.query_layers}" if m.query_layers else ""))
+        normalize = "null (as the checkpoint)" if c.normalize is None else c.normalize
+        lines.append(f"  dense: pooling {c.pooling}, projection_dim {c.projection_dim}, normalize {normalize}, "
+                     f"score_scale {c.score_scale:g}" + (f", query_layers {c.query_layers}" if c.query_layers else ""))
     elif m.architecture == "twin":
-        lines.append(f"  twin: pooling {m.pooling}, scorer {m.scorer}")
+        lines.append(f"  twin: pooling {c.pooling}, scorer {c.scorer}")
     elif m.architecture == "colbert":
-        lines.append(f"  colbert: colbert_dim {m.colbert_dim}")
+        lines.append(f"  colbert: colbert_dim {c.colbert_dim}")
     elif m.architecture == "cross":
-        lines.append(f"  cross: head {m.head}" + (f" (dual pooling {m.dual_pooling}: score = inner product of the proxies, "
-                                                   f"004 App. B)" if m.head == "dual_pooled" else ""))
-    lines.append(f"method: {a.method}" + (f" {json.dumps(options, default=str)}" if options else "")
-                 + (" (phases: see hybrid epochs)" if ADAPTERS.get(a.method).trains_in_phases else ""))
-    lines.append(f"loss: {loss.name}" + (f" {json.dumps(loss.options, default=str)}" if loss.options else "")
-                 + (f" + {loss.reconstruction_weight:g} x token reconstruction (004 §4.2)" if loss.reconstruction_weight
-                    else ""))
-    if recipe.distillation is not None:
-        k = recipe.distillation
+        lines.append(f"  cross: head {c.head}" + (f" (dual pooling {c.dual_pooling}: score = inner product of the proxies, "
+                                                   f"004 App. B)" if c.head == "dual_pooled" else ""))
+    return lines
+
+
+def _component_lines(recipe: Recipe) -> list[str]:
+    """The adapter, the loss and the distillation section."""
+    a, loss, k = recipe.adapter, recipe.loss, recipe.distillation
+    lines = [f"method: {a.method}" + (f" {json.dumps(a.options, default=str)}" if a.options else "")
+             + (" (phases: see hybrid epochs)" if ADAPTERS.get(a.method).trains_in_phases else ""),
+             f"loss: {loss.name}" + (f" {json.dumps(loss.options, default=str)}" if loss.options else "")
+             + (f" + {loss.reconstruction_weight:g} x token reconstruction (004 §4.2)" if loss.reconstruction_weight
+                else "")]
+    if k is not None:
         lines.append(f"distillation: {k.teacher_kind} teacher {k.teacher} (pooling {k.teacher_pooling}); weights one-hot "
                      f"{k.one_hot_weight:g}, score ({k.score_loss}) {k.score_weight:g}, query embedding "
                      f"{k.query_embedding_weight:g}, document embedding {k.document_embedding_weight:g}"
@@ -241,34 +263,90 @@ def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
             lines.append(f"  generated queries (004 App. E): {g.per_query} per training query from {g.model}, sigma "
                          f"{g.sigma:g}, mask probability {g.mask_probability:g}, {g.decoding}; Eq. 7 on them, weight "
                          f"{g.weight:g}")
+    return lines
+
+
+def _data_line(recipe: Recipe) -> str:
+    d = recipe.data
     train = f"rows of {d.train} ({d.train_format} form)" if d.train is not None else d.train_split
-    lines.append(f"data: {d.dataset}: train {train}"
-                 + (f" (at most {d.max_train_queries} queries)" if d.max_train_queries else " (all queries)")
-                 + f", {d.num_negatives} {d.negatives} negative(s) per positive"
-                 + (f", at most {d.max_positives_per_query} positive(s) per query" if d.max_positives_per_query else "")
-                 + f"; validation {d.validation_split or 'none'}; test {d.test_split}"
-                 + (f"; fold {d.fold}" if d.fold is not None else ""))
+    return (f"data: {d.dataset}: train {train}"
+            + (f" (at most {d.max_train_queries} queries)" if d.max_train_queries else " (all queries)")
+            + f", {d.num_negatives} {d.negatives} negative(s) per positive"
+            + (f", at most {d.max_positives_per_query} positive(s) per query" if d.max_positives_per_query else "")
+            + f"; validation {d.validation_split or 'none'}; test {d.test_split}"
+            + (f"; fold {d.fold}" if d.fold is not None else ""))
+
+
+def _training_line(recipe: Recipe) -> str:
+    """The training budget (steps, epochs, or a hybrid's phases), batch and learning rates, the output folder."""
+    t, options, d = recipe.training, recipe.adapter.options, recipe.data
     batch = int(t.get("per_device_train_batch_size", 8))
     if int(t.get("max_steps", -1) or -1) > 0:
         budget = f"{int(t['max_steps'])} steps"
-    elif ADAPTERS.get(a.method).trains_in_phases:
+    elif ADAPTERS.get(recipe.adapter.method).trains_in_phases:
         budget = f"{options.get('first_epochs')} + {options.get('second_epochs')} epochs ({options.get('mode', 'sequential')})"
     else:
         budget = f"{float(t.get('num_train_epochs', 3.0)):g} epoch(s)"
     if d.max_train_queries and int(t.get("max_steps", -1) or -1) <= 0:
         budget += f" (≈ {math.ceil(d.max_train_queries / batch)} steps per epoch at one positive per query)"
-    lines.append(f"training: {budget}, batches of {batch} queries, learning rate {t.get('learning_rate', 5e-5)}"
-                 + (f", ranker head {m.head_learning_rate:g}" if m.head_learning_rate else "")
-                 + f"; outputs (not written by --check) in {t.get('output_dir')}")
-    if recipe.callbacks:
-        lines.append("callbacks: " + ", ".join(json.dumps(c) if isinstance(c, dict) else c for c in recipe.callbacks))
+    head = recipe.model.head_learning_rate
+    return (f"training: {budget}, batches of {batch} queries, learning rate {t.get('learning_rate', 5e-5)}"
+            + (f", ranker head {head:g}" if head else "") + f"; outputs (not written by --check) in {t.get('output_dir')}")
+
+
+def _evaluation_line(recipe: Recipe, model_cls) -> str:
+    e, d = recipe.eval, recipe.data
     scored = "full retrieval of the corpus" if model_cls.full_retrieval else f"reranking the top-{e.depth} of {e.first_stage}"
-    lines.append(f"evaluation: {scored}; metrics {', '.join(e.metrics)}"
-                 + (f"; validation each epoch (epoch 0 = the starting model included), best by {e.selection_metric}"
-                    if d.validation_split else "; no validation (the last epoch is kept)")
-                 + (f"; BM25 interpolation {e.interpolation}" if e.interpolation is not None else "")
-                 + (f"; dense-sparse fusion (003 Eq. 7) α {e.fusion}" if e.fusion is not None else ""))
-    return lines, found
+    epoch0 = "epoch 0 = the starting model included" if e.start else "the starting model not scored: eval.start false"
+    return (f"evaluation: {scored}; metrics {', '.join(e.metrics)}"
+            + (f"; validation each epoch ({epoch0}), best by {e.selection_metric}"
+               if d.validation_split else "; no validation (the last epoch is kept)")
+            + (f"; BM25 interpolation {e.interpolation}" if e.interpolation is not None else "")
+            + (f"; dense-sparse fusion (003 Eq. 7) α {e.fusion}" if e.fusion is not None else ""))
+
+
+def _ranks_untrained(recipe: Recipe, model_cls) -> bool | None:
+    """Whether the starting model can rank (``Ranker.ranks_untrained``; None: not known before it is loaded)."""
+    m, c = recipe.model, recipe.model.config
+    if m.architecture == "cross":  # a classifier head ranks untrained only when the checkpoint brings a trained one
+        return True if c.head == "dual_pooled" else None
+    if m.architecture == "twin":
+        return c.scorer != "combiner"
+    return model_cls.ranks_untrained
+
+
+def evaluation_plan(recipe: Recipe, full_retrieval: bool, bi_encoder: bool, ranks_untrained: bool | None) -> list[str]:
+    """What a run scores besides training, and what it encodes how often: the start (``eval.start``) and the corpus
+    encodings (a dense model's, each the longest step of an evaluation). ``ranks_untrained`` None: not known before
+    the model is loaded (a cross-encoder's classifier head is trained only in some checkpoints). Logged at the start
+    of a run and printed by ``--check``."""
+    e, validation = recipe.eval, recipe.data.validation_split
+    if not e.start:
+        start = ("start: not scored (eval.start: false): no start row in metrics.json"
+                 + ("; the best epoch is chosen among the trained epochs only" if validation else ""))
+    elif ranks_untrained is False:
+        start = "start: not scored (the scoring head starts random, the starting model cannot rank)"
+    else:
+        start = ("start: the starting model scored on the test split (the start row)"
+                 + ("; on validation too (epoch 0 of the selection)" if validation else "")
+                 + ("" if ranks_untrained else ", where the checkpoint brings a trained scoring head"))
+    starts = e.start and ranks_untrained is not False
+    if full_retrieval:
+        parts = []
+        if starts:
+            parts.append("once for the starting model" + (" (the start row and validation epoch 0 share it)"
+                                                          if validation else ""))
+        if validation:
+            parts.append("once per validation (each epoch)")
+        parts.append("once for the test split (the last validation's encoding serves when it has the same weights)")
+        encodes = "corpus encoded by the document tower: " + "; ".join(parts)
+    elif bi_encoder:
+        encodes = ("encoded: the distinct documents of the first-stage candidates, once per scoring ("
+                   + ", ".join(["start"] * starts + ["each validation"] * bool(validation) + ["test"]) + ")")
+    else:
+        encodes = ("no corpus encoding: each (query, document) candidate pair scored once per scoring ("
+                   + ", ".join(["start"] * starts + ["each validation"] * bool(validation) + ["test"]) + ")")
+    return [start, encodes]
 
 
 def check_recipe(recipe: Recipe) -> tuple[str, str | None]:
@@ -290,4 +368,5 @@ def check_recipe(recipe: Recipe) -> tuple[str, str | None]:
     return "\n".join(lines), f"{first.what} '{first.name}' is not here: {first.note}{more}"
 
 
-__all__ = ["REMOTE_DATASETS", "check_recipe", "dataset_status", "inspect_model", "model_status", "plan"]
+__all__ = ["REMOTE_DATASETS", "check_recipe", "dataset_status", "evaluation_plan", "inspect_model", "model_status",
+           "plan"]

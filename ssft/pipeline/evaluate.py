@@ -45,6 +45,7 @@ from ssft.eval.significance import paired_ttest, significance_mark
 from ssft.firststage.bm25 import BM25
 from ssft.models.base import load_ranker, saved_model_folder
 from ssft.models.frozen import dense_reference, load_dense_model
+from ssft.pipeline.precision import inference_precision
 from ssft.training.prediction import prediction_trainer
 
 logger = logging.getLogger(__name__)
@@ -86,8 +87,7 @@ def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDatase
     if first_stage == "full" and not getattr(ranker, "full_retrieval", False):
         raise SsftError(f"--first-stage full: full retrieval needs a single-vector dense model (architecture 'dense'), "
                         f"not '{getattr(ranker, 'architecture', type(ranker).__name__)}'; use --first-stage bm25")
-    device = next(ranker.parameters()).device
-    resolved = precision_mod.resolve(precision, device, "precision")
+    resolved = inference_precision(precision, ranker, "precision")
     logger.info("evaluating %s on %d datasets (%s, depth %d) in %s", model_name, len(loaded), first_stage, depth, resolved)
     if folder is None:
         return _evaluate(ranker, model_name, loaded, first_stage, depth, split, metrics, batch_size, resolved, [])

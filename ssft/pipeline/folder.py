@@ -1,17 +1,24 @@
 """Stage 1 of ssft-train: may this run write into its output folder, and as what (new, resume, overwrite)?
-Nothing is written here; ``ssft.core.run_folder`` holds the rule every CLI follows."""
+Nothing is written here; ``ssft.core.run_folder`` holds the rule every CLI follows. The stage's answer is a ``Plan``;
+``open_output_folder`` is where writing starts, once everything that can fail on bad input has failed."""
 from __future__ import annotations
 
+import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from transformers import TrainingArguments
 
 from ssft.config.recipe import Recipe
 from ssft.core.errors import SsftError
+from ssft.core.io import atomic_write_text
 from ssft.core.run_folder import TRAIN_MARKERS, TRAIN_OUTPUTS, OutputFolder, Source, local_dataset_folder
 from ssft.training.checkpoints import complete_checkpoints
+
+logger = logging.getLogger("ssft")
 
 # the user's own TensorBoard folder, if any, read before ssft sets the variable for its run
 USER_TENSORBOARD_DIR = os.environ.get("TENSORBOARD_LOGGING_DIR")
@@ -46,7 +53,7 @@ def train_sources(recipe: Recipe) -> tuple[Source, ...]:
     if dataset is not None:
         found.append((dataset, "the dataset folder the run trains on"))
     named = [(recipe.model.name, "the model folder (model.name)"),
-             (recipe.model.document_name, "the document model folder (model.document_name)"),
+             (getattr(recipe.model.config, "document_name", None), "the document model folder (model.document_name)"),
              (recipe.data.train, "data.train"), (recipe.eval.first_stage, "the first-stage run file (eval.first_stage)"),
              (recipe.eval.validation_first_stage, "the validation first-stage run file"),
              (recipe.loss.options.get("teacher"), "the teacher (loss.teacher)"),
@@ -96,3 +103,39 @@ def run_folder_state(recipe: Recipe, folder: OutputFolder, overwrite: bool,
         raise SsftError(f"{out} holds checkpoints trained with another {differs[0]}; pass --resume-with-changes to "
                         f"continue from them with the new value, or --overwrite to start over")
     return "resume", differs
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Stage 1's answer: what the output folder allows, and the run's TrainingArguments."""
+
+    folder: OutputFolder
+    state: str  # new | resume | overwrite
+    resume_changes: list[str]  # the recipe keys --resume-with-changes changes
+    training_kwargs: dict[str, Any]
+    args: TrainingArguments
+    default_checkpoints: bool  # ssft's own checkpoints (no training.save_strategy): removed once the run finishes
+    started: float
+    precision_note: str  # what training.bf16: auto resolved to ("" when the recipe or accelerate named a precision)
+    eval_precision: str = "fp32"  # eval.precision resolved: every inference of the run (a resume: its checkpoint's)
+    eval_precision_note: str = ""  # what eval.precision: auto resolved to ("" when the recipe names a precision)
+    record: dict[str, Any] | None = None  # a resume: the marker of the checkpoint it resumes (what made it)
+
+
+def open_output_folder(recipe: Recipe, plan: Plan) -> None:
+    """Where writing starts: the main process claims the folder (lock, manifest), removes an earlier run's outputs
+    (--overwrite), removes metrics.json (written last) and writes the resolved recipe; the others wait."""
+    folder, args = plan.folder, plan.args
+    with args.main_process_first(local=False, desc="preparing the output folder"):
+        if not args.should_save:
+            return
+        folder.claim()
+        if plan.state == "overwrite":
+            removed = folder.clear()
+            if removed:
+                logger.info("--overwrite: removed the earlier run's outputs from %s: %s", folder.path, ", ".join(removed))
+        folder.mark_unfinished()  # a crash midway never leaves a folder that looks complete
+        if plan.resume_changes:
+            logger.warning("--resume-with-changes: continuing from the checkpoints with a new %s",
+                           ", ".join(plan.resume_changes))
+        atomic_write_text(folder.path / "recipe.yaml", yaml.safe_dump(recipe.to_dict(), sort_keys=False))

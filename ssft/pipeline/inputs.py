@@ -18,6 +18,7 @@ from ssft.losses.base import RankingLoss
 from ssft.teachers.cross import load_cross_teacher
 from ssft.teachers.dense import load_teacher, teacher_reference
 from ssft.teachers.in_loop import check_teacher
+from ssft.training.checkpoints import content_fingerprint, weights_fingerprint
 
 logger = logging.getLogger("ssft")
 
@@ -105,3 +106,40 @@ def load_distillation_teacher(recipe: Recipe):
 
 def _texts(dataset: IRDataset, qrels: Qrels) -> dict[str, str]:
     return {q: dataset.queries[q] for q in qrels}
+
+
+def run_fingerprints(recipe: Recipe, inputs: RunInputs) -> dict[str, dict[str, str]]:
+    """What a run is made from, as a checkpoint records it (key -> {"sha256", "what": how an error names it}): the
+    files of every model it loads weights from (model, document tower, teachers, query generator) and the data it
+    trains, validates and tests on (corpus, queries, each split's qrels or data.train's rows, the first-stage
+    candidates and BM25 negatives), by content, as read (``ssft.training.checkpoints``)."""
+    d, e, distill = recipe.data, recipe.eval, recipe.distillation
+    found: dict[str, dict[str, str]] = {}
+    models = {"model.name": recipe.model.name, "model.document_name": getattr(recipe.model.config, "document_name", None),
+              "loss.teacher": inputs.in_loop_teacher,
+              "distillation.teacher": distill.teacher if distill is not None else None,
+              "distillation.generated_queries.model": (distill.generated_queries.model if distill is not None
+                                                       and distill.generated_queries is not None else None)}
+    for key, name in models.items():
+        if name:
+            found[key] = {"sha256": weights_fingerprint(name), "what": f"the files of {key} ({name})"}
+    dataset = inputs.dataset
+    where = f"data.dataset ({dataset.path})"
+    data: dict[str, tuple[str, Any]] = {
+        "corpus": (f"the corpus of {where}", dataset.corpus.items()),
+        "queries": (f"the queries of {where}", dataset.queries.items()),
+        "data.train_split": (f"the qrels of data.train_split '{d.train_split}' in {where}", inputs.train_qrels.items()),
+        "data.validation_split": (f"the qrels of data.validation_split '{d.validation_split}' in {where}",
+                                  (inputs.validation_qrels or {}).items()),
+        "data.test_split": (f"the qrels of data.test_split '{d.test_split}' in {where}", inputs.test_qrels.items()),
+        "eval.first_stage": (f"the candidates of eval.first_stage ({e.first_stage}) for the test queries",
+                             inputs.test_first.items()),
+        "eval.validation_first_stage": ("the validation candidates (eval.validation_first_stage: "
+                                        f"{e.validation_first_stage or 'bm25'})", (inputs.validation_first or {}).items()),
+        "data.negatives": (f"the BM25 negatives of the training queries in {where}", (inputs.negatives_run or {}).items()),
+    }
+    if inputs.train_source is not None:
+        data["data.train"] = (f"the rows of data.train ({d.train})", inputs.train_source.examples)
+    for key, (what, items) in data.items():
+        found[key] = {"sha256": content_fingerprint(items), "what": what}
+    return found

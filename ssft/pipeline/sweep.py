@@ -23,7 +23,8 @@ that already holds ``metrics.json`` (written last by ssft-train) is finished and
 checkpoints is resumed by ssft-train itself, so an interrupted sweep resumes where it stopped, mid-run included.
 Every run's recipe is validated before the first one trains. ``results`` gets one JSON line per run when it ends
 (status ok / failed); a finished run
-already listed as ok is not listed again; a failed run is retried on the next invocation (and listed again).
+already listed as ok is not listed again; a failed run is retried on the next invocation (and listed again). At the
+end, ``<output_root>/results.png`` draws every finished run the results file lists (its metrics.json rows as bars).
 ``output_root`` follows the output-folder rule of ``ssft.core.run_folder`` (``sweep_folder``): new, empty or an
 earlier sweep's root, never the dataset or recipe it reads nor a folder around or inside one, locked by one sweep at a
 time; a ``results`` file outside it must be new or an earlier sweep's (rows are appended to it).
@@ -55,14 +56,17 @@ from typing import Any
 
 import yaml
 
-from ssft.config.parse import parse_dataclass
+from ssft.analysis.figures import plot_sweep_table
+from ssft.config.parse import Checked, Problem, parse_dataclass
 from ssft.config.recipe import load_recipe
 from ssft.config.strict_yaml import safe_load_strict
+from ssft.core import progress
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_text
 from ssft.core.run_folder import (
     SWEEP_MARKERS,
     SWEEP_OUTPUTS,
+    SWEEP_TABLE,
     OutputFolder,
     Source,
     local_dataset_folder,
@@ -72,23 +76,23 @@ from ssft.data.beir import load_dataset
 
 logger = logging.getLogger("ssft")
 
-GRID_KEYS = ("recipe", "output_root", "results", "grid", "variants", "folds")
 FOLD_KEYS = ("k", "splits", "seed", "dataset", "file")
 
 
 @dataclass
-class Folds:
+class Folds(Checked):
     k: int = 5
     splits: list[str] | None = None
     seed: int | None = None  # a seeded random split (default 0); not with file
     dataset: str | None = None  # default: the base recipe's data.dataset
     file: str | None = None  # a published fold definition: one fold per line, its query ids (k = its number of lines)
 
-    def check(self, where: str) -> None:
+    def problem(self) -> Problem:
         if self.k < 3:
-            raise SsftError(f"{where}.k: must be an integer >= 3 (one test, one validation, >= 1 train fold)")
+            return "k", "must be an integer >= 3 (one test, one validation, >= 1 train fold)"
         if self.file is not None and self.seed is not None:
-            raise SsftError(f"{where}: seed draws a random split, file names published folds; give one of them")
+            return "seed draws a random split, file names published folds; give one of them"
+        return None
 
     @property
     def description(self) -> str:
@@ -145,6 +149,82 @@ class Grid:
 
 
 @dataclass
+class GridFile(Checked):
+    """A grid file as written (see the module doc), parsed by ``ssft.config.parse`` like a recipe section (its
+    values are checked here, so each is ``Any``); ``folds`` is parsed into ``Folds``, ``resolved`` gives the Grid."""
+
+    recipe: Any = None
+    output_root: Any = None
+    results: Any = None
+    grid: Any = None
+    variants: Any = None
+    folds: Any = None
+
+    def check(self, where: str) -> None:
+        super().check(where)
+        if self.folds is not None:  # a config of its own (its errors name folds.key)
+            self.folds = parse_dataclass(Folds, self.folds, f"{where}: folds",  # typed: k and seed integers, splits names
+                                         unknown=lambda key, names: f"{where}: folds: unknown key '{key}'; known: "
+                                                                    f"{', '.join(names)}")
+
+    def problem(self) -> Problem:
+        if not isinstance(self.recipe, str):
+            return "recipe: expected the path of the base recipe"
+        for key in ("output_root", "results"):
+            if getattr(self, key) is not None and not isinstance(getattr(self, key), str):
+                return f"{key}: expected a path, got {getattr(self, key)!r}"
+        return self._grid_problem() or self._variants_problem() or self._folds_problem()
+
+    def _grid_problem(self) -> Problem:
+        if not isinstance(self.grid or {}, dict):
+            return "grid: expected a mapping of override key -> list of values"
+        for key, values in (self.grid or {}).items():
+            if not isinstance(values, list) or not values:
+                return f"grid.{key}: expected a non-empty list of values"
+            if key == "training.output_dir":
+                return f"grid.{key}: set by the sweep (output_root)"
+        return None
+
+    def _variants_problem(self) -> Problem:
+        if not isinstance(self.variants or [], list):
+            return "variants: expected a list of mappings (override key -> value)"
+        for i, variant in enumerate(self.variants or []):
+            if not isinstance(variant, dict) or not variant:
+                return f"variants[{i}]: expected a non-empty mapping of override key -> value"
+            for key in variant:
+                if key in (self.grid or {}):
+                    return f"variants[{i}].{key}: also a grid key; set it in one place"
+                if key == "training.output_dir":
+                    return f"variants[{i}].{key}: set by the sweep (output_root)"
+        return None
+
+    def _folds_problem(self) -> Problem:
+        if self.folds is None:
+            return None
+        if not isinstance(self.folds, dict):
+            return f"folds: expected a mapping ({', '.join(FOLD_KEYS)})"
+        keys = [*(self.grid or {}), *(k for v in self.variants or [] for k in v)]
+        if any(key.startswith("data.") and key.endswith(("_split", "dataset")) for key in keys):
+            return "grid: data.dataset and data.*_split are set per fold when folds is given"
+        return None
+
+    def resolved(self, path: Path) -> Grid:
+        """The Grid: ``recipe`` and ``folds.file`` relative to the grid file's folder, ``results`` under
+        ``output_root`` unless absolute; the base recipe must exist."""
+        base = path.parent
+        recipe = Path(self.recipe).expanduser()
+        recipe = recipe if recipe.is_absolute() else base / recipe
+        output_root = Path(self.output_root or f"sweeps/{path.stem}").expanduser()
+        results = Path(self.results or "results.jsonl").expanduser()
+        results = results if results.is_absolute() else output_root / results
+        if self.folds is not None and self.folds.file is not None and not Path(self.folds.file).expanduser().is_absolute():
+            self.folds.file = str(base / self.folds.file)  # like recipe: relative to the grid file's folder
+        if not recipe.is_file():
+            raise SsftError(f"{path}: recipe: base recipe not found: {recipe}")
+        return Grid(recipe, output_root, results, self.grid or {}, self.folds, self.variants or [])
+
+
+@dataclass
 class Run:
     name: str
     overrides: dict[str, Any]
@@ -156,8 +236,8 @@ class Run:
 
 
 def load_grid(path: str | Path) -> Grid:
-    """Read and check a grid file; every problem is one SsftError naming the key."""
-
+    """Read and check a grid file (``GridFile``, through the recipes' parser); every problem is one SsftError naming
+    the key."""
     path = Path(path)
     if not path.is_file():
         raise SsftError(f"grid file not found: {path}")
@@ -169,54 +249,9 @@ def load_grid(path: str | Path) -> Grid:
         raise SsftError(f"{path}: not a UTF-8 text file") from None
     if not isinstance(raw, dict):
         raise SsftError(f"{path}: expected a mapping")
-    for key in raw:
-        if key not in GRID_KEYS:
-            raise SsftError(f"{path}: unknown key '{key}'; known: {', '.join(GRID_KEYS)}")
-    if "recipe" not in raw or not isinstance(raw["recipe"], str):
-        raise SsftError(f"{path}: recipe: expected the path of the base recipe")
-    base = path.parent
-    for key in ("output_root", "results"):
-        if raw.get(key) is not None and not isinstance(raw[key], str):
-            raise SsftError(f"{path}: {key}: expected a path, got {raw[key]!r}")
-    recipe = Path(raw["recipe"]).expanduser()
-    recipe = recipe if recipe.is_absolute() else base / recipe
-    output_root = Path(raw.get("output_root") or f"sweeps/{path.stem}").expanduser()
-    results = Path(raw.get("results") or "results.jsonl").expanduser()
-    results = results if results.is_absolute() else output_root / results
-    grid = raw.get("grid") or {}
-    if not isinstance(grid, dict):
-        raise SsftError(f"{path}: grid: expected a mapping of override key -> list of values")
-    for key, values in grid.items():
-        if not isinstance(values, list) or not values:
-            raise SsftError(f"{path}: grid.{key}: expected a non-empty list of values")
-        if key == "training.output_dir":
-            raise SsftError(f"{path}: grid.{key}: set by the sweep (output_root)")
-    variants = raw.get("variants") or []
-    if not isinstance(variants, list):
-        raise SsftError(f"{path}: variants: expected a list of mappings (override key -> value)")
-    for i, variant in enumerate(variants):
-        if not isinstance(variant, dict) or not variant:
-            raise SsftError(f"{path}: variants[{i}]: expected a non-empty mapping of override key -> value")
-        for key in variant:
-            if key in grid:
-                raise SsftError(f"{path}: variants[{i}].{key}: also a grid key; set it in one place")
-            if key == "training.output_dir":
-                raise SsftError(f"{path}: variants[{i}].{key}: set by the sweep (output_root)")
-    folds = None
-    if raw.get("folds") is not None:
-        f = raw["folds"]
-        if not isinstance(f, dict):
-            raise SsftError(f"{path}: folds: expected a mapping ({', '.join(FOLD_KEYS)})")
-        folds = parse_dataclass(Folds, f, f"{path}: folds",  # typed: k and seed integers, splits a list of names
-                                unknown=lambda key, names: f"{path}: folds: unknown key '{key}'; known: {', '.join(names)}")
-        if folds.file is not None and not Path(folds.file).expanduser().is_absolute():
-            folds.file = str(base / folds.file)  # like recipe: relative to the grid file's folder
-        keys = [*grid, *(k for v in variants for k in v)]
-        if any(key.startswith("data.") and key.endswith(("_split", "dataset")) for key in keys):
-            raise SsftError(f"{path}: grid: data.dataset and data.*_split are set per fold when folds is given")
-    if not recipe.is_file():
-        raise SsftError(f"{path}: recipe: base recipe not found: {recipe}")
-    return Grid(recipe, output_root, results, grid, folds, variants)
+    grid = parse_dataclass(GridFile, raw, str(path),
+                           unknown=lambda key, names: f"{path}: unknown key '{key}'; known: {', '.join(names)}")
+    return grid.resolved(path)
 
 
 # ---------------------------------------------------------------- folds
@@ -443,7 +478,11 @@ def _run_sweep(grid: Grid, runner: Callable[[list[str], Path], int]) -> list[dic
     listed = _listed_ok(grid.results)
     grid.results.parent.mkdir(parents=True, exist_ok=True)
     rows = []
+    # a line every SSFT_PROGRESS_INTERVAL seconds at most (each run's own log goes to its sweep.log)
+    bar = progress.Progress("sweep", len(runs), "runs")
     for i, run in enumerate(runs, 1):
+        if i > 1:
+            bar.update()
         finished = (run.run_dir / "metrics.json").is_file()
         if finished and run.name in listed:
             logger.info("[%d/%d] %s: finished, skipped", i, len(runs), run.name)
@@ -469,4 +508,32 @@ def _run_sweep(grid: Grid, runner: Callable[[list[str], Path], int]) -> list[dic
         with open(grid.results, "a") as fh:
             fh.write(json.dumps(row) + "\n")
         rows.append(row)
+    bar.update(len(runs) - bar.done)
+    bar.close()
+    write_table_figure(grid)
     return rows
+
+
+def listed_rows(results: Path) -> list[dict[str, Any]]:
+    """The finished runs a results file lists, each run once (its latest ok row), in the order first listed."""
+    latest: dict[str, dict[str, Any]] = {}
+    for line in results.read_text(encoding="utf-8").splitlines() if results.is_file() else []:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a last line cut by a crash
+        if isinstance(row, dict) and row.get("status") == "ok" and isinstance(row.get("metrics"), dict):
+            latest[str(row.get("run"))] = row
+    return list(latest.values())
+
+
+def write_table_figure(grid: Grid) -> Path | None:
+    """``<output_root>/results.png``: every finished run the results file lists, its metrics.json rows as bars
+    (``ssft.analysis.figures.plot_sweep_table``); none while no run has finished."""
+    rows = listed_rows(grid.results)
+    if not rows:
+        logger.info("no finished run yet: %s not written", SWEEP_TABLE)
+        return None
+    path = plot_sweep_table(rows, grid.output_root / SWEEP_TABLE, title=f"ssft-sweep {grid.output_root.name}")
+    logger.info("the results table as a figure: %s", path)
+    return path

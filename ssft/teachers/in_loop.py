@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ssft.config.recipe import ModelConfig
+from ssft.config.model import ModelConfig
 from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
 from ssft.core.hub import resolve_model
