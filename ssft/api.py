@@ -34,6 +34,7 @@ from ssft.core import precision as precisions
 from ssft.core.errors import SsftError, user_path
 from ssft.core.hub import read_json_file, resolve_model
 from ssft.models.base import Ranker, load_ranker, saved_model_folder
+from ssft.models.interop import openvino
 from ssft.models.interop.checkpoint import checkpoint_kind
 from ssft.pipeline.encode import encode_corpus
 from ssft.pipeline.evaluate import evaluate_datasets
@@ -130,12 +131,16 @@ def train(recipe: str | Path | Mapping[str, Any] | Recipe, overrides: Mapping[st
 
 
 # ---------------------------------------------------------------- load
-def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_remote_code: bool = False) -> Ranker:
+def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_remote_code: bool = False, *,
+         backend: str = "torch", calibration: Sequence[str | tuple[str, str]] | None = None) -> Ranker:
     """A ranker ready to score: a run folder of ssft-train, a saved ssft model folder, or any checkpoint ssft
     imports, by folder or hub id (a sequence-classification cross-encoder, a sentence-transformers model incl. Router
     towers, a PyLate / ColBERT folder). It serves at ``precision`` (auto: bf16 where the device computes it natively,
     else fp32; fp32, bf16, int8) with every weight frozen. ``trust_remote_code``: your permission to run code the
-    model ships.
+    model ships. ``backend``: ``torch``, ``openvino`` (the transformer run by OpenVINO's CPU runtime; ``pip install
+    'ssft[openvino]'``) or ``auto`` (openvino where it is installed and the model converts). On openvino, int8 is static
+    quantisation calibrated on ``calibration``: texts (a bi-encoder's documents) or (query, document) pairs from the
+    corpus you serve; on torch it is dynamic quantisation (no calibration).
 
     Examples:
         >>> model = ssft.load("runs/quickstart")
@@ -143,8 +148,10 @@ def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_
         [{'corpus_id': 1, 'score': 3.1}]
         >>> model.predict([("vitamin d", "bone health")])      # one score per pair
         >>> ssft.load("sentence-transformers/all-MiniLM-L6-v2").encode_query(["vitamin d"]).shape   # (1, 384)
+        >>> ssft.load("runs/quickstart", backend="openvino", precision="int8", calibration=pairs)   # pairs from your corpus
     """
     precision = precisions.check(precision, "precision")
+    openvino.check_backend(backend, "backend")
     if isinstance(model, Ranker):
         ranker = model
     else:
@@ -154,6 +161,8 @@ def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_
                   else _import_checkpoint(str(model), trust_remote_code))
     ranker.eval()
     ranker.requires_grad_(False)
+    if openvino.resolve_backend(backend, ranker, "backend") == "openvino":
+        return openvino.serve_openvino(ranker, precision, calibration)
     return precisions.set_precision(ranker, precision)  # int8: the quantised copy
 
 
@@ -221,11 +230,13 @@ def retrieve(model: str | Path | Ranker, dataset: str, split: str = "test", dept
              metrics: str | Sequence[str] | None = None, fusion: float | str | None = None, tune_split: str | None = None,
              tune_metric: str = "nDCG@10", documents_from: str | None = None, teacher_pooling: str = "mean",
              batch_size: int = 64, precision: str | None = None, overwrite: bool = False,
-             trust_remote_code: bool = False) -> dict[str, Any]:
-    """Retrieve the top-``depth`` documents of every query of ``split`` from the whole corpus with a dense model
-    (``ssft-retrieve``): the corpus encoded now into a faiss ``index`` (flat, ivf, hnsw, pq, ivfpq), or the index
-    ``ssft.encode`` built in ``index_dir``. ``fusion``: fuse with BM25 by a weight alpha, or ``"auto"`` tuned on
-    ``tune_split``. Returns metrics.json's content ``{split: {...}}`` (with fusion, ``bm25`` and the fused row too).
+             trust_remote_code: bool = False, token_k: int | None = None) -> dict[str, Any]:
+    """Retrieve the top-``depth`` documents of every query of ``split`` from the whole corpus with a dense or ColBERT
+    model (``ssft-retrieve``): the corpus encoded now into a faiss ``index`` (flat, ivf, hnsw, pq, ivfpq), or the index
+    ``ssft.encode`` built in ``index_dir``. A ColBERT model's index is over token vectors: each query token fetches
+    ``token_k`` document tokens (default 512), their documents scored by exact MaxSim. ``fusion``: fuse with BM25 by a
+    weight alpha, or ``"auto"`` tuned on ``tune_split``. Returns metrics.json's content ``{split: {...}}`` (with fusion,
+    ``bm25`` and the fused row too).
 
     Examples:
         >>> ssft.retrieve("runs/dense", "scifact", split="test", depth=100)["test"]["R@100"]
@@ -237,17 +248,18 @@ def retrieve(model: str | Path | Ranker, dataset: str, split: str = "test", dept
                            fusion=None if fusion is None else str(fusion), tune_split=tune_split,
                            tune_metric=tune_metric, documents_from=documents_from, teacher_pooling=teacher_pooling,
                            batch_size=batch_size, precision=precision, overwrite=overwrite,
-                           trust_remote_code=trust_remote_code)
+                           trust_remote_code=trust_remote_code, token_k=token_k)
 
 
 def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: str | None = "flat", *,
            nprobe: int = 16, shard_size: int = 10_000, batch_size: int = 64, passage_words: int | None = None,
            passage_stride: int | None = None, precision: str = precisions.DEFAULT,
            trust_remote_code: bool = False) -> dict[str, Any]:
-    """Encode ``dataset``'s corpus with a dense model's document tower into float16 shards under ``output`` and build
-    its faiss ``index`` (flat, ivf, hnsw, pq, ivfpq or an index_factory string; None: shards only), as
-    ``ssft-encode`` does; a killed run called again resumes. ``ssft.retrieve(model, dataset, index_dir=output)`` then
-    retrieves without encoding again. Returns the shards' manifest and, with an index, ``index`` (its index.json).
+    """Encode ``dataset``'s corpus with a dense or ColBERT model's document tower (a ColBERT model: every document's
+    token vectors) into float16 shards under ``output`` and build its faiss ``index`` (flat, ivf, hnsw, pq, ivfpq or
+    an index_factory string; None: shards only), as ``ssft-encode`` does; a killed run called again resumes.
+    ``ssft.retrieve(model, dataset, index_dir=output)`` then retrieves without encoding again. Returns the shards'
+    manifest and, with an index, ``index`` (its index.json).
 
     Examples:
         >>> ssft.encode("runs/dense", "scifact", output="index/", index="flat")["index"]["vectors"]
@@ -262,9 +274,10 @@ def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: 
 def export(run: str | Path | Run, output: str | Path, format: str = "auto", overwrite: bool = False,
            push_to_hub: str | None = None, *, private: bool = False, trust_remote_code: bool = False) -> dict[str, Any]:
     """Write a trained run's model (or a saved model folder) in the format sentence-transformers, PyLate and
-    transformers load (``ssft-export``): ``format`` auto (by architecture), cross-encoder, sentence-transformers or
-    multi-vector; ``push_to_hub`` a repository id to upload to. Returns what was written (format, output, loader,
-    notes).
+    transformers load (``ssft-export``): ``format`` auto (by architecture), cross-encoder, sentence-transformers,
+    multi-vector, or openvino (the architecture's format plus the OpenVINO IR of its transformer(s),
+    ``openvino/openvino_model.xml``, which sentence-transformers loads with ``backend="openvino"``); ``push_to_hub``
+    a repository id to upload to. Returns what was written (format, output, loader, notes).
 
     Examples:
         >>> ssft.export(run, "exports/quickstart")["loader"]        # e.g. 'CrossEncoder'

@@ -118,7 +118,7 @@ OTHER_ENCODING = json.dumps({"format": SHARDS_FORMAT, "model": "another-model", 
 # (id, CLI module, argv builder, culprit the message must name[, flags])
 CASES: list[tuple] = [
     ("encode-model-not-dense", "ssft.cli.encode", _encode(model="cross"),
-     "a corpus index needs a single-vector dense model (architecture 'dense'), not 'cross'"),
+     "a corpus index needs a dense or a ColBERT model (architecture 'dense' or 'colbert'), not 'cross'"),
     ("encode-model-missing", "ssft.cli.encode", lambda w: [str(w.root / "gone"), "--data", str(w.data), "--output",
                                                            str(w.out)], "gone"),
     ("encode-data-missing", "ssft.cli.encode", lambda w: [str(_dense_ranker(w)), "--data", str(w.root / "nodata"),

@@ -208,7 +208,7 @@ def test_evaluate_with_a_loaded_ranker_matches_the_cli(saved_models, tiny_datase
     written = ssft.evaluate(saved_models["cross"], str(tiny_dataset), depth=6, precision="fp32",
                             output=tmp_path / "api")
     assert written == cli and json.loads((tmp_path / "api" / "metrics.json").read_text()) == cli
-    with pytest.raises(SsftError, match="full retrieval needs a single-vector dense model"):
+    with pytest.raises(SsftError, match="full retrieval needs a dense or a ColBERT model"):
         ssft.evaluate(model, str(tiny_dataset), first_stage="full")
 
 

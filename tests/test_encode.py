@@ -320,3 +320,48 @@ def test_an_index_with_more_lists_than_vectors_is_refused_before_building(tiny_m
         with pytest.raises(SsftError, match=rf"--index {spec}: .*{numbers}"):
             build_saved_index(folder, spec)
     assert not (folder / "index.faiss").exists()
+
+
+@pytest.mark.parametrize("architecture", ["dense", "colbert"])
+def test_accelerate_launch_two_processes_build_the_index_one_process_builds(architecture, tiny_model_dir, tmp_path):
+    """``accelerate launch --multi_gpu --num_processes 2 ssft-encode`` on a machine without GPU (two gloo CPU processes
+    through torchrun): each process encodes its own shards into the one folder, the main process merges every shard
+    into the index, and shards, index and retrieval are those of one process."""
+    import socket
+    import subprocess
+    import sys
+
+    from ssft.cli.encode import main as encode_main
+    from ssft.config.registry import MODELS
+    from ssft.eval.index import INDEX_INFO, load_index
+
+    data = write_synthetic_beir(tmp_path / "data", queries=6, docs=40)
+    torch.manual_seed(0)
+    cfg = ModelConfig(architecture=architecture, name=str(tiny_model_dir), max_length=32, query_max_length=12,
+                      **({"colbert_dim": 16} if architecture == "colbert" else {}))
+    MODELS.get(architecture).build(cfg, "full", {}).save(tmp_path / "run" / "model")
+    args = [str(tmp_path / "run"), "--data", str(data), "--shard-size", "7", "--precision", "fp32"]
+    assert encode_main([*args, "--output", str(tmp_path / "one")]) == 0
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false", "SSFT_PROGRESS": "0"}
+    with socket.socket() as sock:  # a free port: another run on the machine may hold torchrun's default 29500
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1", "--multi_gpu",
+           "--main_process_port", str(port), "--mixed_precision", "no", "--dynamo_backend", "no",
+           str(root / "ssft" / "cli" / "encode.py"), *args, "--output", str(tmp_path / "two")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("vectors (") == 1  # the index is built and reported by the main process only
+    # the six shards were written by two processes, three each (every second shard: 0, 2, 4 and 1, 3, 5)
+    one, two = read_manifest(tmp_path / "one"), read_manifest(tmp_path / "two")
+    assert one == two and sorted(p.name for p in (tmp_path / "two" / "shards").glob("*.npy")) == \
+        [f"{s:05d}.npy" for s in range(6)]
+    np.testing.assert_allclose(_vectors(tmp_path / "two").astype(np.float32),
+                               _vectors(tmp_path / "one").astype(np.float32), atol=2e-3)
+    info_one, info_two = (json.loads((tmp_path / f / INDEX_INFO).read_text()) for f in ("one", "two"))
+    assert info_two["vectors"] == info_one["vectors"] and info_two["factory"] == info_one["factory"] == "Flat"
+    queries = np.random.default_rng(0).standard_normal((5, info_one["dim"])).astype(np.float32)
+    found_one, found_two = load_index(tmp_path / "one").search(queries, 10), load_index(tmp_path / "two").search(queries, 10)
+    np.testing.assert_array_equal(found_two[1], found_one[1])

@@ -124,6 +124,9 @@ class Backbone(nn.Module):
         self.tower_switch = None  # set by semi-Siamese wiring: callable(tower) selecting tower-specific modules
         self.cpu_kernels_installed = False  # ssft.adapters.cpu_kernels, installed on the first CPU forward without grad
         self.bf16_weights = precision.BF16Weights()  # bf16 inference's copies of the transformer's weights
+        # another runtime serving the transformer where no gradient is recorded (ssft.models.interop.openvino): called
+        # as (input_ids, attention_mask, token_type_ids, tower) -> float32 hidden states; None: torch
+        self.serving = None
 
     @property
     def config(self):
@@ -147,6 +150,8 @@ class Backbone(nn.Module):
         tower-specific modules of a semi-Siamese backbone; None for cross-encoders and Siamese models."""
         if tower is not None and tower not in TOWERS:
             raise ValueError(f"tower must be one of {TOWERS}, got {tower!r}")
+        if self.serving is not None and not torch.is_grad_enabled():
+            return self.serving(input_ids, attention_mask, token_type_ids, tower)
         if self.tower_switch is not None:
             self.tower_switch(tower)
         if self.inference_precision == "bf16" and not torch.is_grad_enabled():

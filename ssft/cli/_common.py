@@ -60,7 +60,9 @@ def setup_logging(level: str = "INFO") -> None:
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
     logging.basicConfig(level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
-    for noisy in ("httpx", "urllib3", "bm25s", "datasets", "filelock"):
+    # libraries that log routine work at INFO; faiss.loader: six lines on which CPU instruction set faiss was loaded
+    # with (AVX2 / AVX512 found or not), which read as trouble and need no action
+    for noisy in ("httpx", "urllib3", "bm25s", "datasets", "filelock", "faiss.loader"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     import transformers  # here, not at the top: --help answers without it
 
@@ -139,7 +141,21 @@ def add_precision_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", default=None, metavar="{auto,fp32,bf16,int8}",
                         help="inference precision: auto (bf16 where the CPU or GPU computes it natively, else fp32), fp32, "
                              "bf16 (bf16 weights: the transformer computes with bfloat16 copies of its weights), "
-                             "int8 (CPU only: dynamically quantised linear layers); default: auto")
+                             "int8 (CPU only; torch: dynamically quantised linear layers; openvino: static int8 "
+                             "calibrated on texts of the corpus served); default: auto")
+
+
+def add_backend_argument(parser: argparse.ArgumentParser) -> None:
+    """``--backend`` of the serving CLIs (``ssft.models.interop.openvino``; checked where it is used)."""
+    parser.add_argument("--backend", default=None, metavar="{auto,torch,openvino}",
+                        help="runtime of the transformer: torch, openvino (OpenVINO's CPU runtime; pip install "
+                             "'ssft[openvino]') or auto (openvino where it is installed and the model converts, else "
+                             "torch); default: torch")
+
+
+def backend_value(ns: argparse.Namespace) -> str:
+    """The ``--backend`` asked for, or the default."""
+    return ns.backend or "torch"
 
 
 def precision_value(ns: argparse.Namespace) -> str:

@@ -1,4 +1,4 @@
-"""ssft-export MODEL --output DIR [--format auto|cross-encoder|sentence-transformers|multi-vector] [--overwrite]
+"""ssft-export MODEL --output DIR [--format auto|cross-encoder|sentence-transformers|multi-vector|openvino] [--overwrite]
 [--push-to-hub REPO_ID]
 
 Writes a trained run's model (or a saved model folder) in the format sentence-transformers, PyLate and transformers
@@ -19,7 +19,7 @@ from ssft.cli._common import add_model_argument, add_trust_argument, make_parser
 from ssft.core.errors import cli_entry
 
 logger = logging.getLogger("ssft")
-FORMAT_CHOICES = ("auto", "cross-encoder", "sentence-transformers", "multi-vector")
+FORMAT_CHOICES = ("auto", "cross-encoder", "sentence-transformers", "multi-vector", "openvino")
 
 
 @cli_entry("ssft-export")
@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder to write the exported model into (new, empty, or an earlier ssft-export)")
     parser.add_argument("--format", choices=FORMAT_CHOICES, default="auto",
                         help="auto: by architecture: cross → cross-encoder, twin / dense → sentence-transformers, "
-                             "colbert → multi-vector")
+                             "colbert → multi-vector; openvino: that format plus the OpenVINO IR of its transformer(s) "
+                             "(openvino/openvino_model.xml, sentence-transformers' backend=\"openvino\" layout; needs "
+                             "pip install 'ssft[openvino]')")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier ssft-export in --output (only what ssft-export wrote; your files stay)")
     parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the export to this hub repository (needs a token)")

@@ -3,6 +3,12 @@
 Reloads a finished run's model and reranks a first-stage run; writes OUT_DIR/run.trec and
 OUT_DIR/metrics.json ({split: {...}, first_stage_name: {...}}, the same contract as ssft-train).
 
+Without ``--split`` nothing is evaluated (no qrels are needed): the queries are ranked and OUT_DIR/run.trec written,
+no metrics. The queries are the dataset's (those the first stage has candidates for), or ``--queries FILE`` of raw
+texts: a ``.jsonl`` of ``{"_id", "text"}`` objects (BEIR's queries.jsonl), ``id<TAB>text`` lines (when the first
+line has a tab), or one query a line (its id its line number). The first stage (``bm25``, or a run file whose query
+ids are those queries') gives the candidates; their texts come from ``--data``'s corpus.
+
 OUT_DIR follows the output-folder rule of ``ssft.core.run_folder``: new, empty or an earlier ssft-rerank output (a finished
 one only with ``--overwrite``, which removes only what ssft-rerank wrote); never a training run's folder, nor the run,
 the dataset or the first-stage file being read, a folder holding one or a folder inside one. Everything is loaded
@@ -13,11 +19,13 @@ from __future__ import annotations
 import sys
 
 from ssft.cli._common import (
+    add_backend_argument,
     add_batch_size_argument,
     add_metrics_argument,
     add_model_argument,
     add_precision_argument,
     add_trust_argument,
+    backend_value,
     make_parser,
     output_path,
     parse_args,
@@ -33,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     add_model_argument(parser)
     parser.add_argument("--data", required=True, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
     parser.add_argument("--first-stage", required=True, help="TREC run file to rerank, or 'bm25'")
-    parser.add_argument("--split", required=True, help="qrels split to evaluate on (e.g. test)")
+    parser.add_argument("--split", default=None,
+                        help="qrels split to evaluate on (e.g. test); without it the queries are ranked, not evaluated")
     parser.add_argument("--output", required=True, type=output_path, help="folder for run.trec and metrics.json")
     parser.add_argument("--depth", type=int, default=100, help="rerank the first stage's top-k")
     add_metrics_argument(parser)
@@ -42,18 +51,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="replace an earlier ssft-rerank result in --output (only what ssft-rerank wrote is removed)")
     add_trust_argument(parser)
     parser.add_argument("--merge-lora", action="store_true", help="merge LoRA weights into the backbone first (lora, lora++)")
-    parser.add_argument("--queries", choices=["judged", "run"], default="judged",
-                        help="average over every judged query of the split, a query the run lacks scoring 0 "
-                             "(judged, as ssft-train does), or only over the run's queries (run)")
+    parser.add_argument("--queries", default="judged",
+                        help="with --split: average over every judged query of the split, a query the run lacks scoring "
+                             "0 (judged, as ssft-train does), or only over the run's queries (run); without --split: a "
+                             "file of queries to rank (.jsonl, id<TAB>text lines, or one query a line)")
     add_precision_argument(parser)
+    add_backend_argument(parser)
     ns = parse_args(parser, argv)
     setup_logging("INFO")
     from ssft.eval.rerank import format_table
     from ssft.pipeline.rerank import metric_list, rerank
 
-    results = rerank(ns.model, ns.data, ns.first_stage, ns.split, ns.output, depth=ns.depth, metrics=ns.metrics,
-                     batch_size=ns.batch_size, overwrite=ns.overwrite, trust_remote_code=ns.trust_remote_code,
-                     merge_lora=ns.merge_lora, queries=ns.queries, precision=precision_value(ns))
+    mode = ns.queries if ns.queries in ("judged", "run") else "judged"
+    queries_file = None if ns.queries in ("judged", "run") else ns.queries
+    results = rerank(ns.model, ns.data, ns.first_stage, ns.split, ns.output, depth=ns.depth,
+                     metrics=ns.metrics if ns.split is not None else None, batch_size=ns.batch_size,
+                     overwrite=ns.overwrite, trust_remote_code=ns.trust_remote_code, merge_lora=ns.merge_lora,
+                     queries=mode, precision=precision_value(ns), queries_file=queries_file,
+                     backend=backend_value(ns))
+    if ns.split is None:
+        print(f"ranked, not evaluated (no --split): {ns.output / 'run.trec'}")
+        return 0
     print(format_table(results, metric_list(ns.metrics)))
     return 0
 

@@ -1,9 +1,13 @@
-"""ssft-retrieve MODEL --data DATASET --split SPLIT --output OUT_DIR — full retrieval with a dense model.
+"""ssft-retrieve MODEL --data DATASET --split SPLIT --output OUT_DIR — full retrieval with a dense or ColBERT model.
 
 Encodes the corpus with the document tower into a faiss index (flat inner product by default; ivf, hnsw,
 pq, ivfpq by ``--index``; on the GPU with faiss-gpu), retrieves the top-``depth`` documents of every query of
 the split, and writes OUT_DIR/run.trec, per-query metrics and metrics.json ({split: {...}} — the contract of
 ssft-train). ``--passage-words N`` splits documents into N-word passages scored by maxP (000 Eq. 2).
+
+A ColBERT model indexes the corpus's token vectors instead: every query token fetches its ``--token-k`` nearest
+document tokens, and the documents they belong to are scored by exact MaxSim (an approximate ``--index`` such as
+ivfpq only costs recall). With ``--index-dir`` it reads the token index ssft-encode built for it.
 
 ``--fusion ALPHA`` also runs BM25 (bm25s) for the same queries and fuses its top-``depth`` with the dense
 top-``depth`` by 003 Eq. 7 (α · BM25 + dense over the union, a missing score filled with that list's minimum):
@@ -23,6 +27,7 @@ from __future__ import annotations
 import sys
 
 from ssft.cli._common import (
+    add_backend_argument,
     add_batch_size_argument,
     add_metrics_argument,
     add_model_argument,
@@ -38,7 +43,7 @@ from ssft.core.errors import cli_entry, user_path
 
 @cli_entry("ssft-retrieve")
 def main(argv: list[str] | None = None) -> int:
-    parser = make_parser("ssft-retrieve", "Retrieve from a whole corpus with a trained dense model.")
+    parser = make_parser("ssft-retrieve", "Retrieve from a whole corpus with a trained dense or ColBERT model.")
     add_model_argument(parser)
     parser.add_argument("--data", required=True, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
     parser.add_argument("--split", required=True, help="qrels split whose queries are retrieved and evaluated")
@@ -50,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
                              "settings and, unless --precision is given, its precision apply)")
     parser.add_argument("--passage-words", type=int, default=None, help="split documents into passages of N words (maxP)")
     parser.add_argument("--passage-stride", type=int, default=None, help="words between passage starts (default N)")
+    parser.add_argument("--token-k", type=int, default=None,
+                        help="ColBERT: document tokens fetched per query token; their documents are scored by exact "
+                             "MaxSim (default 512)")
     add_metrics_argument(parser)
     add_batch_size_argument(parser)
     parser.add_argument("--fusion", default=None, help="dense-sparse fusion with BM25 (003 Eq. 7): weight alpha >= 0, or 'auto'")
@@ -62,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier ssft-retrieve result in --output (only what ssft-retrieve wrote is removed)")
     add_precision_argument(parser)
+    add_backend_argument(parser)  # with --index-dir: the index's unless given
     ns = parse_args(parser, argv)
     setup_logging("INFO")
     from ssft.eval.rerank import format_table
@@ -72,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         ns.model, ns.data, ns.split, ns.output, depth=ns.depth, index=ns.index, index_dir=ns.index_dir,
         passage_words=ns.passage_words, passage_stride=ns.passage_stride, metrics=ns.metrics, fusion=ns.fusion,
         tune_split=ns.tune_split, tune_metric=ns.tune_metric, documents_from=ns.documents_from,
-        teacher_pooling=ns.teacher_pooling, batch_size=ns.batch_size, precision=ns.precision, overwrite=ns.overwrite,
-        trust_remote_code=ns.trust_remote_code,
+        teacher_pooling=ns.teacher_pooling, batch_size=ns.batch_size, precision=ns.precision, backend=ns.backend,
+        overwrite=ns.overwrite, trust_remote_code=ns.trust_remote_code, token_k=ns.token_k,
         on_tuned=lambda alpha: print(f"fusion weight tuned on {ns.tune_split} by {ns.tune_metric}: alpha = {alpha:g}"))
     print(format_table(results, metric_list(ns.metrics)))
     return 0

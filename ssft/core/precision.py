@@ -152,6 +152,23 @@ def model_precision(model) -> str:
     return getattr(model, ATTRIBUTE, "fp32")
 
 
+# what the root of a ranker served by another runtime than torch carries: "<backend>:<precision>" (e.g. "openvino:int8",
+# ssft.models.interop.openvino); a plain attribute, never in the state dict
+BACKEND_ATTRIBUTE = "serving_backend"
+
+
+def served_as(model) -> str:
+    """What a fingerprint, a cache or an index records of how ``model`` computes: its precision on torch (``bf16``),
+    or ``<backend>:<precision>`` on another runtime (``openvino:int8``)."""
+    return getattr(model, BACKEND_ATTRIBUTE, None) or model_precision(model)
+
+
+def parse_served(label: str) -> tuple[str, str]:
+    """(backend, precision) of a ``served_as`` label: ``bf16`` -> (torch, bf16), ``openvino:int8`` -> (openvino, int8)."""
+    backend, _, precision = label.rpartition(":")
+    return backend or "torch", precision
+
+
 def _device(model: nn.Module) -> torch.device:
     param = next(iter(model.parameters()), None)
     return param.device if param is not None else torch.device("cpu")
@@ -212,5 +229,6 @@ def inference(model: nn.Module, precision: str) -> Iterator[nn.Module]:
                 object.__setattr__(module, ATTRIBUTE, value)
 
 
-__all__ = ["BF16Weights", "DEFAULT", "PRECISIONS", "RESOLVED", "bf16_native", "check", "cpu_bf16_native", "inference",
-           "model_precision", "quantize_int8", "resolve", "set_precision"]
+__all__ = ["BACKEND_ATTRIBUTE", "BF16Weights",
+           "DEFAULT", "PRECISIONS", "RESOLVED", "bf16_native", "check", "cpu_bf16_native", "inference",
+           "model_precision", "parse_served", "quantize_int8", "resolve", "served_as", "set_precision"]

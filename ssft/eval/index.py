@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_file, atomic_write_json
+from ssft.core.progress import track
 from ssft.data.beir import IRDataset
-from ssft.models.corpus import corpus_difference, file_sha256, read_manifest, read_shards
+from ssft.models.corpus import corpus_difference, file_sha256, read_manifest, read_shards, read_token_lengths
 
 INDEX_FILE = "index.faiss"
 INDEX_INFO = "index.json"
@@ -104,9 +104,16 @@ def check_index(kind: str, units: int, dim: int) -> tuple[str, int]:
     return spec, need
 
 
-def _training_sample(folder: Path, manifest: dict, max_train: int) -> np.ndarray:
-    """An even sample (every k-th vector) of at most ``max_train`` vectors over all shards, float32."""
-    step = max(1, -(-manifest["units"] // max_train))
+def index_rows(folder: Path, manifest: dict) -> int:
+    """Vectors the index of an encoded folder holds: one per unit, or every token of a multi-vector encoding."""
+    if manifest.get("token_vectors"):
+        return int(read_token_lengths(folder, manifest).sum())
+    return int(manifest["units"])
+
+
+def _training_sample(folder: Path, manifest: dict, max_train: int, rows: int) -> np.ndarray:
+    """An even sample (every k-th vector) of at most ``max_train`` of the ``rows`` vectors of all shards, float32."""
+    step = max(1, -(-rows // max_train))
     parts, offset = [], 0
     for shard in read_shards(folder, manifest):
         first = (-offset) % step
@@ -130,17 +137,18 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int = 16, max_tr
     if first is None:
         raise SsftError(f"{folder}: the encoded corpus is empty")
     dim = first.shape[1]
-    spec, need = check_index(kind, manifest["units"], dim)
+    rows = index_rows(folder, manifest)
+    spec, need = check_index(kind, rows, dim)
     index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
     if not index.is_trained:
-        sample = _training_sample(folder, manifest, max(max_train, need))
+        sample = _training_sample(folder, manifest, max(max_train, need), rows)
         try:
             index.train(sample)
         except RuntimeError as err:  # a need _training_needs does not know of
             raise SsftError(f"--index {kind}: faiss cannot train '{spec}' on {len(sample)} vectors "
                             f"({str(err).strip().splitlines()[-1]})") from None
-    for shard in tqdm(read_shards(folder, manifest), total=-(-manifest["units"] // manifest["shard_size"]),
-                      desc=f"indexing ({spec})", unit="shard"):
+    for shard in track(read_shards(folder, manifest), f"indexing ({spec})",
+                       total=-(-manifest["units"] // manifest["shard_size"]), unit="shards"):
         index.add(np.ascontiguousarray(shard, dtype=np.float32))
     checksum: dict[str, str] = {}
 
@@ -152,6 +160,8 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int = 16, max_tr
     info = {"factory": spec, "kind": kind, "vectors": int(index.ntotal), "dim": dim, "nprobe": nprobe,
             "ef_search": ef_search, "model": manifest["model"], "precision": manifest["precision"],
             "corpus": manifest["corpus"], "sha256": checksum["sha256"]}
+    if manifest.get("token_vectors"):  # a ColBERT index: its rows are tokens, searched then re-scored by MaxSim
+        info["token_vectors"] = True
     atomic_write_json(folder / INDEX_INFO, info)
     return info
 
@@ -201,7 +211,7 @@ def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None
             error = err
     if index is None:
         raise SsftError(f"{folder / INDEX_FILE}: faiss cannot read it ({str(error).strip().splitlines()[-1]})")
-    if index.ntotal != len(manifest["unit_ids"]) or info.get("corpus") != manifest["corpus"]:
+    if index.ntotal != index_rows(folder, manifest) or info.get("corpus") != manifest["corpus"]:
         raise SsftError(f"{folder}: {INDEX_FILE} does not match encode.json (re-run ssft-encode to rebuild it)")
     try:
         faiss.extract_index_ivf(index).nprobe = int(info.get("nprobe", 16))
@@ -219,4 +229,4 @@ def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None
 
 
 __all__ = ["INDEX_FILE", "INDEX_INFO", "KINDS", "SavedIndex", "build_saved_index", "check_index", "factory_string",
-           "load_index"]
+           "index_rows", "load_index"]

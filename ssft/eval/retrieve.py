@@ -20,12 +20,14 @@ from typing import Any
 import numpy as np
 
 from ssft.core.errors import SsftError
+from ssft.core.output_names import per_query_file, run_file
 from ssft.data.beir import IRDataset, Qrels
 from ssft.data.trec import Run, top_k, write_run
+from ssft.eval.colbert_index import memory_late_index
 from ssft.eval.fusion import fuse_dense_sparse, tune_fusion_alpha
 from ssft.eval.metrics import evaluate_run, write_per_query
 from ssft.eval.rerank import write_and_evaluate
-from ssft.models.corpus import corpus_vectors, encode_corpus, encode_query_texts, split_passages
+from ssft.models.corpus import corpus_vectors, encode_corpus, encode_query_texts, multi_vector, split_passages
 
 logger = logging.getLogger(__name__)
 
@@ -77,9 +79,15 @@ def retrieve(model, dataset: IRDataset, queries: dict[str, str], depth: int = 10
              doc_vectors: tuple[list[str], np.ndarray] | None = None, saved_index=None) -> Run:
     """Top-``depth`` documents of the corpus for every query (see the module docstring).
     ``doc_vectors`` = (unit ids, vectors) reuses an encoded corpus (units are passages under maxP); ``saved_index``
-    (``ssft.eval.index.load_index``) searches an index ssft-encode built instead of encoding the corpus."""
+    (``ssft.eval.index.load_index``) searches an index ssft-encode built instead of encoding the corpus. A ColBERT
+    model retrieves through its token index (``ssft.eval.colbert_index``): ``saved_index`` a ``LateIndex``, or one
+    built now over the corpus."""
     if depth < 1:
         raise SsftError("retrieval depth must be >= 1")
+    if multi_vector(model):
+        late = saved_index if saved_index is not None else memory_late_index(model, dataset, index_kind, batch_size,
+                                                                             passage_words, passage_stride)
+        return late.retrieve(model, queries, depth, batch_size, passages=bool(passage_words))
     if saved_index is not None:
         unit_ids, vectors = saved_index.unit_ids, None
     elif doc_vectors is None:
@@ -165,8 +173,8 @@ def write_fusion(dense_run: Run, sparse_run: Run, alpha: float, qrels: Qrels, sp
     aggregate, per_query = evaluate_run(qrels, fused, metrics)
     info["fusion_alpha"] = alpha
     if write:
-        write_run(fused, output_dir / f"run.{key}.trec", tag=f"{tag}+{sparse_name}")
-        write_per_query(per_query, output_dir / f"per_query.{key}.tsv")
+        write_run(fused, output_dir / run_file(key, split), tag=f"{tag}+{sparse_name}")
+        write_per_query(per_query, output_dir / per_query_file(key, split))
     return {key: aggregate}
 
 

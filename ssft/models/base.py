@@ -11,6 +11,8 @@ A saved ranker is a folder:
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 import re
@@ -19,7 +21,7 @@ import tempfile
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -32,6 +34,8 @@ from transformers.utils import logging as hf_logging
 from ssft.adapters.backbone import Backbone, select_layers
 from ssft.adapters.hidden_prefix import build_hidden_prefix
 from ssft.adapters.loading import PICKLE_WEIGHTS, load_peft_adapter, refuse_pickle_weights
+from ssft.config.model import NoModelOptions
+from ssft.config.parse import field_names, parse_dataclass
 from ssft.config.registry import ADAPTERS, MODELS
 from ssft.core.errors import SsftError
 from ssft.core.hub import (
@@ -266,7 +270,11 @@ class Ranker(nn.Module):
     pipeline read them, never architecture names)."""
 
     architecture = ""
-    model_options: tuple[str, ...] = ()  # ModelConfig keys the architecture reads (kept in the spec)
+    # the model keys the architecture reads beyond the common ones (ssft.config.model): a dataclass, parsed from the
+    # recipe's model section (ModelConfig.config) or from a saved spec (config_from_spec); kept in the spec
+    Config: type = NoModelOptions
+    # Config keys that folders saved before the key existed lack, with what those folders mean (not the new default)
+    legacy_spec: dict[str, Any] = {}
     backbone_prefixes: tuple[str, ...] = ("backbone.",)  # state-dict prefixes saved with the backbone, not the head
     bi_encoder: bool = False  # encodes queries and documents separately (towers; a semi-Siamese adapter fits)
     full_retrieval: bool = False  # evaluated by retrieval over the whole corpus (ssft.eval.retrieve), not reranking
@@ -285,13 +293,15 @@ class Ranker(nn.Module):
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.spec = spec
+        self.arch_config = self.config_from_spec(spec)  # the architecture's typed Config (what its code reads)
+        self.max_length, self.query_max_length = int(spec["max_length"]), int(spec["query_max_length"])
 
     def token_cache(self, tokenizer=None):
         """The ``TokenCache`` of ``tokenizer`` (default: the ranker's): each distinct text tokenised once."""
         tokenizer = tokenizer if tokenizer is not None else self.tokenizer
         caches = self.__dict__.setdefault("_token_caches", {})  # plain attribute: never in the state dict
         if id(tokenizer) not in caches:
-            caches[id(tokenizer)] = TokenCache(tokenizer, max(self.spec["max_length"], self.spec["query_max_length"]))
+            caches[id(tokenizer)] = TokenCache(tokenizer, max(self.max_length, self.query_max_length))
         return caches[id(tokenizer)]
 
     # ------------------------------------------------------------ building
@@ -308,8 +318,10 @@ class Ranker(nn.Module):
         for p in transformer.parameters():
             p.requires_grad_(False)
         backbone = adapter.apply(transformer, config)
-        spec = cls.build_spec(model_cfg, method, options)
-        cls.spec_from_pretrained(spec, pretrained)
+        arch_config = copy.deepcopy(model_cfg.config)
+        spec = cls.build_spec(model_cfg, method, options, arch_config)
+        cls.spec_from_pretrained(spec, arch_config, pretrained)
+        spec.update(cls.spec_of(arch_config))
         ranker = cls(backbone, tokenizer, spec)
         ranker.adopt_pretrained(pretrained)
         pretrained.report(ranker.quiet_unused(pretrained))
@@ -317,9 +329,10 @@ class Ranker(nn.Module):
 
     # ------------------------------------------------------------ a pretrained checkpoint's own modules
     @classmethod
-    def spec_from_pretrained(cls, spec: dict[str, Any], pretrained: Pretrained) -> None:
-        """Hook: settings of the checkpoint (``ssft.models.interop.checkpoint``) the new ranker keeps, written into
-        its spec before it is built (a ColBERT checkpoint's markers, a SentenceTransformer's prompts)."""
+    def spec_from_pretrained(cls, spec: dict[str, Any], config: Any, pretrained: Pretrained) -> None:
+        """Hook: settings of the checkpoint (``ssft.models.interop.checkpoint``) the new ranker keeps before it is
+        built: into ``config`` (its typed ``Config``, e.g. a SentenceTransformer's Normalize module deciding
+        ``normalize: null``) or into the spec (a ColBERT checkpoint's markers, a SentenceTransformer's prompts)."""
 
     def adopt_pretrained(self, pretrained: Pretrained) -> None:
         """Hook: take the checkpoint's weights this ranker uses beyond the encoder (``Pretrained.take``: a
@@ -338,8 +351,9 @@ class Ranker(nn.Module):
         return ("pooler.", "embeddings.position_ids")
 
     @classmethod
-    def build_spec(cls, model_cfg, method: str, options: dict[str, Any]) -> dict[str, Any]:
-        """What ``ssft_model.json`` records of a built ranker: enough to load it back."""
+    def build_spec(cls, model_cfg, method: str, options: dict[str, Any], config: Any = None) -> dict[str, Any]:
+        """What ``ssft_model.json`` records of a built ranker: enough to load it back. ``config``: the architecture's
+        typed config (default ``model_cfg.config``)."""
         return {
             "architecture": cls.architecture,
             "base_model": model_cfg.name,
@@ -348,8 +362,26 @@ class Ranker(nn.Module):
             "max_length": model_cfg.max_length,
             "query_max_length": model_cfg.query_max_length,
             "trust_remote_code": model_cfg.trust_remote_code,
-            **{key: getattr(model_cfg, key) for key in cls.model_options},
+            **cls.spec_of(model_cfg.config if config is None else config),
         }
+
+    @classmethod
+    def spec_of(cls, config: Any) -> dict[str, Any]:
+        """The spec keys of the architecture's typed config (what ``ssft_model.json`` records of it)."""
+        return dataclasses.asdict(config)
+
+    @classmethod
+    def config_from_spec(cls, spec: dict[str, Any], where: str = "model") -> Any:
+        """The architecture's typed config of a spec (a saved folder's ``ssft_model.json``, or one being built):
+        its ``Config`` keys, types and values checked; a key a folder saved before it existed lacks means what
+        ``legacy_spec`` says; any other missing key is the default."""
+        saved = {key: spec[key] for key in field_names(cls.Config) if key in spec}
+        return parse_dataclass(cls.Config, {**cls.legacy_spec, **saved}, where)
+
+    @classmethod
+    def carries_reconstruction_head(cls, config: Any) -> bool:
+        """Whether a ranker of this typed config carries a token-reconstruction head (``reconstruction_heads``)."""
+        return False
 
     def ranker_state(self) -> dict[str, torch.Tensor]:
         """Parameters and buffers outside the backbone(s) (heads, projections)."""
@@ -422,7 +454,8 @@ class Ranker(nn.Module):
         spec = cls.read_spec(path)
         cls.check_trust(path, spec, trust_remote_code)
         trust = bool(trust_remote_code)
-        backbone = load_backbone(path, spec["method"], spec["base_model"], trust, spec, layers=spec.get("query_layers"))
+        layers = getattr(cls.config_from_spec(spec, f"{path}/{SPEC_FILE}: model"), "query_layers", None)
+        backbone = load_backbone(path, spec["method"], spec["base_model"], trust, spec, layers=layers)
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
         refuse_other_tokenizer(tokenizer, backbone.base_model, str(path), path)
         ranker = cls.from_loaded(path, backbone, tokenizer, spec, trust_remote_code=trust)
@@ -508,13 +541,22 @@ class Ranker(nn.Module):
                 scores[rows] = out.float().cpu().numpy().reshape(-1)
         return scores
 
-    def rank(self, query: str, documents: Sequence[str], top_k: int | None = None,
-             batch_size: int = 32) -> list[dict[str, Any]]:
+    def rank(self, query: str | Mapping[str, str], documents: Sequence[str] | Mapping[str, Any],
+             top_k: int | None = None, batch_size: int = 32, *,
+             corpus: Mapping[str, str] | None = None) -> list[dict[str, Any]] | dict[str, dict[str, float]]:
         """``documents`` ranked for ``query``, best first, in sentence-transformers' shape (``CrossEncoder.rank``):
         ``[{"corpus_id": index into documents, "score": float}, ...]``; ``top_k`` keeps the best k (all by default).
 
+        Many queries at once, no qrels needed: ``query`` a dict of query id → text, ``documents`` a candidate run
+        (query id → document ids, e.g. ``ssft.data.trec.read_run``'s dict of id → first-stage score) and ``corpus``
+        document id → text; returns the run re-scored, query id → {document id: score} best first.
+
         >>> model.rank("vitamin d", ["a recipe", "bone health and vitamin d"], top_k=1)
-        [{'corpus_id': 1, 'score': 3.1}]"""
+        [{'corpus_id': 1, 'score': 3.1}]
+        >>> model.rank({"q1": "vitamin d"}, {"q1": {"d7": 12.0, "d2": 9.5}}, corpus={"d2": "...", "d7": "..."})
+        {'q1': {'d2': 3.1, 'd7': -0.4}}"""
+        if isinstance(query, Mapping):
+            return self._rank_run(query, documents, corpus, top_k, batch_size)
         if not isinstance(query, str):
             raise SsftError(f"rank: the query must be a string, got {type(query).__name__}")
         documents = _texts(documents, "documents")
@@ -523,6 +565,26 @@ class Ranker(nn.Module):
         scores = self._rank_scores(query, documents, batch_size)
         order = sorted(range(len(documents)), key=lambda i: (-float(scores[i]), i))
         return [{"corpus_id": i, "score": float(scores[i])} for i in order[:top_k]]
+
+    def _rank_run(self, queries: Mapping[str, str], run: Any, corpus: Mapping[str, str] | None, top_k: int | None,
+                  batch_size: int) -> dict[str, dict[str, float]]:
+        """``rank`` over a candidate run: each query's candidates scored as ``rank`` scores them."""
+        if not isinstance(run, Mapping) or corpus is None or not isinstance(corpus, Mapping):
+            raise SsftError("rank: with a dict of queries, documents is a candidate run (query id -> document ids) "
+                            "and corpus a dict of document id -> text")
+        out: dict[str, dict[str, float]] = {}
+        for qid in sorted(run):
+            if qid not in queries:
+                raise SsftError(f"rank: query '{qid}' of the candidate run is not among the queries")
+            doc_ids = list(dict.fromkeys(run[qid]))
+            missing = next((d for d in doc_ids if d not in corpus), None)
+            if missing is not None:
+                raise SsftError(f"rank: document '{missing}' (a candidate of query '{qid}') is not in corpus")
+            if not doc_ids:
+                continue
+            ranked = self.rank(queries[qid], [corpus[d] for d in doc_ids], top_k, batch_size)
+            out[qid] = {doc_ids[hit["corpus_id"]]: hit["score"] for hit in ranked}
+        return out
 
     def _rank_scores(self, query: str, documents: list[str], batch_size: int) -> np.ndarray:
         """Hook: the scores ``rank`` sorts (a bi-encoder encodes the query once)."""

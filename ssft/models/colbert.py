@@ -20,18 +20,31 @@ checkpoint expanding queries to another length is reported.
 from __future__ import annotations
 
 import string
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ssft.adapters.backbone import Backbone
+from ssft.config.model import ArchitectureConfig
+from ssft.config.parse import Problem
 from ssft.core.errors import SsftError
 from ssft.models.base import Pretrained
 from ssft.models.bi import BiEncoder, Encoded
 
 QUERY_MARKER = "[unused0]"
 DOCUMENT_MARKER = "[unused1]"
+
+
+@dataclass
+class ColbertConfig(ArchitectureConfig):
+    """ColBERT's model key (see the module docstring)."""
+
+    colbert_dim: int = 128  # token embedding size after the projection
+
+    def problem(self) -> Problem:
+        return ("colbert_dim", "must be >= 1") if self.colbert_dim < 1 else None
 
 
 def maxsim(q: torch.Tensor, q_mask: torch.Tensor, d: torch.Tensor, d_mask: torch.Tensor) -> torch.Tensor:
@@ -45,12 +58,13 @@ def maxsim(q: torch.Tensor, q_mask: torch.Tensor, d: torch.Tensor, d_mask: torch
 
 class ColBert(BiEncoder):
     architecture = "colbert"
-    model_options = ("colbert_dim",)
+    Config = ColbertConfig
     cache_document_embeddings = True  # per-token embeddings of a frozen model are kept on disk (embedding_cache)
+    multi_vector = True  # a text is its token vectors: ssft-encode writes them, ssft-retrieve searches them by MaxSim
 
     def __init__(self, backbone: Backbone, tokenizer, spec):
         super().__init__(backbone, tokenizer, spec)
-        self.dim = int(spec.get("colbert_dim", 128))
+        self.dim = self.arch_config.colbert_dim
         self.projection = nn.Linear(backbone.config.hidden_size, self.dim, bias=False)
         if self.dim == backbone.config.hidden_size:
             with torch.no_grad():
@@ -81,7 +95,7 @@ class ColBert(BiEncoder):
     def tokenize_queries(self, texts: list[str]) -> dict[str, torch.Tensor]:
         """Queries padded with [MASK] to exactly ``query_max_length``; the [MASK] positions are attended unless the
         spec's ``attend_expansion`` is false (they are scored either way: ``represent``)."""
-        length = self.spec["query_max_length"]
+        length = self.query_max_length
         rows, _ = self._tokenize_marked(texts, self.query_marker_id, length)
         ids = torch.tensor([row + [self.tokenizer.mask_token_id] * (length - len(row)) for row in rows], dtype=torch.long)
         if self.attend_expansion:
@@ -90,7 +104,7 @@ class ColBert(BiEncoder):
         return {"input_ids": ids, "attention_mask": (torch.arange(length).unsqueeze(0) < lengths.unsqueeze(1)).long()}
 
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        rows, width = self._tokenize_marked(texts, self.document_marker_id, self.spec["max_length"])
+        rows, width = self._tokenize_marked(texts, self.document_marker_id, self.max_length)
         pad = self.tokenizer.pad_token_id or 0
         ids = torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long)
         lengths = torch.tensor([len(row) for row in rows])
@@ -108,20 +122,21 @@ class ColBert(BiEncoder):
 
     # ------------------------------------------------------------ a pretrained ColBERT checkpoint
     @classmethod
-    def spec_from_pretrained(cls, spec, pretrained: Pretrained) -> None:
+    def spec_from_pretrained(cls, spec, config: ColbertConfig, pretrained: Pretrained) -> None:
         settings = pretrained.colbert
         if settings is None:
             return
-        if settings.projection is not None and settings.projection.shape[0] != int(spec.get("colbert_dim", 128)):
-            raise SsftError(f"model.colbert_dim: {spec.get('colbert_dim')}, but the projection of {pretrained.name} has "
+        if settings.projection is not None and settings.projection.shape[0] != config.colbert_dim:
+            raise SsftError(f"model.colbert_dim: {config.colbert_dim}, but the projection of {pretrained.name} has "
                             f"{settings.projection.shape[0]} dimensions; set model.colbert_dim: {settings.projection.shape[0]}")
         spec.update(query_marker=settings.query_marker, document_marker=settings.document_marker,
                     attend_expansion=settings.attend_expansion, mask_punctuation=settings.mask_punctuation)
+        length = spec["query_max_length"]
         if settings.query_length is None:
             pretrained.notes.append("it does not expand queries with [MASK]; ssft's ColBERT does (query_max_length)")
-        elif settings.query_length != spec["query_max_length"]:
+        elif settings.query_length != length:
             pretrained.notes.append(f"it expands queries to {settings.query_length} tokens; model.query_max_length "
-                                    f"{spec['query_max_length']} is used (set it to {settings.query_length} to score as it does)")
+                                    f"{length} is used (set it to {settings.query_length} to score as it does)")
 
     def adopt_pretrained(self, pretrained: Pretrained) -> None:
         settings = pretrained.colbert

@@ -10,6 +10,9 @@ a frozen dense model keeps of its corpus.
   units cut into fixed shards, each process of ``accelerate launch --num_processes N`` encoding every N-th shard,
   each shard written as float16 ``shards/NNNNN.npy`` atomically (complete or absent), so a killed run resumes by
   skipping the shards already written; ``read_shards`` gives them back in order.
+- A multi-vector model (ColBERT, ``multi_vector``) writes each unit's scored token vectors instead, one unit after the
+  other in its shard, the tokens per unit in the shard's record (``read_token_lengths``); ``encode_token_corpus`` /
+  ``encode_query_tokens`` give a text's token matrix.
 - Fingerprints, not trust: each shard has a record beside it (``shards/NNNNN.json``: its SHA-256, its number, its
   unit range, the model and corpus fingerprints), written after the shard; a shard without its record, or one whose
   bytes or record do not match (a shard replaced by another of the same size), is encoded again on resume and
@@ -28,12 +31,12 @@ from typing import Iterator
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from ssft.core import distributed
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_file, atomic_write_json
-from ssft.core.precision import model_precision
+from ssft.core.precision import served_as
+from ssft.core.progress import Progress, track
 from ssft.data.beir import IRDataset
 from ssft.models.embedding_cache import cached_documents, corpus_fingerprint, model_fingerprint
 from ssft.models.encoded import Encoded
@@ -41,10 +44,12 @@ from ssft.models.encoded import Encoded
 logger = logging.getLogger(__name__)
 
 
-def _encode(encode_fn, texts: list[str], batch_size: int) -> np.ndarray:
+def _encode(encode_fn, texts: list[str], batch_size: int, what: str = "encoding") -> np.ndarray:
     out = []
-    for start in range(0, len(texts), batch_size):
-        out.append(encode_fn(texts[start : start + batch_size]).vectors.float().cpu().numpy())
+    with Progress(what, len(texts), "texts") as bar:
+        for start in range(0, len(texts), batch_size):
+            out.append(encode_fn(texts[start : start + batch_size]).vectors.float().cpu().numpy())
+            bar.update(min(batch_size, len(texts) - start))
     return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)
 
 
@@ -64,7 +69,7 @@ def encode_corpus(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
     """Document vectors (n, dim) float32 in the order of ``texts`` (encoded in length order)."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     with _inference(model):
-        vectors = _encode(model.encode_documents, [texts[i] for i in order], batch_size)
+        vectors = _encode(model.encode_documents, [texts[i] for i in order], batch_size, "encoding documents")
     out = np.empty_like(vectors)
     out[order] = vectors
     return out
@@ -72,7 +77,41 @@ def encode_corpus(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
 
 def encode_query_texts(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
     with _inference(model):
-        return _encode(model.encode_queries, texts, batch_size)
+        return _encode(model.encode_queries, texts, batch_size, "encoding queries")
+
+
+def multi_vector(model) -> bool:
+    """True for a late-interaction model (ColBERT): a text is a matrix of token vectors, scored by MaxSim."""
+    return bool(getattr(model, "multi_vector", False))
+
+
+def _token_matrices(encode_fn, texts: list[str], batch_size: int) -> list[np.ndarray]:
+    """Each text's scored token vectors (tokens, dim) float32: the rows its mask keeps (a ColBERT document drops
+    padding and punctuation, a query keeps every position, its [MASK] expansion included)."""
+    out: list[np.ndarray] = []
+    for start in range(0, len(texts), batch_size):
+        encoded = encode_fn(texts[start : start + batch_size])
+        vectors, mask = encoded.vectors.float().cpu(), encoded.mask.bool().cpu()
+        out.extend(vectors[i][mask[i]].numpy() for i in range(vectors.shape[0]))
+    return out
+
+
+def encode_token_corpus(model, texts: list[str], batch_size: int = 64) -> list[np.ndarray]:
+    """A multi-vector model's document token matrices, one (tokens, dim) float32 array per text in the order of
+    ``texts`` (encoded in length order)."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    with _inference(model):
+        matrices = _token_matrices(model.encode_documents, [texts[i] for i in order], batch_size)
+    out: list[np.ndarray] = [np.zeros(0)] * len(texts)
+    for i, matrix in zip(order, matrices):
+        out[i] = matrix
+    return out
+
+
+def encode_query_tokens(model, texts: list[str], batch_size: int = 64) -> list[np.ndarray]:
+    """A multi-vector model's query token matrices, one (tokens, dim) float32 array per text."""
+    with _inference(model):
+        return _token_matrices(model.encode_queries, texts, batch_size)
 
 
 def split_passages(text: str, words: int, stride: int | None = None) -> list[str]:
@@ -102,8 +141,18 @@ def corpus_units(dataset: IRDataset, passage_words: int | None = None,
 
 def corpus_vectors(model, dataset: IRDataset, batch_size: int = 64, passage_words: int | None = None,
                    passage_stride: int | None = None) -> tuple[list[str], np.ndarray]:
-    """(unit ids, vectors) of the whole corpus: documents, or ``doc#i`` passages under maxP."""
+    """(unit ids, vectors) of the whole corpus: documents, or ``doc#i`` passages under maxP. The vectors of this
+    process's last encoding serve again when the weights and the corpus are the same (callers read them, never
+    change them in place)."""
     unit_ids, texts = corpus_units(dataset, passage_words, passage_stride)
+    # the same weights encoding the same corpus again (a run's start row, then its validation at epoch 0; the test
+    # after the best epoch was the last one validated): the vectors of the last encoding serve
+    source = model.document_source() if hasattr(model, "document_source") else model
+    key = (model_fingerprint(source), corpus_fingerprint(unit_ids, texts))
+    if _LAST_ENCODING.get("key") == key:
+        logger.info("corpus vectors of %d %s reused: these weights encoded this corpus last", len(unit_ids),
+                    "passages" if passage_words else "documents")
+        return list(unit_ids), _LAST_ENCODING["vectors"]
 
     def encode_all() -> list[Encoded]:
         logger.info("encoding %d %s with the document tower", len(texts), "passages" if passage_words else "documents")
@@ -111,7 +160,16 @@ def corpus_vectors(model, dataset: IRDataset, batch_size: int = 64, passage_word
 
     # a frozen model reads its corpus vectors from the on-disk cache when it has encoded this corpus before
     reps = cached_documents(model, unit_ids, texts, encode_all)
-    return unit_ids, np.ascontiguousarray(torch.cat([r.vectors for r in reps]).float().cpu().numpy())
+    vectors = np.ascontiguousarray(torch.cat([r.vectors for r in reps]).float().cpu().numpy())
+    _LAST_ENCODING.clear()
+    if vectors.nbytes <= LAST_ENCODING_MAX_BYTES:  # beyond, the copy held between evaluations would cost too much
+        _LAST_ENCODING.update(key=key, vectors=vectors)
+    return unit_ids, vectors
+
+
+# the last corpus encoding of this process (``corpus_vectors``): weights and corpus fingerprints -> its vectors
+_LAST_ENCODING: dict = {}
+LAST_ENCODING_MAX_BYTES = 2 << 30
 
 
 SHARDS_FORMAT = "ssft-encoded-corpus/1"
@@ -143,15 +201,27 @@ def _shard_record(manifest: dict, shard: int) -> dict:
             "model": manifest["model"], "corpus": manifest["corpus"]}
 
 
-def write_shard(folder: Path, shard: int, vectors: np.ndarray, manifest: dict) -> None:
+def write_shard(folder: Path, shard: int, vectors: np.ndarray, manifest: dict,
+                lengths: list[int] | None = None) -> None:
     """Write shard ``shard`` of the encoding ``manifest`` (float16), then its record (checksum), each atomically: a
-    kill between the two leaves a shard without a record, encoded again on resume."""
+    kill between the two leaves a shard without a record, encoded again on resume. A multi-vector encoding's shard
+    holds its units' token vectors one after the other; ``lengths`` (tokens per unit) go into the record."""
     buffer = io.BytesIO()
     np.save(buffer, np.ascontiguousarray(vectors, dtype=np.float16))
     data = buffer.getvalue()
     atomic_write_file(_shard_path(folder, shard), lambda tmp: Path(tmp).write_bytes(data))
+    extra = {} if lengths is None else {"lengths": [int(n) for n in lengths]}
     atomic_write_json(_record_path(folder, shard),
-                      {**_shard_record(manifest, shard), "sha256": hashlib.sha256(data).hexdigest()})
+                      {**_shard_record(manifest, shard), **extra, "sha256": hashlib.sha256(data).hexdigest()})
+
+
+def _record_lengths(record: dict, units: int) -> list[int] | None:
+    """The tokens per unit a multi-vector shard's record lists, or None when it lists no such ``units`` counts."""
+    lengths = record.get("lengths")
+    if not isinstance(lengths, list) or len(lengths) != units or \
+            not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in lengths):
+        return None
+    return lengths
 
 
 def shard_problem(folder: Path, shard: int, manifest: dict) -> str | None:
@@ -165,7 +235,8 @@ def shard_problem(folder: Path, shard: int, manifest: dict) -> str | None:
         vectors = np.load(path, mmap_mode="r")
     except (OSError, ValueError, EOFError):
         return "incomplete (not a whole .npy file)"
-    if vectors.dtype != np.float16 or vectors.ndim != 2 or vectors.shape[0] != stop - start:
+    tokens = bool(manifest.get("token_vectors"))
+    if vectors.dtype != np.float16 or vectors.ndim != 2 or (not tokens and vectors.shape[0] != stop - start):
         return f"incomplete (expected {stop - start} float16 vectors)"
     try:
         record = json.loads(_record_path(folder, shard).read_text(encoding="utf-8"))
@@ -174,6 +245,12 @@ def shard_problem(folder: Path, shard: int, manifest: dict) -> str | None:
     if not isinstance(record, dict) or {k: record.get(k) for k in _shard_record(manifest, shard)} != \
             _shard_record(manifest, shard):
         return f"its checksum record ({_record_path(folder, shard).name}) is of another shard or encoding"
+    if tokens:  # token vectors: as many rows as the record's lengths add up to
+        lengths = _record_lengths(record, stop - start)
+        if lengths is None:
+            return f"its checksum record ({_record_path(folder, shard).name}) lists no token counts of its units"
+        if vectors.shape[0] != sum(lengths):
+            return f"incomplete (expected {sum(lengths)} float16 token vectors)"
     if file_sha256(path) != record.get("sha256"):
         return "does not match the checksum ssft-encode recorded (replaced or changed since it was written)"
     return None
@@ -195,9 +272,12 @@ def encode_shards(model, unit_ids: list[str], texts: list[str], folder: Path, sh
         raise SsftError("shard size must be >= 1")
     folder = Path(folder)
     source = model.document_source() if hasattr(model, "document_source") else model  # whose documents these are
-    manifest = {"format": SHARDS_FORMAT, "model": model_fingerprint(source), "precision": model_precision(source),
+    manifest = {"format": SHARDS_FORMAT, "model": model_fingerprint(source), "precision": served_as(source),
                 "corpus": corpus_fingerprint(unit_ids, texts), "units": len(unit_ids), "shard_size": shard_size,
                 "settings": settings or {}}
+    tokens = multi_vector(source)
+    if tokens:  # a ColBERT corpus: each unit's token vectors (a dense encoding's manifest has no such key)
+        manifest["token_vectors"] = True
     found = read_manifest(folder)
     if found is not None and {k: found.get(k) for k in manifest} != manifest:
         differs = next(k for k in manifest if found.get(k) != manifest[k])
@@ -217,11 +297,14 @@ def encode_shards(model, unit_ids: list[str], texts: list[str], folder: Path, sh
         logger.info("process %d: %d of its %d shards already encoded, skipped", rank, len(mine) - len(todo), len(mine))
     if rank == 0:
         atomic_write_json(folder / MANIFEST, {**manifest, "unit_ids": unit_ids})
-    for shard in tqdm(todo, desc=f"encoding (process {rank})" if world > 1 else "encoding", unit="shard",
-                      disable=not todo):
+    for shard in track(todo, "encoding shards", unit="shards"):
         rows = slice(shard * shard_size, min((shard + 1) * shard_size, len(unit_ids)))
-        vectors = encode_corpus(model, texts[rows], batch_size).astype(np.float16)
-        write_shard(folder, shard, vectors, manifest)
+        if tokens:
+            matrices = encode_token_corpus(model, texts[rows], batch_size)
+            write_shard(folder, shard, np.concatenate(matrices).astype(np.float16), manifest,
+                        lengths=[len(m) for m in matrices])
+        else:
+            write_shard(folder, shard, encode_corpus(model, texts[rows], batch_size).astype(np.float16), manifest)
     distributed.barrier()
     return {**manifest, "unit_ids": unit_ids, "shards": shards}
 
@@ -257,6 +340,24 @@ def read_shards(folder: Path, manifest: dict) -> Iterator[np.ndarray]:
         yield np.load(_shard_path(folder, shard), mmap_mode="r")
 
 
+def read_token_lengths(folder: Path, manifest: dict) -> np.ndarray:
+    """Tokens per unit (int64, in unit order) of a multi-vector encoding, from the shards' records (read as
+    ``read_shards`` verifies them)."""
+    size, units = manifest["shard_size"], manifest["units"]
+    parts = []
+    for shard in range((units + size - 1) // size):
+        start, stop = _shard_record(manifest, shard)["units"]
+        try:
+            record = json.loads(_record_path(folder, shard).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            record = None
+        lengths = _record_lengths(record, stop - start) if isinstance(record, dict) else None
+        if lengths is None:
+            raise SsftError(f"{_record_path(folder, shard)}: lists no token counts of its units; run ssft-encode again")
+        parts.append(np.asarray(lengths, dtype=np.int64))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 def corpus_difference(manifest: dict, dataset: IRDataset) -> str | None:
     """None when ``dataset``'s corpus is the one the encoded folder of ``manifest`` holds: the same units (under the
     folder's passage settings) with the same texts, in any order (an index maps each row to its unit id); else what
@@ -283,6 +384,6 @@ def corpus_difference(manifest: dict, dataset: IRDataset) -> str | None:
     return ", ".join(parts)
 
 
-__all__ = ["corpus_difference", "corpus_units", "corpus_vectors", "encode_corpus", "encode_query_texts", "encode_shards",
-           "file_sha256", "read_manifest", "read_shards", "shard_complete", "shard_problem", "split_passages",
-           "write_shard"]
+__all__ = ["corpus_difference", "corpus_units", "corpus_vectors", "encode_corpus", "encode_query_texts",
+           "encode_query_tokens", "encode_shards", "encode_token_corpus", "file_sha256", "multi_vector", "read_manifest",
+           "read_shards", "read_token_lengths", "shard_complete", "shard_problem", "split_passages", "write_shard"]

@@ -29,7 +29,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 
-from ssft.core.precision import model_precision
+from ssft.core.precision import served_as
 from ssft.data.beir import cache_home
 from ssft.models.encoded import Encoded
 
@@ -79,7 +79,7 @@ def model_fingerprint(model: torch.nn.Module) -> str:
     header = {"class": f"{type(model).__module__}.{type(model).__qualname__}",
               "spec": getattr(model, "spec", {}),
               "tokenizer": [type(tokenizer).__name__, len(tokenizer) if tokenizer is not None else 0],
-              "precision": model_precision(model)}
+              "precision": served_as(model)}  # its backend too (openvino:int8)
     digest.update(json.dumps(header, sort_keys=True, default=str).encode())
     for name, tensor in sorted(model.state_dict().items()):
         _update_tensor(digest, name, tensor)

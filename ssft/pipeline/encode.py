@@ -3,9 +3,11 @@
 The corpus (documents, or ``passage_words`` passages) is cut into shards of ``shard_size`` units, encoded with the
 model's document tower and written as ``OUTPUT/shards/NNNNN.npy``; under ``accelerate launch --num_processes N`` each
 process encodes every N-th shard. A killed run started again with the same arguments skips the shards already
-written. Then the main process builds the index from the shards (``ssft.eval.index``). The output folder follows the
-output-folder rule of ``ssft.core.run_folder`` (an earlier folder of the same model and corpus is resumed) and is
-locked while it is written."""
+written. Then the main process builds the index from the shards (``ssft.eval.index``): the shards of every process,
+so the index is the one a single process would build. A ColBERT model's shards hold every document's token vectors
+and its index is over those tokens (``ssft.eval.colbert_index`` retrieves from it, the shards kept for MaxSim).
+The output folder follows the output-folder rule of ``ssft.core.run_folder`` (an earlier folder of the same model and
+corpus is resumed) and is locked while it is written."""
 from __future__ import annotations
 
 import os
@@ -14,26 +16,30 @@ from typing import Any
 
 from accelerate import PartialState
 
+from ssft.core import distributed
 from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
 from ssft.core.run_folder import ENCODE_MARKERS, ENCODE_OUTPUTS, OutputFolder
 from ssft.data.beir import load_dataset
 from ssft.eval.index import KINDS, build_saved_index, check_index
 from ssft.models.base import Ranker
-from ssft.models.corpus import corpus_units, encode_shards
+from ssft.models.corpus import corpus_units, encode_shards, multi_vector
+from ssft.models.interop import openvino
 from ssft.pipeline.sources import ModelInput, dataset_sources, whole_numbers
 
 
 def encode_corpus(model: str | Path | Ranker, data: str, output: Path, *, index: str = "flat", build_index: bool = True,
                   nprobe: int = 16, shard_size: int = 10_000, batch_size: int = 64, passage_words: int | None = None,
                   passage_stride: int | None = None, precision: str = precisions.DEFAULT,
-                  trust_remote_code: bool = False) -> dict[str, Any]:
+                  trust_remote_code: bool = False, backend: str = openvino.DEFAULT_BACKEND) -> dict[str, Any]:
     """Encode ``data``'s corpus into ``output`` and, with ``build_index``, build its ``index`` (module docstring).
+    ``backend``: torch, openvino or auto; int8 on openvino is calibrated on texts drawn from the corpus encoded.
     Returns ``{"output", "manifest" (the shards'), "index" (index.json's content, or None)}``."""
     whole_numbers(batch_size=batch_size, shard_size=shard_size, nprobe=nprobe)
     if passage_words is not None and passage_words < 1:
         raise SsftError("--passage-words must be >= 1")
     precision = precisions.check(precision, "--precision")
+    openvino.check_backend(backend)
     # the output-folder rule (ssft.core.run_folder): new, empty or an earlier ssft-encode folder (resumed), never the
     # model or dataset read nor a folder around or inside one; under accelerate launch only the main process locks it
     main_process = os.environ.get("RANK", "0") == "0"
@@ -47,29 +53,34 @@ def encode_corpus(model: str | Path | Ranker, data: str, output: Path, *, index:
     dataset = load_dataset(data)
     folder.add_sources((dataset.path, "the dataset folder being encoded"))
     ranker = source.load(trust_remote_code)
-    if not ranker.full_retrieval:
-        raise SsftError(f"{source.name}: a corpus index needs a single-vector dense model (architecture 'dense'), "
-                        f"not '{ranker.architecture}'")
+    late = multi_vector(ranker)
+    if not ranker.full_retrieval and not late:
+        raise SsftError(f"{source.name}: a corpus index needs a dense or a ColBERT model (architecture 'dense' or "
+                        f"'colbert'), not '{ranker.architecture}'")
     if state is not None:
         ranker.to(state.device)
-    ranker = precisions.set_precision(ranker, precision)
-    if ranker.document_teacher is not None:
-        ranker.document_teacher.set_precision(precision)
     unit_ids, texts = corpus_units(dataset, passage_words, passage_stride)
+    if openvino.resolve_backend(backend, ranker) == "openvino":  # int8: calibrated on the corpus being encoded
+        ranker = openvino.serve(ranker, "openvino", precision, lambda: texts)
+    else:
+        ranker = precisions.set_precision(ranker, precision)
+        if getattr(ranker, "document_teacher", None) is not None:
+            ranker.document_teacher.set_precision(precision)
     settings = {"data": str(dataset.path), "passage_words": passage_words, "passage_stride": passage_stride}
-    if build_index:  # an index too big to train on this corpus is refused before anything is encoded
+    if build_index and late:  # the token count is known once encoded: the kind is checked here, its size then
+        check_index(index, 10**9, ranker.dim)
+    elif build_index:  # an index too big to train on this corpus is refused before anything is encoded
         check_index(index, len(unit_ids), ranker.embedding_dim)
     if main_process:
         folder.claim()  # the lock, held until the index is written; a second ssft-encode here is refused
-    if state is not None:
-        state.wait_for_everyone()  # the folder exists (and is locked) before any process writes a shard
+    # the process group's own ranks: accelerate's PartialState calls every CPU process of --multi_gpu its main one
+    distributed.barrier()  # the folder exists (and is locked) before any process writes a shard
     info = None
     try:
         manifest = encode_shards(ranker, unit_ids, texts, output, shard_size, batch_size, settings)
-        if build_index and (state is None or state.is_main_process):
+        if build_index and distributed.rank() == 0:  # every process's shards, merged into one index
             info = build_saved_index(output, index, nprobe=nprobe)
-        if state is not None:
-            state.wait_for_everyone()
+        distributed.barrier()
     except BaseException:
         folder.abandon()  # e.g. a folder of another encoding, refused before a shard is written: left as it was
         raise

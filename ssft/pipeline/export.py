@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
-from huggingface_hub import HfApi, ModelCard, ModelCardData
-from huggingface_hub.repocard_data import EvalResult
+from huggingface_hub import HfApi, ModelCard
 
 from ssft.core.errors import SsftError
 from ssft.core.paths import SPEC_FILE
@@ -35,24 +33,12 @@ from ssft.core.run_folder import (
     resolved,
 )
 from ssft.models.base import load_ranker, saved_model_folder
+from ssft.models.interop.card import model_card as build_card
 from ssft.models.interop.export import export_format, export_model
+from ssft.models.interop.openvino import write_openvino
 
 logger = logging.getLogger("ssft")
-TAGS = ("ssft",)
 RUN_FILES = ("recipe.yaml", "metrics.json", "run_info.json", MANIFEST)  # a model/ folder inside one of these is a run's
-USAGE = {
-    "CrossEncoder": ("from sentence_transformers import CrossEncoder\n"
-                     "model = CrossEncoder(\"{path}\")  # identity activation: scores are ssft's logits\n"
-                     "scores = model.predict([(\"a query\", \"a document\")])"),
-    "SentenceTransformer": ("from sentence_transformers import SentenceTransformer\n"
-                            "model = SentenceTransformer(\"{path}\")\n"
-                            "q = model.encode_query([\"a query\"])\nd = model.encode_document([\"a document\"])\n"
-                            "scores = model.similarity(q, d)"),
-    "MultiVectorEncoder": ("from sentence_transformers import MultiVectorEncoder\n"
-                           "model = MultiVectorEncoder(\"{path}\")\n"
-                           "q = model.encode_query([\"a query\"])\nd = model.encode_document([\"a document\"])\n"
-                           "scores = model.similarity(q, d)  # MaxSim"),
-}
 
 
 def _run_files(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -71,66 +57,24 @@ def _run_files(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return (recipe if isinstance(recipe, dict) else {}), (metrics if isinstance(metrics, dict) else {})
 
 
-def _numeric_metrics(metrics: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """The run's metrics that are numbers ({row: {measure: value}}); anything else in a hand-edited or damaged
-    metrics.json (a string, a list, null, a boolean, nan) is left out of the card, with a warning naming it."""
-    kept: dict[str, dict[str, float]] = {}
-    skipped = []
-    for row, values in metrics.items():
-        if not isinstance(values, dict):
-            skipped.append(str(row))
-            continue
-        for measure, value in values.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                kept.setdefault(str(row), {})[str(measure)] = float(value)
-            else:
-                skipped.append(f"{row}.{measure}")
+def model_card(spec: dict[str, Any], info: dict[str, Any], recipe: dict[str, Any], metrics: dict[str, Any],
+               repo_id: str | None, run_info: dict[str, Any] | None = None, served_precision: str = "fp32") -> ModelCard:
+    """The export's model card (``ssft.models.interop.card``); metrics.json entries that are not numbers (a
+    hand-edited or damaged file: a string, a list, null, a boolean, nan) are left out, with a warning naming them."""
+    card, skipped = build_card(spec, info, recipe, metrics, repo_id, run_info, served_precision)
     if skipped:
         logger.warning("metrics.json: %d value(s) that are not numbers left out of the model card: %s", len(skipped),
                        ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""))
-    return kept
+    return card
 
 
-def model_card(spec: dict[str, Any], info: dict[str, Any], recipe: dict[str, Any], metrics: dict[str, Any],
-               repo_id: str | None) -> ModelCard:
-    """The export's model card (``huggingface_hub.ModelCard``): base model, library, tags (ssft, method, architecture),
-    datasets, the run's test metrics (the numeric ones) as model-index results, how to load it."""
-    data = recipe.get("data") if isinstance(recipe.get("data"), dict) else {}
-    dataset = data.get("dataset") if isinstance(data.get("dataset"), str) else None
-    split = data.get("test_split", "test")
-    split = split if isinstance(split, str) else "test"
-    name = repo_id or f"ssft-{spec['architecture']}-{spec['method']}"
-    metrics = _numeric_metrics(metrics)
-    results = []
-    for row, values in metrics.items():
-        for measure, value in values.items():
-            # the row (the model, the first stage, an interpolation) is the dataset config: model-index groups
-            # results by task, dataset type, config and split
-            results.append(EvalResult(task_type="text-ranking", dataset_type=dataset or "unknown",
-                                      dataset_name=f"{dataset or 'unknown'} ({row})", dataset_config=row,
-                                      dataset_split=split, metric_type=measure, metric_value=value,
-                                      metric_name=f"{measure} ({row})"))
-    base = spec.get("base_model")
-    card_data = ModelCardData(
-        library_name=info["library"], base_model=base if base and not Path(base).exists() else None,
-        tags=[*TAGS, spec["method"], spec["architecture"], info["format"]],
-        datasets=[dataset] if dataset and not Path(dataset).exists() else None, model_name=name,
-        eval_results=results or None, pipeline_tag="text-ranking")
-    usage = USAGE[info["loader"]].format(path=repo_id or "PATH")
-    lines = [f"# {name}", "",
-             f"A {spec['architecture']} ranker trained with ssft (semi-Siamese fine-tuning; method `{spec['method']}`) from "
-             f"`{base}`, exported by `ssft-export` as a {info['format']} model for sentence-transformers' "
-             f"`{info['loader']}`.", "", "## Load it", "", "```python", usage, "```", ""]
-    if info.get("notes"):
-        lines += ["## What the export keeps", ""] + [f"- {n}" for n in info["notes"]] + [""]
-    if metrics:
-        measures = sorted({m for values in metrics.values() for m in values})
-        lines += ["## Results of the run (ssft-train, test split)", "", "| run | " + " | ".join(measures) + " |",
-                  "|---|" + "---|" * len(measures)]
-        for row, values in metrics.items():
-            lines.append(f"| {row} | " + " | ".join(f"{values[m]:.4f}" if m in values else "–" for m in measures) + " |")
-        lines.append("")
-    return ModelCard.from_template(card_data, template_str="---\n{{ card_data }}\n---\n\n" + "\n".join(lines) + "\n")
+def _run_info(run_dir: Path) -> dict[str, Any]:
+    """run_info.json of a run folder ({} when absent or unreadable: the card then says less)."""
+    try:
+        info = json.loads((run_dir / "run_info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 def export_sources(run_dir: Path, folder: Path) -> tuple[Source, ...]:
@@ -181,14 +125,25 @@ def export_run(run_dir: str | Path, output: str | Path, fmt: str = "auto", overw
         raise SsftError(missing_model_message(run_dir, SPEC_FILE))
     out = output_folder(output, overwrite, export_sources(run_dir, folder))
     ranker = load_ranker(folder, trust_remote_code=trust_remote_code)
-    fmt = export_format(ranker, fmt)  # a refused method or a format that is not the architecture's: nothing written
-    recipe, metrics = _run_files(run_dir if folder != run_dir else run_dir.parent)
+    openvino = fmt == "openvino"  # the architecture's own format, with the OpenVINO IR of its transformer(s) beside it
+    fmt = export_format(ranker, "auto" if openvino else fmt)  # a refused method or another architecture's format: nothing written
+    run_root = run_dir if folder != run_dir else run_dir.parent
+    recipe, metrics = _run_files(run_root)
     out.claim(write_manifest=False)  # the lock; the folder is checked again under it (another export may have ended)
     tmp = None
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.path.name}.", dir=out.path.parent))
         info = export_model(ranker, tmp, fmt)
-        model_card(ranker.spec, info, recipe, metrics, push_to_hub).save(tmp / "README.md")
+        if openvino:
+            written = write_openvino(tmp)
+            graphs = ", ".join(w for w in written if w.endswith(".xml"))
+            info["notes"] = [*info.get("notes", []),
+                             f"OpenVINO IR beside it ({graphs}): sentence-transformers loads it with "
+                             f"backend=\"openvino\" (float32 weights; the runtime picks its precision)"]
+            info["openvino"] = [w for w in written if w.endswith(".xml")]
+        served = str(next(ranker.parameters()).dtype).removeprefix("torch.").replace("float32", "fp32").replace(
+            "bfloat16", "bf16").replace("float16", "fp16")
+        model_card(ranker.spec, info, recipe, metrics, push_to_hub, _run_info(run_root), served).save(tmp / "README.md")
         out.publish(tmp, [p.name for p in tmp.iterdir()])
         if push_to_hub:
             push(out.path, push_to_hub, private)

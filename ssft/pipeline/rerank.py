@@ -11,12 +11,16 @@ from typing import Sequence
 from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_json
+from ssft.core.output_names import run_file
 from ssft.core.run_folder import RERANK_OUTPUTS
 from ssft.data.beir import load_dataset
 from ssft.eval import rerank as reranking  # called through the module: tests interrupt it there
 from ssft.eval.metrics import parse_measures
 from ssft.firststage.runs import first_stage_run, report_name, save_indexes
 from ssft.models.base import Ranker
+from ssft.models.interop import openvino
+from ssft.pipeline.precision import inference_precision
+from ssft.pipeline.rank import rank_queries
 from ssft.pipeline.sources import ModelInput, dataset_sources, result_folder, whole_numbers
 from ssft.training.prediction import prediction_trainer
 
@@ -34,15 +38,30 @@ def metric_list(metrics: str | Sequence[str] | None, where: str = "--metrics") -
     return names
 
 
-def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str, output: Path | None = None, *,
+def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str | None, output: Path | None = None, *,
            depth: int = 100, metrics: str | Sequence[str] | None = None, batch_size: int = 64, overwrite: bool = False,
            trust_remote_code: bool = False, merge_lora: bool = False, queries: str = "judged",
-           precision: str = precisions.DEFAULT) -> dict[str, dict[str, float]]:
+           precision: str = precisions.DEFAULT, backend: str = openvino.DEFAULT_BACKEND,
+           queries_file: str | Path | None = None) -> dict[str, dict[str, float]]:
     """Rerank ``first_stage``'s top-``depth`` of ``data``'s ``split`` with ``model``; returns metrics.json's content
     (``{split: {...}, first_stage_name: {...}}``). ``queries``: average over every judged query of the split, a query
-    the run lacks scoring 0 (``judged``, as ssft-train does), or only over the run's queries (``run``)."""
+    the run lacks scoring 0 (``judged``, as ssft-train does), or only over the run's queries (``run``). ``backend``:
+    torch, openvino or auto (``ssft.models.interop.openvino``); int8 on openvino is calibrated on pairs of the first
+    stage being reranked. ``split`` None: no qrels, nothing evaluated -- the queries (the dataset's, or those of
+    ``queries_file``) are ranked and the run written (``ssft.pipeline.rank``); returns ``{}``."""
+    if split is None:
+        if metrics is not None:
+            raise SsftError("--metrics: nothing is evaluated without --split (no qrels); drop --metrics or name a split")
+        rank_queries(model, data, first_stage, output, queries_file=queries_file, depth=depth, batch_size=batch_size,
+                     overwrite=overwrite, trust_remote_code=trust_remote_code, merge_lora=merge_lora,
+                     precision=precision, backend=backend)
+        return {}
+    if queries_file is not None:
+        raise SsftError(f"--queries {queries_file}: with --split it is judged or run; a file of queries is ranked "
+                        f"without --split (no qrels)")
     whole_numbers(depth=depth, batch_size=batch_size)
     precision = precisions.check(precision, "--precision")
+    openvino.check_backend(backend)
     metrics = metric_list(metrics)
     if queries not in ("judged", "run"):
         raise SsftError(f"--queries: expected judged or run, got '{queries}'")
@@ -70,8 +89,14 @@ def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str, 
     ranker = source.load(trust_remote_code)
     if merge_lora:
         ranker.merge_adapter()
-    precision = precisions.resolve(precision, next(ranker.parameters()).device, "--precision")
-    logger.info("scoring in %s", precision)
+    precision = inference_precision(precision, ranker, "--precision")
+    backend = openvino.resolve_backend(backend, ranker)
+    logger.info("scoring in %s on %s", precision, backend)
+    if backend == "openvino":  # the transformer on OpenVINO at that precision; the head stays float32 torch
+        pairs = [(dataset.queries[q], dataset.corpus[d].full_text) for q in sorted(first) if q in dataset.queries
+                 for d in first[q] if d in dataset.corpus]
+        openvino.serve_openvino(ranker, precision, pairs if precision == "int8" else None)
+        precision = "fp32"
     settings = dict(dataset=dataset, split=split, qrels=qrels, first_stage=first, first_stage_name=name, depth=depth,
                     metrics=metrics)
     if folder is None:
@@ -86,7 +111,7 @@ def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str, 
         results, _ = reranking.rerank_and_report(score=prediction_trainer(ranker, batch_size, output, precision).score,
                                        output_dir=output, **settings)
         # the output contract names the model's run plainly run.trec
-        (output / f"run.{split}.trec").replace(output / "run.trec")
+        (output / run_file(split, split)).replace(output / "run.trec")
         atomic_write_json(output / "metrics.json", results)  # last: its presence marks a finished result
         save_indexes(indexes)  # a BM25 index built now, cached once the result is complete
     return results

@@ -1,8 +1,10 @@
-"""Full retrieval over a corpus with a dense model: what ssft-retrieve and ``ssft.retrieve`` run.
+"""Full retrieval over a corpus with a dense or a ColBERT model: what ssft-retrieve and ``ssft.retrieve`` run.
 
 The corpus is encoded with the document tower into a faiss index (or read from the index ssft-encode built in
 ``index_dir``), the top-``depth`` documents of every query of the split retrieved and evaluated; ``fusion`` also runs
-BM25 and fuses both (003 Eq. 7, ``ssft.eval.retrieve``). Every flag is checked and the output folder refused before
+BM25 and fuses both (003 Eq. 7, ``ssft.eval.retrieve``). A ColBERT model searches a faiss index over the corpus's
+token vectors for candidates and scores them by exact MaxSim (``ssft.eval.colbert_index``; ``token_k`` document
+tokens fetched per query token). Every flag is checked and the output folder refused before
 anything is encoded; with an ``output`` folder run.trec, per-query metrics and metrics.json are written there, without
 one nothing is written."""
 from __future__ import annotations
@@ -13,15 +15,19 @@ from typing import Any, Sequence
 from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_json
+from ssft.core.output_names import per_query_file, run_file
 from ssft.core.run_folder import RETRIEVE_OUTPUTS
 from ssft.data.beir import load_dataset
 from ssft.data.trec import write_run
+from ssft.eval.colbert_index import DEFAULT_TOKEN_K, load_late_index, memory_late_index
 from ssft.eval.index import load_index
 from ssft.eval.metrics import evaluate_run, parse_measures, write_per_query
 from ssft.eval.retrieve import INDEX_KINDS, corpus_vectors, retrieve, tune_fusion, write_fusion
 from ssft.firststage.bm25 import BM25
 from ssft.models.base import Ranker
+from ssft.models.corpus import multi_vector
 from ssft.models.embedding_cache import model_fingerprint
+from ssft.models.interop import openvino
 from ssft.pipeline.rerank import metric_list
 from ssft.pipeline.sources import ModelInput, dataset_sources, result_folder, whole_numbers
 from ssft.teachers.dense import load_teacher, teacher_reference
@@ -51,13 +57,19 @@ def retrieve_corpus(model: str | Path | Ranker, data: str, split: str, output: P
                     passage_stride: int | None = None, metrics: str | Sequence[str] | None = None,
                     fusion: str | None = None, tune_split: str | None = None, tune_metric: str = "nDCG@10",
                     documents_from: str | None = None, teacher_pooling: str = "mean", batch_size: int = 64,
-                    precision: str | None = None, overwrite: bool = False, trust_remote_code: bool = False,
-                    on_tuned: Any = None) -> dict[str, dict[str, float]]:
+                    precision: str | None = None, backend: str | None = None, overwrite: bool = False,
+                    trust_remote_code: bool = False,
+                    on_tuned: Any = None, token_k: int | None = None) -> dict[str, dict[str, float]]:
     """Retrieve and evaluate (module docstring); returns metrics.json's content. ``precision`` None: the index's when
-    ``index_dir`` is given, else auto. ``on_tuned(alpha)`` is told the weight ``fusion='auto'`` picked."""
+    ``index_dir`` is given, else auto; ``backend`` None: the index's, else auto (torch, openvino; int8 on openvino
+    is calibrated on the split's queries and the corpus). ``on_tuned(alpha)`` is told the weight ``fusion='auto'``
+    picked. ``token_k`` (ColBERT only): document tokens fetched per query token (default ``DEFAULT_TOKEN_K``)."""
     whole_numbers(depth=depth, batch_size=batch_size)
-    asked = precision
+    if token_k is not None:
+        whole_numbers(token_k=token_k)
+    asked, asked_backend = precision, backend
     precision = precisions.check(precision or precisions.DEFAULT, "--precision")
+    backend = openvino.check_backend(backend or openvino.DEFAULT_BACKEND)
     if index_dir is not None and passage_words is not None:
         raise SsftError("--passage-words: an index built by ssft-encode keeps its own passages; drop --passage-words")
     if index not in INDEX_KINDS:
@@ -82,28 +94,43 @@ def retrieve_corpus(model: str | Path | Ranker, data: str, split: str, output: P
     qrels = dataset.qrels(split)
     tune_qrels = dataset.qrels(tune_split) if fusion == "auto" else None
     ranker = source.load(trust_remote_code)
-    if not ranker.full_retrieval:
-        raise SsftError(f"{source.name}: full retrieval needs a single-vector dense model (architecture 'dense'), "
-                        f"not '{ranker.architecture}'; use ssft-rerank")
+    late = multi_vector(ranker)
+    if not ranker.full_retrieval and not late:
+        raise SsftError(f"{source.name}: full retrieval needs a dense or a ColBERT model (architecture 'dense' or "
+                        f"'colbert'), not '{ranker.architecture}'; use ssft-rerank")
+    if token_k is not None and not late:
+        raise SsftError("--token-k: document tokens fetched per query token, for a ColBERT model only")
+    if late and documents_from:
+        raise SsftError("--documents-from: a dense model's query tower against another model's documents; a ColBERT "
+                        "model scores its own token vectors")
     if documents_from:
         ranker.inherit_documents(load_teacher(teacher_reference(documents_from, teacher_pooling,
                                                                 ranker.spec["max_length"], ranker.spec["query_max_length"]),
                                               trust_remote_code=trust_remote_code))
     queries = {q: dataset.queries[q] for q in qrels if q in dataset.queries}
     saved = doc_vectors = None
-    if index_dir is not None:
-        saved = load_index(index_dir, dataset=dataset)  # refused when the dataset is not the corpus indexed
-        precision = asked or saved.manifest["precision"]
+    if index_dir is not None:  # refused when the dataset is not the corpus indexed
+        saved = (load_late_index(index_dir, dataset, token_k or DEFAULT_TOKEN_K) if late
+                 else load_index(index_dir, dataset=dataset))
+        index_backend, index_precision = precisions.parse_served(saved.manifest["precision"])
+        precision = asked or index_precision
+        backend = backend if asked_backend else index_backend  # as the index was encoded, unless told otherwise
         settings = saved.manifest.get("settings", {})
         passage_words, passage_stride = settings.get("passage_words"), settings.get("passage_stride")
     # a model that only serves: switched for good (int8: its quantised copy), its inherited document encoder too
-    ranker = precisions.set_precision(ranker, precision)
-    if ranker.document_teacher is not None:
-        ranker.document_teacher.set_precision(precision)
+    if openvino.resolve_backend(backend, ranker) == "openvino":  # int8: calibrated on the queries and corpus served
+        ranker = openvino.serve(ranker, "openvino", precision, lambda: _calibration(dataset, queries))
+    else:
+        ranker = precisions.set_precision(ranker, precision)
+        if getattr(ranker, "document_teacher", None) is not None:
+            ranker.document_teacher.set_precision(precision)
     if saved is not None:
-        if model_fingerprint(ranker.document_source()) != saved.manifest["model"]:
+        if model_fingerprint(ranker.document_source() if not late else ranker) != saved.manifest["model"]:
             raise SsftError(f"--index-dir: {index_dir} was encoded by another model or precision "
                             f"({saved.manifest['precision']}); run ssft-encode with this model")
+    elif late:  # the corpus's token vectors encoded now, indexed in memory
+        saved = memory_late_index(ranker, dataset, index, batch_size, passage_words, passage_stride,
+                                  token_k=token_k or DEFAULT_TOKEN_K)
     else:
         doc_vectors = corpus_vectors(ranker, dataset, batch_size, passage_words, passage_stride)
     run = retrieve(ranker, dataset, queries, depth, batch_size, index, passage_words, passage_stride,
@@ -124,12 +151,20 @@ def retrieve_corpus(model: str | Path | Ranker, data: str, split: str, output: P
         if fusion is not None:
             _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metrics, results, info, output, depth,
                   tune_split, tune_metric, batch_size, index, passage_words, passage_stride, doc_vectors, saved, on_tuned)
-        write_run(run, output / "run.trec", tag="ssft-dense")
-        write_per_query(per_query, output / f"per_query.{split}.tsv")
+        write_run(run, output / "run.trec", tag="ssft-colbert" if late else "ssft-dense")
+        write_per_query(per_query, output / per_query_file(split, split))
         if info:
             atomic_write_json(output / "fusion.json", {**info, "tuned_on": tune_split, "depth": depth})
         atomic_write_json(output / "metrics.json", results)
     return results
+
+
+def _calibration(dataset, queries: dict[str, str]) -> list:
+    """int8 calibration on the OpenVINO backend: the queries served, each with a document of the corpus (both towers
+    see their inputs), and documents of the corpus."""
+    texts = [dataset.corpus[d].full_text for d in sorted(dataset.corpus)]
+    pairs = list(zip(queries.values(), texts))
+    return pairs + texts[len(pairs):]
 
 
 def _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metrics, results, info, output, depth,
@@ -148,7 +183,7 @@ def _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metri
     results.update(write_fusion(run, sparse, fusion, qrels, split, "bm25", metrics, output, info,
                                 write=output is not None))
     if output is not None:
-        write_run(sparse, output / f"run.bm25.{split}.trec", tag="bm25")
+        write_run(sparse, output / run_file("bm25", split), tag="bm25")
 
 
 __all__ = ["parse_fusion", "retrieve_corpus"]

@@ -47,12 +47,13 @@ def dataset_sources(name: str, what: str = "the dataset folder being read") -> t
 
 
 def result_folder(path: Path, tool: str, outputs: tuple[str, ...], overwrite: bool,
-                  sources: tuple[Source, ...] = ()) -> OutputFolder:
+                  sources: tuple[Source, ...] = (), finished: str = "metrics.json") -> OutputFolder:
     """The ``--output`` folder of ssft-rerank / ssft-retrieve, checked before anything is loaded: new, empty or the
-    tool's own (``ssft.core.run_folder``), an earlier finished result only with ``--overwrite``; never one of
-    ``sources`` (what the command reads), a folder holding one, or a folder inside one."""
+    tool's own (``ssft.core.run_folder``), an earlier finished result (``finished``: metrics.json, or run.trec for a
+    ranking without qrels) only with ``--overwrite``; never one of ``sources`` (what the command reads), a folder
+    holding one, or a folder inside one."""
     folder = OutputFolder(path, tool, outputs, RESULT_MARKERS, where="--output", sources=sources,
-                          finished="metrics.json", overwrite=overwrite)
+                          finished=finished, overwrite=overwrite)
     folder.check()
     return folder
 

@@ -1,0 +1,371 @@
+"""The OpenVINO serving backend: a ranker's transformer run by OpenVINO's CPU runtime, everything after it (pooling,
+heads, projections, scores) by ssft's own torch code, so every architecture and exportable method serves alike.
+
+Why OpenVINO, called directly: on the CPUs ssft targets its runtime runs a MiniLM forward faster than PyTorch
+(BENCHMARKS.md § vs_sentence_transformers_openvino) and its calibrated static int8 (NNCF) keeps rankings close to
+float32 where PyTorch's dynamic int8 does not. ``openvino.convert_model`` converts the torch module itself, so no
+exporter library is needed (optimum-intel and optimum-onnx pin transformers releases older than ssft's).
+
+- ``serve_openvino(ranker, precision, calibration)``: every ``Backbone`` of the ranker (a separate document tower, the
+  query and document towers of a semi-Siamese adapter merged one by one, an inherited document model) converted from
+  its merged encoder (``ssft.models.interop.export.merged_encoder``: LoRA folded in) with dynamic batch and sequence
+  dimensions, compiled for the CPU and attached as ``Backbone.serving``: every forward without gradient goes through
+  it. Precision: ``fp32`` and ``bf16`` are OpenVINO's inference precision hints (f32 / bf16); ``int8`` is NNCF's
+  static quantisation (``nncf.quantize``, transformer preset) calibrated on the very inputs the ranker builds from
+  ``calibration`` (texts or (query, document) pairs of the corpus being served), offline; what is not quantised runs
+  at the machine's native precision (bf16 where the CPU computes it natively, else f32). The runtime uses as many
+  threads as torch does (``torch.get_num_threads``).
+- ``write_openvino(folder)``: beside an ``ssft-export`` folder, the OpenVINO IR of each of its Transformer modules as
+  sentence-transformers' ``backend="openvino"`` reads it (``<module>/openvino/openvino_model.xml``: the
+  feature-extraction graph with the output ``last_hidden_state``, or the sequence-classification graph with
+  ``logits`` for a cross-encoder), weights kept float32.
+- ``resolve_backend``: ``auto`` is OpenVINO where it is installed, the model is on the CPU and its method converts
+  (measured faster: BENCHMARKS.md § vs_sentence_transformers_openvino), else torch. The default stays torch: converting
+  costs seconds at every load, and a run's validation (weights changing) stays on torch.
+
+``openvino`` and ``nncf`` are an optional extra (``pip install ssft[openvino]``): imported only here, lazily.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import random
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import AutoModel, AutoModelForSequenceClassification
+
+from ssft.adapters.backbone import Backbone
+from ssft.adapters.cpu_kernels import remove_cpu_kernels
+from ssft.config.registry import ADAPTERS
+from ssft.core import precision as precisions
+from ssft.core.errors import SsftError
+from ssft.core.hub import read_json_file
+from ssft.models.interop.export import merged_encoder
+
+logger = logging.getLogger("ssft")
+BACKENDS = ("auto", "torch", "openvino")
+DEFAULT_BACKEND = "torch"  # README "Serving backends": auto is opt-in (a conversion at every load)
+SUBFOLDER = "openvino"  # sentence-transformers' backend="openvino" layout: <Transformer folder>/openvino/...
+IR_FILE = "openvino_model.xml"
+CALIBRATION_SIZE = 400  # texts / pairs drawn for int8 calibration (NNCF's default subset is 300 inputs)
+CALIBRATION_BATCH = 8
+INSTALL = "pip install 'ssft[openvino]' (openvino and nncf)"
+HINTS = {"fp32": "f32", "bf16": "bf16"}
+
+
+def available() -> bool:
+    """True where the ``openvino`` package can be imported."""
+    return importlib.util.find_spec("openvino") is not None
+
+
+def _openvino():
+    try:
+        import openvino  # noqa: PLC0415 -- optional extra, imported only by the OpenVINO backend
+    except ImportError:
+        raise SsftError(f"backend openvino: the openvino package is not installed; {INSTALL}") from None
+    return openvino
+
+
+def check_backend(backend: str, where: str = "--backend") -> str:
+    """``backend`` when it is one of ``BACKENDS``, else a one-line error naming ``where``."""
+    if backend not in BACKENDS:
+        raise SsftError(f"{where}: expected one of {', '.join(BACKENDS)}, got '{backend}'")
+    return backend
+
+
+def refusal(ranker) -> str | None:
+    """Why ``ranker``'s transformer cannot run on OpenVINO (one line), or None."""
+    method = ranker.backbone.method
+    adapter = ADAPTERS.get(method) if method in ADAPTERS else None
+    if adapter is None or not adapter.exportable:
+        return (f"method '{method}' cannot run on OpenVINO: a plain transformer forward has no place for its prompt / "
+                f"prefix states; serve it with backend torch")
+    param = next(iter(ranker.parameters()), None)
+    if param is not None and param.device.type != "cpu":
+        return f"backend openvino runs on the CPU, the model is on {param.device.type}; use backend torch there"
+    return None
+
+
+def resolve_backend(backend: str, ranker, where: str = "--backend") -> str:
+    """The backend a ranker serves on: ``auto`` is openvino where it is installed and the ranker converts (module
+    docstring), else torch; ``openvino`` asked for and impossible is a one-line error."""
+    check_backend(backend, where)
+    if backend == "torch":
+        return "torch"
+    why = refusal(ranker)
+    if backend == "auto":
+        return "openvino" if available() and why is None else "torch"
+    if why is not None:
+        raise SsftError(f"{where}: {why}")
+    _openvino()
+    return "openvino"
+
+
+# ---------------------------------------------------------------- conversion
+
+
+class _Encoder(nn.Module):
+    """The plain encoder as a graph of tensors: (input_ids, attention_mask[, token_type_ids]) → last hidden state."""
+
+    def __init__(self, encoder: nn.Module, segments: bool):
+        super().__init__()
+        self.encoder, self.segments = encoder, segments
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self.segments:
+            kwargs["token_type_ids"] = token_type_ids
+        return self.encoder(**kwargs).last_hidden_state
+
+
+class _Classifier(nn.Module):
+    """A sequence-classification model as a graph: (input_ids, attention_mask[, token_type_ids]) → logits."""
+
+    def __init__(self, model: nn.Module, segments: bool):
+        super().__init__()
+        self.model, self.segments = model, segments
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self.segments:
+            kwargs["token_type_ids"] = token_type_ids
+        return self.model(**kwargs).logits
+
+
+def _uses_segments(config) -> bool:
+    """The encoder takes token_type_ids (BERT-like: more than one segment embedding)."""
+    return int(getattr(config, "type_vocab_size", 0) or 0) > 1
+
+
+def convert(graph: nn.Module, segments: bool, output: str):
+    """``openvino.convert_model`` of ``graph`` (an ``_Encoder`` / ``_Classifier``) with dynamic batch and sequence
+    dimensions; its output named ``output`` (what sentence-transformers' OpenVINO models read by name)."""
+    ov = _openvino()
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else [])
+    example = {name: torch.ones(2, 8, dtype=torch.long) for name in names}
+    if segments:
+        example["token_type_ids"][:, 4:] = 1
+    example["attention_mask"][1, 6:] = 0
+    graph = graph.eval()
+    remove_cpu_kernels(graph)  # ssft's oneDNN forwards are for torch's eager runs; the plain ones trace
+    with torch.no_grad():
+        model = ov.convert_model(graph, example_input=example,
+                                 input=[(name, ov.PartialShape([-1, -1]), ov.Type.i64) for name in names])
+    model.outputs[0].get_tensor().set_names({output})
+    return model
+
+
+def _compile(model, precision: str):
+    """The model compiled for the CPU at ``precision`` (fp32 / bf16 hints; int8: the machine's native float
+    precision for what is not quantised), with torch's thread count."""
+    ov = _openvino()
+    hint = HINTS.get(precision) or ("bf16" if precisions.cpu_bf16_native() else "f32")
+    config = {"INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": int(torch.get_num_threads()),
+              "PERFORMANCE_HINT": "LATENCY"}
+    return ov.Core().compile_model(model, "CPU", config)
+
+
+class OpenVINOEncoder:
+    """A compiled encoder standing in for a ``Backbone``'s transformer (``Backbone.serving``): called as the
+    backbone's forward is, it returns float32 hidden states (batch, tokens, hidden) as a torch tensor.
+    ``graphs`` holds one compiled model per tower (``None``: every tower), ``segments`` whether it takes
+    token_type_ids."""
+
+    def __init__(self, compiled: dict[str | None, Any], segments: bool, precision: str):
+        self.compiled, self.segments, self.precision = compiled, segments, precision
+        self.requests = {tower: model.create_infer_request() for tower, model in compiled.items()}
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None,
+                 tower: str | None) -> torch.Tensor:
+        key = tower if tower in self.requests else None
+        if key not in self.requests:
+            raise SsftError(f"backend openvino: no converted encoder for tower {tower!r}")
+        inputs = {"input_ids": input_ids.cpu().numpy(), "attention_mask": attention_mask.cpu().numpy()}
+        if self.segments:
+            inputs["token_type_ids"] = (token_type_ids.cpu().numpy() if token_type_ids is not None
+                                        else np.zeros_like(inputs["input_ids"]))
+        request = self.requests[key]
+        request.infer(inputs)
+        return torch.from_numpy(np.array(request.get_output_tensor(0).data, dtype=np.float32))
+
+
+class _Recorder:
+    """Stands in for a backbone's transformer while the calibration texts go through the ranker: it keeps the
+    inputs each tower receives (what int8 calibration needs: the ranker's own tokenisation, markers, expansion) and
+    returns zeros, so nothing is computed."""
+
+    def __init__(self, hidden: int, segments: bool):
+        self.hidden, self.segments = hidden, segments
+        self.inputs: dict[str | None, list[dict[str, np.ndarray]]] = {}
+
+    def __call__(self, input_ids, attention_mask, token_type_ids, tower):
+        item = {"input_ids": input_ids.cpu().numpy(), "attention_mask": attention_mask.cpu().numpy()}
+        if self.segments:
+            item["token_type_ids"] = (token_type_ids.cpu().numpy() if token_type_ids is not None
+                                      else np.zeros_like(item["input_ids"]))
+        self.inputs.setdefault(tower, []).append(item)
+        return torch.zeros(*input_ids.shape, self.hidden)
+
+
+def _rankers(ranker) -> list:
+    """The ranker and the ranker of an inherited document model (not a submodule: ``document_teacher.model``)."""
+    teacher = getattr(ranker, "document_teacher", None)
+    return [ranker] + ([teacher.model] if teacher is not None and isinstance(getattr(teacher, "model", None), nn.Module)
+                       else [])
+
+
+def _backbones(ranker) -> list[Backbone]:
+    seen, found = set(), []
+    for owner in _rankers(ranker):
+        for module in owner.modules():
+            if isinstance(module, Backbone) and id(module) not in seen:
+                seen.add(id(module))
+                found.append(module)
+    return found
+
+
+def _feed(ranker, calibration: Sequence[str | tuple[str, str]]) -> None:
+    """Run the calibration texts through ``ranker``'s inference interface (pairs scored; for a bi-encoder queries
+    and documents encoded with their towers)."""
+    pairs = [c for c in calibration if isinstance(c, (tuple, list))]
+    texts = [c for c in calibration if isinstance(c, str)]
+    if getattr(ranker, "bi_encoder", False):
+        if pairs:
+            ranker.encode_query([q for q, _ in pairs], batch_size=CALIBRATION_BATCH)
+        documents = texts + [d for _, d in pairs]
+        if documents:
+            ranker.encode_document(documents, batch_size=CALIBRATION_BATCH)
+        return
+    if not pairs:
+        raise SsftError(f"int8 calibration: a '{ranker.architecture}' model scores (query, document) pairs; give "
+                        f"calibration pairs, not lone texts")
+    ranker.predict(pairs, batch_size=CALIBRATION_BATCH)
+
+
+def calibration_inputs(ranker, calibration: Sequence[str | tuple[str, str]]) -> dict[int, dict[str | None, list]]:
+    """{id(backbone): {tower: [input dicts]}}: what each backbone's transformer receives when the ranker serves
+    ``calibration`` (``_Recorder``)."""
+    recorders = {}
+    backbones = _backbones(ranker)
+    for backbone in backbones:
+        recorders[id(backbone)] = _Recorder(backbone.config.hidden_size, _uses_segments(backbone.config))
+        backbone.serving = recorders[id(backbone)]
+    try:
+        _feed(ranker, calibration)
+    finally:
+        for backbone in backbones:
+            backbone.serving = None
+    return {key: recorder.inputs for key, recorder in recorders.items()}
+
+
+def quantize(model, inputs: list[dict[str, np.ndarray]]):
+    """NNCF static int8 of an OpenVINO model, calibrated on ``inputs`` (offline; transformer preset: attention's
+    softmax and the layer norms stay in float)."""
+    try:
+        import nncf  # noqa: PLC0415 -- optional extra, imported only for int8 on the OpenVINO backend
+    except ImportError:
+        raise SsftError(f"precision int8 on backend openvino: the nncf package is not installed; {INSTALL}") from None
+    nncf.set_log_level(logging.ERROR)  # its progress bars and statistics lines, once per calibration
+    return nncf.quantize(model, nncf.Dataset(inputs), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(inputs))
+
+
+def serve_openvino(ranker, precision: str = precisions.DEFAULT,
+                   calibration: Sequence[str | tuple[str, str]] | None = None, seed: int = 0):
+    """Serve ``ranker`` on OpenVINO at ``precision`` (module docstring), in place; returns it. ``calibration``:
+    for int8, texts (a bi-encoder's documents) or (query, document) pairs of the corpus being served; at most
+    ``CALIBRATION_SIZE`` of them are drawn (seeded). The ranker's torch modules stay float32 (they only pool and
+    score); ``ranker.serving_backend`` records ``openvino:<precision>``."""
+    why = refusal(ranker)
+    if why is not None:
+        raise SsftError(f"backend openvino: {why}")
+    precision = precisions.resolve(precision, "cpu")
+    precisions.set_precision(ranker, "fp32")
+    for owner in _rankers(ranker)[1:]:
+        precisions.set_precision(owner, "fp32")
+    recorded: dict[int, dict[str | None, list]] = {}
+    if precision == "int8":
+        items = list(calibration or [])
+        if not items:
+            raise SsftError("precision int8 on backend openvino: calibration needs texts or (query, document) pairs "
+                            "of the corpus being served")
+        if len(items) > CALIBRATION_SIZE:
+            items = random.Random(seed).sample(items, CALIBRATION_SIZE)
+        recorded = calibration_inputs(ranker, items)
+    for backbone in _backbones(ranker):
+        backbone.serving = None
+        segments = _uses_segments(backbone.config)
+        towers = ("query", "document") if backbone.tower_switch is not None else (None,)
+        compiled = {}
+        for tower in towers:
+            model = convert(_Encoder(merged_encoder(backbone, tower), segments), segments, "last_hidden_state")
+            inputs = recorded.get(id(backbone), {})
+            tower_inputs = inputs.get(tower) if tower is not None else [i for items in inputs.values() for i in items]
+            at = precision
+            if precision == "int8":
+                if tower_inputs:
+                    model = quantize(model, tower_inputs)
+                else:  # e.g. the query tower of a model that only encodes a corpus
+                    at = "bf16" if precisions.cpu_bf16_native() else "fp32"
+                    logger.info("int8: no calibration input reached the %s tower; it serves at %s", tower or "", at)
+            compiled[tower] = _compile(model, at)
+        backbone.serving = OpenVINOEncoder(compiled, segments, precision)
+    for owner in _rankers(ranker):
+        object.__setattr__(owner, precisions.BACKEND_ATTRIBUTE, f"openvino:{precision}")
+    return ranker
+
+
+def serve(ranker, backend: str, precision: str, calibration: Callable[[], Sequence[str | tuple[str, str]]] | None = None,
+          where: str = "--backend"):
+    """What every serving path runs once its model is loaded: ``ranker`` switched for good to ``precision`` on
+    ``backend`` (``resolve_backend``): torch's ``set_precision`` (int8: the dynamically quantised copy), or
+    ``serve_openvino`` with ``calibration()`` (called only for int8 on OpenVINO: the texts or pairs of the corpus being
+    served)."""
+    if resolve_backend(backend, ranker, where) == "openvino":
+        precision = precisions.resolve(precision, "cpu", "--precision")
+        items = calibration() if (precision == "int8" and calibration is not None) else None
+        return serve_openvino(ranker, precision, items)
+    return precisions.set_precision(ranker, precision)
+
+
+# ---------------------------------------------------------------- export beside a standard folder
+
+
+def _transformer_folders(folder: Path) -> list[Path]:
+    """The folders of an ssft-export's Transformer modules: the root, or each route's of a Router."""
+    router = folder / "router_config.json"
+    if router.is_file():
+        config = read_json_file(router)
+        types = config.get("types", {}) if isinstance(config, dict) else {}
+        return [folder / name for name, kind in types.items() if str(kind).endswith(".Transformer")]
+    return [folder]
+
+
+def write_openvino(folder: Path) -> list[str]:
+    """Write the OpenVINO IR of each Transformer module of the export in ``folder`` (module docstring); returns the
+    files written, relative to ``folder``."""
+    folder = Path(folder)
+    written = []
+    for module in _transformer_folders(folder):
+        config = read_json_file(module / "sentence_bert_config.json") if (module / "sentence_bert_config.json").is_file() else {}
+        task = config.get("transformer_task", "feature-extraction") if isinstance(config, dict) else "feature-extraction"
+        if task == "sequence-classification":
+            model = AutoModelForSequenceClassification.from_pretrained(module, dtype=torch.float32)
+            graph, output = _Classifier(model, _uses_segments(model.config)), "logits"
+        else:
+            model = AutoModel.from_pretrained(module, dtype=torch.float32)
+            graph, output = _Encoder(model, _uses_segments(model.config)), "last_hidden_state"
+        ir = convert(graph, graph.segments, output)
+        target = module / SUBFOLDER / IR_FILE
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _openvino().save_model(ir, str(target), compress_to_fp16=False)
+        written += [str(target.relative_to(folder)), str(target.with_suffix(".bin").relative_to(folder))]
+    return written
+
+
+__all__ = ["BACKENDS", "CALIBRATION_SIZE", "DEFAULT_BACKEND", "IR_FILE", "OpenVINOEncoder", "SUBFOLDER", "available",
+           "calibration_inputs", "check_backend", "convert", "quantize", "refusal", "resolve_backend", "serve",
+           "serve_openvino", "write_openvino"]
