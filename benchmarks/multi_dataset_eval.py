@@ -102,7 +102,7 @@ def report(runs: list[dict], cmd: str) -> str:
     lines += ["Datasets are the BEIR folders under `$SSFT_DATA_HOME` (NFCorpus and SciFact are byte-identical to BEIR's; "
               "Cranfield is the classic collection with graded qrels). The same command takes hub ids in the BeIR layout "
               "(`BeIR/nfcorpus` with `BeIR/nfcorpus-qrels`), the MTEB layout (`mteb/nfcorpus`) and ir_datasets ids "
-              "(`beir/nfcorpus/test`); `tests/test_dataset_layouts.py` checks each reads as the BEIR folder it was "
+              "(`beir/nfcorpus/test`); `tests/data/test_dataset_layouts.py` checks each reads as the BEIR folder it was "
               "built from (the hub is not reachable from this machine, so the hub readers were checked on local "
               "copies laid out as the dataset cards of BeIR/nfcorpus, BeIR/nfcorpus-qrels and mteb/nfcorpus describe).",
               ""]

@@ -4,7 +4,7 @@
 of tens of bad inputs would spend minutes on imports. Here a forkserver process imports those once; each call is
 a process forked from it that changes to its own working directory, runs the CLI's ``main(argv)`` with stdout and
 stderr going to files, and exits with main's return code -- an uncaught exception prints its traceback and exits
-1, as the interpreter would. (tests/test_cli.py and a few cases of the matrix call ``python -m`` for real.)
+1, as the interpreter would. (tests/cli/test_cli.py and a few cases of the matrix call ``python -m`` for real.)
 """
 from __future__ import annotations
 

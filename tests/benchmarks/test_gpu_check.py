@@ -1,0 +1,58 @@
+"""benchmarks/gpu_check.py: its dry run (tiny models on the CPU, the same code the GPU check runs) passes every
+check and writes its JSON; its verdicts fail where they should."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import gpu_check  # noqa: E402
+
+
+def test_dry_run_passes_and_writes_every_section(tmp_path):
+    out = tmp_path / "gpu_check.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--dry-run", "--output", str(out)],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert results["dry_run"] and results["passed"]
+    trained = {(r["architecture"], r["method"], r["precision"]) for r in results["train"]}
+    assert trained == {(a, m, p) for a, m, _ in gpu_check.CONFIGS for p in ("bf16", "fp16")}
+    for row in results["train"]:
+        assert len(row["losses"]) == results["settings"]["steps"] and all(math.isfinite(x) for x in row["losses"])
+        assert len(row["cpu_reference"]) == gpu_check.REFERENCE_STEPS
+        assert row["tokens_per_s"] > 0
+    assert {r["task"] for r in results["inference"]} == {"rerank", "encode"}
+    assert results["ddp"]["diff"] <= 1e-4 and results["ddp"]["processes"] == 2
+    assert "| ddp (2 processes" in proc.stdout and " passed, 0 failed" in proc.stdout
+
+
+def test_verdicts_fail_on_nan_drift_and_a_rising_loss():
+    refs = {("m", "dense", "lora"): [2.0, 1.9, 1.8]}
+    row = {"model": "m", "architecture": "dense", "method": "lora", "precision": "bf16"}
+    assert gpu_check.judge_training({**row, "losses": [2.01, 1.9, 1.5, 1.2]}, refs)["passed"]
+    nan = gpu_check.judge_training({**row, "losses": [2.0, float("nan"), 1.0]}, refs)
+    assert not nan["passed"] and "non-finite" in nan["why"]
+    drift = gpu_check.judge_training({**row, "losses": [2.3, 1.9, 1.5, 1.2]}, refs)
+    assert not drift["passed"] and "CPU reference" in drift["why"]
+    rising = gpu_check.judge_training({**row, "losses": [2.0, 2.2, 2.4, 2.6]}, refs)
+    assert not rising["passed"] and "not falling" in rising["why"]
+    failed_launch = gpu_check.judge_training({"precision": "fp16", "error": "CUDA out of memory"}, refs)
+    assert not failed_launch["passed"]
+
+
+def test_adapter_steps_count_two_forwards_full_three():
+    lengths = [256] * 32
+    shape = (768, 12, 3072)
+    forward = gpu_check.forward_flops(lengths, 768, 12, 3072)
+    assert gpu_check.training_flops(lengths, shape, "full") == 3 * forward
+    assert gpu_check.training_flops(lengths, shape, "lora") == 2 * forward
+    # BERT-base, 32 x 256 tokens: about 2 x 86M weights x 8192 tokens + attention per forward
+    assert 1.3e12 < forward < 1.6e12

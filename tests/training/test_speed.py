@@ -1,0 +1,288 @@
+"""Speed features: length-grouped training batches, evaluation order kept under them, mixed precision reaching the
+model through the recipe's training section (bf16 / fp16 are checked for real on a GPU; here, their plumbing)."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from ssft.core.errors import SsftError
+from tests.helpers import write_synthetic_beir
+from tests.training.test_trainer import make_trainer
+
+
+def test_group_by_length_batches_training_groups_by_length(tiny_model_dir, tmp_path):
+    from transformers import TrainingArguments
+    from transformers.trainer_pt_utils import LengthGroupedSampler
+
+    from ssft.data.beir import load_dataset
+    from ssft.data.examples import RankerCollator, TrainingGroups, build_examples
+    from ssft.training.trainer import RankingTrainer
+
+    ds = load_dataset(str(write_synthetic_beir(tmp_path / "beir", queries=60, docs=80)))
+    groups = TrainingGroups(build_examples(ds.qrels("train"), list(ds.corpus), None), ds, 1)
+    lengths = groups.lengths()
+    assert len(lengths) == len(groups)
+    assert lengths[0] == len(groups[0]["query"]) + len(groups[0]["documents"][0])
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, report_to=[], use_cpu=True,
+                             remove_unused_columns=False, train_sampling_strategy="group_by_length")
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
+    from ssft.losses import ContrastiveLoss
+
+    ranker = MODELS.get("dense").build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=32), "full", {})
+    trainer = RankingTrainer(model=ranker, args=args, train_dataset=groups, data_collator=RankerCollator(ranker),
+                             loss=ContrastiveLoss())
+    sampler = trainer._get_train_sampler()
+    assert isinstance(sampler, LengthGroupedSampler)
+    order = list(sampler)
+    assert sorted(order) == list(range(len(groups)))
+    # the longest item leads the first batch (LengthGroupedSampler's rule) and each megabatch is sorted longest first
+    assert lengths[order[0]] == max(lengths)
+    megabatch = 4 * 50
+    for start in range(0, len(order), megabatch):
+        chunk = [lengths[i] for i in order[start : start + megabatch]]
+        assert chunk == sorted(chunk, reverse=True) or start == 0
+
+
+def test_predictions_keep_pair_order_under_group_by_length(tiny_model_dir, tiny_dataset, tmp_path):
+    trainer, ranker, ds = make_trainer(tiny_model_dir, tiny_dataset, tmp_path, train_sampling_strategy="group_by_length")
+    ranker.eval()
+    pairs = trainer.eval_dataset
+    scores = trainer.predict(pairs).predictions
+    with torch.no_grad():
+        direct = ranker(**ranker.tokenize([ds.queries[q] for q, _ in pairs.pairs],
+                                          [ds.corpus[d].full_text for _, d in pairs.pairs]))
+    torch.testing.assert_close(torch.as_tensor(scores), direct.float(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_from_the_recipe_reaches_the_forward(tiny_model_dir, tiny_dataset, tmp_path, precision):
+    """``training.bf16`` / ``training.fp16`` of a recipe pass to TrainingArguments and accelerate, whose autocast
+    wraps the ranker's forward during training: the backbone's matmuls run in the half type (fp16: on a GPU), the
+    loss is finite and the master weights stay float32."""
+    from ssft.config.recipe import recipe_from_dict
+
+    recipe = recipe_from_dict({"training": {precision: "true", "use_cpu": True, "output_dir": str(tmp_path)}}, "r.yaml")
+    assert recipe.training[precision] is True  # coerced to a bool from the YAML string
+    half = torch.bfloat16 if precision == "bf16" else torch.float16
+    trainer, ranker, _ = make_trainer(tiny_model_dir, tiny_dataset, tmp_path, max_steps=1, **{precision: True})
+    assert trainer.accelerator.mixed_precision == precision
+    seen = []
+    layer = ranker.backbone.model.base_model.model.encoder.layer[0].attention.self.query  # a LoRA-wrapped linear
+    handle = layer.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    try:
+        output = trainer.train()
+    finally:
+        handle.remove()
+    if precision == "bf16" or torch.cuda.is_available():
+        assert seen and all(dtype == half for dtype in seen)
+    else:  # accelerate autocasts fp16 on accelerators only; on a CPU the step runs in float32 (ssft-train warns)
+        assert seen and all(dtype == torch.float32 for dtype in seen)
+    assert output.training_loss == output.training_loss  # finite (a NaN would have stopped training)
+    assert all(p.dtype == torch.float32 for p in ranker.parameters())
+
+
+def test_bf16_on_a_cpu_without_native_bf16_trains_with_a_warning(tmp_path, monkeypatch, caplog):
+    """training.bf16 on a CPU works; where the CPU only emulates bf16 the
+    run says it is likely slower than float32, before anything is written."""
+    from ssft.config.recipe import recipe_from_dict
+    from ssft.core import precision
+    from ssft.pipeline.folder import train_output_folder
+    from ssft.pipeline.run import prepare
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: bf16 is supported")
+    recipe = recipe_from_dict({"training": {"bf16": True, "output_dir": str(tmp_path / "out")},
+                               "data": {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}}, "r.yaml")
+    for native in (False, True):
+        monkeypatch.setattr(precision, "cpu_bf16_native", lambda native=native: native)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="ssft"):
+            plan = prepare(recipe, train_output_folder(tmp_path / "out"), overwrite=False, resume_with_changes=False)
+        assert plan.args.bf16 and plan.args.use_cpu
+        assert ("emulates" in caplog.text) is not native
+    assert not (tmp_path / "out").exists()
+
+
+def test_training_bf16_auto_follows_the_hardware(tmp_path, monkeypatch, caplog):
+    """training.bf16: auto trains in bf16 where the device computes it natively and in float32 elsewhere (never
+    the emulated, slower bf16), and says which; a value other than true / false / auto is a one-line error."""
+    from ssft.config.recipe import recipe_from_dict
+    from ssft.core import precision
+    from ssft.pipeline.folder import train_output_folder
+    from ssft.pipeline.run import prepare
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU path")
+    recipe = recipe_from_dict({"training": {"bf16": "Auto", "output_dir": str(tmp_path / "out")},
+                               "data": {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}}, "r.yaml")
+    assert recipe.training["bf16"] == "auto"
+    for native in (True, False):
+        monkeypatch.setattr(precision, "cpu_bf16_native", lambda native=native: native)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="ssft"):
+            plan = prepare(recipe, train_output_folder(tmp_path / "out"), overwrite=False, resume_with_changes=False)
+        assert plan.args.bf16 is native and bool(plan.args.use_cpu) is native
+        assert ("bf16 mixed precision" if native else "float32 (training.bf16: auto, no native bf16") in plan.precision_note
+        assert "emulates" not in caplog.text
+    assert recipe.training["bf16"] == "auto"  # resolved per run, not written back into the recipe
+    with pytest.raises(SsftError, match=r"^r.yaml: training.bf16: expected true/false, got 'maybe' \(or auto"):
+        recipe_from_dict({"training": {"bf16": "maybe"}}, "r.yaml")
+
+
+def test_training_precision_defaults_to_auto_unless_named(tmp_path, monkeypatch):
+    """With no training.bf16 / training.fp16 in the recipe and no mixed precision in the accelerate config, a run
+    trains as training.bf16: auto would; a recipe's false, or an accelerate config's fp16, is left to rule."""
+    from ssft.config.recipe import recipe_from_dict
+    from ssft.core import precision
+    from ssft.pipeline.folder import train_output_folder
+    from ssft.pipeline.run import prepare, training_precision
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU path")
+    data = {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}
+
+    def plan_of(training: dict):
+        recipe = recipe_from_dict({"training": {"output_dir": str(tmp_path / "out"), **training}, "data": data}, "r.yaml")
+        return prepare(recipe, train_output_folder(tmp_path / "out"), overwrite=False, resume_with_changes=False)
+
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    for native in (True, False):
+        monkeypatch.setattr(precision, "cpu_bf16_native", lambda native=native: native)
+        plan = plan_of({})
+        assert plan.args.bf16 is native and training_precision(plan.args) == ("bf16" if native else "fp32")
+    monkeypatch.setattr(precision, "cpu_bf16_native", lambda: True)
+    assert plan_of({"bf16": False}).args.bf16 is False
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")  # what accelerate launch exports from its config
+    plan = plan_of({})
+    assert plan.args.bf16 is False and training_precision(plan.args) == "fp32"  # fp16 autocasts on GPUs only
+
+
+def test_a_resumed_run_keeps_the_training_precision_of_its_checkpoint(tmp_path, monkeypatch):
+    """training.bf16: auto resumes in the precision the checkpoint was trained in (exact resume, also on another
+    machine); a checkpoint written before checkpoints recorded it, of a recipe that left training.bf16 out, trained in
+    float32 — the default then."""
+    import json
+
+    from ssft.config.recipe import recipe_from_dict
+    from ssft.core import precision
+    from ssft.pipeline import run as run_module
+    from ssft.pipeline.folder import train_output_folder
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU path")
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    monkeypatch.setattr(run_module, "run_folder_state", lambda *args: ("resume", []))
+    data = {"dataset": str(write_synthetic_beir(tmp_path / "beir"))}
+    marker = tmp_path / "out" / "checkpoint-5" / "ssft_checkpoint.json"
+    marker.parent.mkdir(parents=True)
+
+    def resumed(recorded: str | None, native: bool, training: dict | None = None):
+        marker.write_text(json.dumps({"global_step": 5, "loss_sum": 1.0}
+                                     | ({"mixed_precision": recorded} if recorded else {})))
+        monkeypatch.setattr(precision, "cpu_bf16_native", lambda: native)
+        recipe = recipe_from_dict({"training": {"output_dir": str(tmp_path / "out"), **(training or {})}, "data": data},
+                                  "r.yaml")
+        return run_module.prepare(recipe, train_output_folder(tmp_path / "out"), overwrite=False,
+                                  resume_with_changes=False)
+
+    plan = resumed("no", native=True)
+    assert plan.args.bf16 is False and "kept from the checkpoint" in plan.precision_note
+    plan = resumed("bf16", native=False)
+    assert plan.args.bf16 is True and "unlike this device" in plan.precision_note
+    assert resumed(None, native=True).args.bf16 is False  # before the record: float32 was the default
+    assert resumed(None, native=True, training={"bf16": "auto"}).args.bf16 is True  # asked for auto: as the device
+    assert resumed("no", native=True, training={"bf16": True}).args.bf16 is True  # the recipe's own choice rules
+
+
+# ---------------------------------------------------------------- tokenisation once per text
+
+
+def _texts_of(dataset_dir, n: int = 200):
+    import random
+
+    from ssft.data.beir import load_dataset
+
+    ds = load_dataset(str(dataset_dir))
+    rng = random.Random(0)
+    docs = [ds.corpus[d].full_text for d in rng.sample(sorted(ds.corpus), min(n, len(ds.corpus)))]
+    queries = [ds.queries[q] for q in rng.sample(sorted(ds.queries), min(n, len(ds.queries)))]
+    return queries, docs
+
+
+def _assert_same(tokenizer, queries, docs, lengths=(12, 16, 33, 64, 128, 256)):
+    from ssft.data.tokens import TokenCache
+
+    cache = TokenCache(tokenizer, max(lengths))
+    assert cache.supported
+    # first texts: queries, and documents (long first texts exercise the split-the-budget case)
+    first = (queries + docs)[: len(docs)]
+    for max_length in lengths:
+        expected = tokenizer(first, docs, padding=True, truncation="longest_first", max_length=max_length, return_tensors="pt")
+        got = cache.pairs(first, docs, max_length)
+        assert set(got) == set(expected)
+        for key in expected:
+            assert torch.equal(got[key], expected[key]), (max_length, key)
+        expected = tokenizer(docs, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        got = cache.single(docs, max_length)
+        for key in expected:
+            assert torch.equal(got[key], expected[key]), (max_length, key)
+    assert len(cache) == len(set(first) | set(docs))  # each distinct text tokenised once
+
+
+def test_pair_lengths_follow_longest_first():
+    from ssft.data.tokens import pair_lengths
+
+    assert pair_lengths(3, 4, 10) == (3, 4)  # fits
+    assert pair_lengths(3, 20, 10) == (3, 7)  # the longer gives way
+    assert pair_lengths(20, 3, 10) == (7, 3)
+    assert pair_lengths(8, 9, 11) == (5, 6)  # both too long: halves, the longer text gets the odd token
+    assert pair_lengths(9, 8, 11) == (6, 5)
+    assert pair_lengths(9, 9, 11) == (5, 6)
+
+
+def test_token_cache_gives_the_tokenizer_s_inputs(tiny_model_dir, tiny_dataset):
+    from transformers import AutoTokenizer
+
+    queries, docs = _texts_of(tiny_dataset)
+    _assert_same(AutoTokenizer.from_pretrained(tiny_model_dir), queries, docs, lengths=(8, 9, 12, 16, 33))
+
+
+@pytest.mark.integration
+def test_token_cache_gives_the_tokenizer_s_inputs_on_nfcorpus():
+    from transformers import AutoTokenizer
+
+    from ssft.core.hub import resolve_model
+    from ssft.data.beir import resolve_dataset
+
+    queries, docs = _texts_of(resolve_dataset("nfcorpus"))
+    _assert_same(AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2")), queries, docs)
+
+
+def test_rankers_tokenise_each_text_once(tiny_model_dir):
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
+
+    for family in ("cross", "twin", "colbert", "dense"):
+        options = {"colbert_dim": 8} if family == "colbert" else {}  # a key of another architecture is refused
+        ranker = MODELS.get(family).build(ModelConfig(architecture=family, name=str(tiny_model_dir), max_length=32,
+                                                      query_max_length=8, **options), "full", {})
+        calls = []
+        original = ranker.tokenizer.__class__.__call__
+
+        def counting(self, *args, **kwargs):
+            calls.append(args[0] if args else kwargs.get("text"))
+            return original(self, *args, **kwargs)
+
+        ranker.tokenize(["vitamin d"], ["bone health"])  # warm: templates read, texts stored
+        ranker.tokenizer.__class__.__call__ = counting
+        try:
+            again = ranker.tokenize(["vitamin d"], ["bone health"])
+            assert calls == [], family  # the same texts again: nothing goes through the tokenizer
+            ranker.tokenize(["coffee"], ["bone health"])
+            assert calls == [["coffee"]], family  # only the new text does
+        finally:
+            ranker.tokenizer.__class__.__call__ = original
+        assert again[next(iter(again))].shape[0] == 1
