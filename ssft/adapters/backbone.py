@@ -10,8 +10,8 @@ overwritten at the input of every layer, and those positions are dropped from th
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 from torch import nn

@@ -84,7 +84,7 @@ class ModelConfig(Checked):
         return None
 
     @classmethod
-    def from_section(cls, value: Any, where: str = "model") -> "ModelConfig":
+    def from_section(cls, value: Any, where: str = "model") -> ModelConfig:
         """The recipe's flat ``model`` mapping: common keys type-checked, the rest parsed by the architecture's
         ``Config`` (``parse``); every error one line naming ``{where}.key``."""
         if value is None:

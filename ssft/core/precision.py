@@ -19,10 +19,11 @@ from __future__ import annotations
 import copy
 import functools
 import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 from torch import nn

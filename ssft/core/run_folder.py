@@ -342,7 +342,7 @@ class OutputFolder:
         _remove_empty(self._created)
         self._created = []
 
-    def __enter__(self) -> "OutputFolder":
+    def __enter__(self) -> OutputFolder:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -492,7 +492,7 @@ class OutputFile:
         _remove_empty(self._created)
         self._created = []
 
-    def __enter__(self) -> "OutputFile":
+    def __enter__(self) -> OutputFile:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -36,11 +36,11 @@ class RankingLoss(nn.Module):
         return parse_dataclass(cls.Config, options or {}, where, unknown=unknown)
 
     @classmethod
-    def from_config(cls, config) -> "RankingLoss":
+    def from_config(cls, config) -> RankingLoss:
         return cls(**{name: getattr(config, name) for name in field_names(type(config))})
 
     @classmethod
-    def from_options(cls, options: dict[str, Any], where: str = "loss") -> "RankingLoss":
+    def from_options(cls, options: dict[str, Any], where: str = "loss") -> RankingLoss:
         return cls.from_config(cls.config_from(options, where))
 
     @staticmethod

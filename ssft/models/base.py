@@ -19,9 +19,10 @@ import re
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -306,7 +307,7 @@ class Ranker(nn.Module):
 
     # ------------------------------------------------------------ building
     @classmethod
-    def build(cls, model_cfg, method: str, options: dict[str, Any], config: Any = None) -> "Ranker":
+    def build(cls, model_cfg, method: str, options: dict[str, Any], config: Any = None) -> Ranker:
         """A new ranker: ``model_cfg`` (a ``ModelConfig``) with the fine-tuning method ``method``. ``options`` are
         the method's options as the recipe gives them (kept in the spec); ``config`` their typed config when already
         parsed (``recipe.adapter.config``), else they are parsed here."""
@@ -430,7 +431,7 @@ class Ranker(nn.Module):
         return spec
 
     @classmethod
-    def load(cls, path: str | Path, trust_remote_code: bool = False) -> "Ranker":
+    def load(cls, path: str | Path, trust_remote_code: bool = False) -> Ranker:
         """The ranker saved in ``path``; a damaged folder is an SsftError naming it. ``trust_remote_code`` is the
         user's permission to run Python code the model ships: a folder saved with trust_remote_code is refused
         without it (the folder's own spec never grants it)."""
@@ -449,7 +450,7 @@ class Ranker(nn.Module):
                             f"--trust-remote-code (or trust_remote_code=True) if you trust its code")
 
     @classmethod
-    def _load(cls, path: Path, trust_remote_code: bool = False) -> "Ranker":
+    def _load(cls, path: Path, trust_remote_code: bool = False) -> Ranker:
         path = Path(path)
         spec = cls.read_spec(path)
         cls.check_trust(path, spec, trust_remote_code)
@@ -492,7 +493,7 @@ class Ranker(nn.Module):
 
     @classmethod
     def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any],
-                    trust_remote_code: bool = False) -> "Ranker":
+                    trust_remote_code: bool = False) -> Ranker:
         """Hook: the ranker around a loaded backbone (rankers with more than one backbone load the others, with
         the user's ``trust_remote_code``)."""
         return cls(backbone, tokenizer, spec)
@@ -602,7 +603,7 @@ class Ranker(nn.Module):
                         f"has no separate embeddings; use predict or rank, or a bi-encoder (twin, colbert, dense)")
 
     @contextmanager
-    def _serving(self) -> Iterator["Ranker"]:
+    def _serving(self) -> Iterator[Ranker]:
         """Eval mode, no gradient, the ranker's precision (train mode is restored afterwards)."""
         was_training = self.training
         self.eval()

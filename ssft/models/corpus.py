@@ -25,9 +25,9 @@ import hashlib
 import io
 import json
 import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch

@@ -147,7 +147,7 @@ class DenseDualEncoder(BiEncoder):
 
     # ------------------------------------------------------------ building / saving
     @classmethod
-    def build(cls, model_cfg, method: str, options: dict[str, Any], config: Any = None) -> "DenseDualEncoder":
+    def build(cls, model_cfg, method: str, options: dict[str, Any], config: Any = None) -> DenseDualEncoder:
         arch_config = copy.deepcopy(model_cfg.config)
         document_name = arch_config.document_name
         router = document_name is None and bool(router_towers(Path(resolve_model(model_cfg.name))))
@@ -286,7 +286,7 @@ class DenseDualEncoder(BiEncoder):
 
     @classmethod
     def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any],
-                    trust_remote_code: bool = False) -> "DenseDualEncoder":
+                    trust_remote_code: bool = False) -> DenseDualEncoder:
         teacher = spec.get("document_encoder")  # an asymmetric student's: the teacher encodes documents
         if teacher is not None:
             model = cls(backbone, tokenizer, spec)
@@ -333,7 +333,7 @@ class DenseDualEncoder(BiEncoder):
                     "no SentenceTransformer document route expresses; serve the run folder with ssft-retrieve")
         return None
 
-    def document_source(self) -> "DenseDualEncoder":
+    def document_source(self) -> DenseDualEncoder:
         """The model whose document vectors this one retrieves from (its index, its embedding cache)."""
         return self.document_teacher.model if self.document_teacher is not None else self
 

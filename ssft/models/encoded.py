@@ -18,10 +18,10 @@ class Encoded:
     def __len__(self) -> int:
         return self.vectors.shape[0]
 
-    def select(self, index: torch.Tensor) -> "Encoded":
+    def select(self, index: torch.Tensor) -> Encoded:
         return Encoded(self.vectors[index], None if self.mask is None else self.mask[index])
 
-    def split(self) -> list["Encoded"]:
+    def split(self) -> list[Encoded]:
         """One ``Encoded`` per text, multi-vector ones trimmed of their unused (masked) trailing tokens."""
         if self.mask is None:
             return [Encoded(self.vectors[i : i + 1]) for i in range(len(self))]
@@ -33,7 +33,7 @@ class Encoded:
         return [Encoded(self.vectors[i : i + 1, :k], self.mask[i : i + 1, :k]) for i, k in enumerate(keep)]
 
     @staticmethod
-    def stack(items: list["Encoded"]) -> "Encoded":
+    def stack(items: list[Encoded]) -> Encoded:
         """Inverse of ``split``: multi-vector items are padded (mask 0) to the longest."""
         if items[0].mask is None:
             return Encoded(torch.cat([it.vectors for it in items]))

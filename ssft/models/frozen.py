@@ -88,14 +88,14 @@ class FrozenDense:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def set_precision(self, precision: str) -> "FrozenDense":
+    def set_precision(self, precision: str) -> FrozenDense:
         """Compute in ``precision`` from now on (``ssft.core.precision``; int8: a quantised copy); what it kept is
         dropped."""
         self.model = set_model_precision(self.model, precision)
         self._documents.clear()
         return self
 
-    def to(self, device) -> "FrozenDense":
+    def to(self, device) -> FrozenDense:
         self.model.to(device)
         self._documents = {k: v.to(device) for k, v in self._documents.items()}
         return self

@@ -48,7 +48,7 @@ class NegativeCache:
         self.refreshed_rows = 0  # total re-encoded entries (tests and logs)
 
     @classmethod
-    def from_corpus(cls, corpus_texts: list[str], size: int, seed: int = 0, **kwargs) -> "NegativeCache":
+    def from_corpus(cls, corpus_texts: list[str], size: int, seed: int = 0, **kwargs) -> NegativeCache:
         """A cache of ``size`` documents drawn at random (fixed seed) from the corpus."""
         texts = corpus_texts if size >= len(corpus_texts) else random.Random(seed).sample(corpus_texts, size)
         return cls(texts, seed=seed, **kwargs)

@@ -31,15 +31,16 @@ from ssft.pipeline.sources import ModelInput, dataset_sources, whole_numbers
 def encode_corpus(model: str | Path | Ranker, data: str, output: Path, *, index: str = "flat", build_index: bool = True,
                   nprobe: int = 16, shard_size: int = 10_000, batch_size: int = 64, passage_words: int | None = None,
                   passage_stride: int | None = None, precision: str = precisions.DEFAULT,
-                  trust_remote_code: bool = False, backend: str = openvino.DEFAULT_BACKEND) -> dict[str, Any]:
+                  trust_remote_code: bool = False, backend: str | None = None) -> dict[str, Any]:
     """Encode ``data``'s corpus into ``output`` and, with ``build_index``, build its ``index`` (module docstring).
-    ``backend``: torch, openvino or auto; int8 on openvino is calibrated on texts drawn from the corpus encoded.
+    ``backend``: torch, openvino or auto (None: torch, openvino for int8); int8 on openvino is calibrated on texts
+    drawn from the corpus encoded.
     Returns ``{"output", "manifest" (the shards'), "index" (index.json's content, or None)}``."""
     whole_numbers(batch_size=batch_size, shard_size=shard_size, nprobe=nprobe)
     if passage_words is not None and passage_words < 1:
         raise SsftError("--passage-words must be >= 1")
     precision = precisions.check(precision, "--precision")
-    openvino.check_backend(backend)
+    backend = openvino.check_backend(backend or openvino.default_backend(precision))
     # the output-folder rule (ssft.core.run_folder): new, empty or an earlier ssft-encode folder (resumed), never the
     # model or dataset read nor a folder around or inside one; under accelerate launch only the main process locks it
     main_process = os.environ.get("RANK", "0") == "0"

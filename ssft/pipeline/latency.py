@@ -2,8 +2,9 @@
 (``ssft.eval.latency`` times it)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ssft.core import precision as precisions
 from ssft.core.errors import SsftError

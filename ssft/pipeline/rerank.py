@@ -5,8 +5,8 @@ are written there (metrics.json last: its presence marks a finished result); wit
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
@@ -41,14 +41,15 @@ def metric_list(metrics: str | Sequence[str] | None, where: str = "--metrics") -
 def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str | None, output: Path | None = None, *,
            depth: int = 100, metrics: str | Sequence[str] | None = None, batch_size: int = 64, overwrite: bool = False,
            trust_remote_code: bool = False, merge_lora: bool = False, queries: str = "judged",
-           precision: str = precisions.DEFAULT, backend: str = openvino.DEFAULT_BACKEND,
+           precision: str = precisions.DEFAULT, backend: str | None = None,
            queries_file: str | Path | None = None) -> dict[str, dict[str, float]]:
     """Rerank ``first_stage``'s top-``depth`` of ``data``'s ``split`` with ``model``; returns metrics.json's content
     (``{split: {...}, first_stage_name: {...}}``). ``queries``: average over every judged query of the split, a query
     the run lacks scoring 0 (``judged``, as ssft-train does), or only over the run's queries (``run``). ``backend``:
-    torch, openvino or auto (``ssft.models.interop.openvino``); int8 on openvino is calibrated on pairs of the first
-    stage being reranked. ``split`` None: no qrels, nothing evaluated -- the queries (the dataset's, or those of
-    ``queries_file``) are ranked and the run written (``ssft.pipeline.rank``); returns ``{}``."""
+    torch, openvino or auto (``ssft.models.interop.openvino``; None: torch, openvino for int8); int8 on openvino is
+    calibrated on pairs of the first stage being reranked. ``split`` None: no qrels, nothing evaluated -- the queries
+    (the dataset's, or those of ``queries_file``) are ranked and the run written (``ssft.pipeline.rank``); returns ``{}``."""
+    backend = backend or openvino.default_backend(precision)
     if split is None:
         if metrics is not None:
             raise SsftError("--metrics: nothing is evaluated without --split (no qrels); drop --metrics or name a split")
@@ -73,19 +74,8 @@ def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str |
     dataset = load_dataset(data)
     if folder is not None:
         folder.add_sources((dataset.path, "the dataset folder being read"))
-    qrels = dataset.qrels(split)
     indexes: dict = {}
-    name, first = first_stage_run(first_stage, dataset, indexes, {q: dataset.queries[q] for q in qrels}, depth)
-    name = report_name(name, split)
-    covered = sum(1 for q in qrels if first.get(q))
-    if not covered:
-        raise SsftError(f"{first_stage}: no query of the run is in {dataset.path}/qrels/{split}")
-    if queries == "run":
-        qrels = {q: rels for q, rels in qrels.items() if q in first}
-    elif covered < len(qrels):
-        logger.warning("the first stage has candidates for %d of the %d judged queries of '%s'; the other %d score 0 "
-                       "(--queries run averages over the run's queries only)", covered, len(qrels), split,
-                       len(qrels) - covered)
+    name, first, qrels = _candidates(first_stage, dataset, split, depth, queries, indexes)
     ranker = source.load(trust_remote_code)
     if merge_lora:
         ranker.merge_adapter()
@@ -115,6 +105,23 @@ def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str |
         atomic_write_json(output / "metrics.json", results)  # last: its presence marks a finished result
         save_indexes(indexes)  # a BM25 index built now, cached once the result is complete
     return results
+
+
+def _candidates(first_stage: str, dataset, split: str, depth: int, queries: str, indexes: dict):
+    """(the first stage's row name, its run, the qrels averaged over): ``queries`` judged keeps every judged query (a
+    query the run lacks scores 0, said once), run keeps the run's."""
+    qrels = dataset.qrels(split)
+    name, first = first_stage_run(first_stage, dataset, indexes, {q: dataset.queries[q] for q in qrels}, depth)
+    covered = sum(1 for q in qrels if first.get(q))
+    if not covered:
+        raise SsftError(f"{first_stage}: no query of the run is in {dataset.path}/qrels/{split}")
+    if queries == "run":
+        qrels = {q: rels for q, rels in qrels.items() if q in first}
+    elif covered < len(qrels):
+        logger.warning("the first stage has candidates for %d of the %d judged queries of '%s'; the other %d score 0 "
+                       "(--queries run averages over the run's queries only)", covered, len(qrels), split,
+                       len(qrels) - covered)
+    return report_name(name, split), first, qrels
 
 
 __all__ = ["DEFAULT_METRICS", "metric_list", "rerank"]

@@ -9,8 +9,9 @@ anything is encoded; with an ``output`` folder run.trec, per-query metrics and m
 one nothing is written."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
@@ -61,30 +62,15 @@ def retrieve_corpus(model: str | Path | Ranker, data: str, split: str, output: P
                     trust_remote_code: bool = False,
                     on_tuned: Any = None, token_k: int | None = None) -> dict[str, dict[str, float]]:
     """Retrieve and evaluate (module docstring); returns metrics.json's content. ``precision`` None: the index's when
-    ``index_dir`` is given, else auto; ``backend`` None: the index's, else auto (torch, openvino; int8 on openvino
+    ``index_dir`` is given, else auto; ``backend`` None: the index's, else torch (openvino for int8; int8 on openvino
     is calibrated on the split's queries and the corpus). ``on_tuned(alpha)`` is told the weight ``fusion='auto'``
     picked. ``token_k`` (ColBERT only): document tokens fetched per query token (default ``DEFAULT_TOKEN_K``)."""
-    whole_numbers(depth=depth, batch_size=batch_size)
-    if token_k is not None:
-        whole_numbers(token_k=token_k)
     asked, asked_backend = precision, backend
-    precision = precisions.check(precision or precisions.DEFAULT, "--precision")
-    backend = openvino.check_backend(backend or openvino.DEFAULT_BACKEND)
-    if index_dir is not None and passage_words is not None:
-        raise SsftError("--passage-words: an index built by ssft-encode keeps its own passages; drop --passage-words")
-    if index not in INDEX_KINDS:
-        raise SsftError(f"--index: expected one of {', '.join(INDEX_KINDS)}, got '{index}'")
-    if passage_words is not None and passage_words < 1:
-        raise SsftError("--passage-words must be >= 1")
-    fusion = parse_fusion(fusion, tune_split)
+    precision, backend, fusion = _checked_flags(depth, batch_size, token_k, precision, backend, index, index_dir,
+                                                passage_words, fusion, tune_split)
     # the output folder is checked after the flags, before anything is loaded; never what is read
     source = ModelInput(model)
-    sources = source.sources + dataset_sources(data)
-    if index_dir is not None:
-        sources += ((index_dir, "the index folder being read (--index-dir)"),)
-    if documents_from and Path(documents_from).exists():
-        sources += ((Path(documents_from), "the --documents-from model being read"),)
-    folder = result_folder(output, "ssft-retrieve", RETRIEVE_OUTPUTS, overwrite, sources) if output is not None else None
+    folder = _result_folder(source, data, index_dir, documents_from, output, overwrite)
     metrics = metric_list(metrics)
     if fusion == "auto":
         parse_measures([tune_metric], "--tune-metric")
@@ -95,14 +81,7 @@ def retrieve_corpus(model: str | Path | Ranker, data: str, split: str, output: P
     tune_qrels = dataset.qrels(tune_split) if fusion == "auto" else None
     ranker = source.load(trust_remote_code)
     late = multi_vector(ranker)
-    if not ranker.full_retrieval and not late:
-        raise SsftError(f"{source.name}: full retrieval needs a dense or a ColBERT model (architecture 'dense' or "
-                        f"'colbert'), not '{ranker.architecture}'; use ssft-rerank")
-    if token_k is not None and not late:
-        raise SsftError("--token-k: document tokens fetched per query token, for a ColBERT model only")
-    if late and documents_from:
-        raise SsftError("--documents-from: a dense model's query tower against another model's documents; a ColBERT "
-                        "model scores its own token vectors")
+    _check_ranker(ranker, source.name, late, token_k, documents_from)
     if documents_from:
         ranker.inherit_documents(load_teacher(teacher_reference(documents_from, teacher_pooling,
                                                                 ranker.spec["max_length"], ranker.spec["query_max_length"]),
@@ -113,17 +92,11 @@ def retrieve_corpus(model: str | Path | Ranker, data: str, split: str, output: P
         saved = (load_late_index(index_dir, dataset, token_k or DEFAULT_TOKEN_K) if late
                  else load_index(index_dir, dataset=dataset))
         index_backend, index_precision = precisions.parse_served(saved.manifest["precision"])
-        precision = asked or index_precision
-        backend = backend if asked_backend else index_backend  # as the index was encoded, unless told otherwise
-        settings = saved.manifest.get("settings", {})
-        passage_words, passage_stride = settings.get("passage_words"), settings.get("passage_stride")
-    # a model that only serves: switched for good (int8: its quantised copy), its inherited document encoder too
-    if openvino.resolve_backend(backend, ranker) == "openvino":  # int8: calibrated on the queries and corpus served
-        ranker = openvino.serve(ranker, "openvino", precision, lambda: _calibration(dataset, queries))
-    else:
-        ranker = precisions.set_precision(ranker, precision)
-        if getattr(ranker, "document_teacher", None) is not None:
-            ranker.document_teacher.set_precision(precision)
+        # as the index was encoded, unless told otherwise; its passages always
+        precision, backend = asked or index_precision, backend if asked_backend else index_backend
+        passage_words, passage_stride = (saved.manifest.get("settings", {}).get(key)
+                                         for key in ("passage_words", "passage_stride"))
+    ranker = _served(ranker, backend, precision, dataset, queries)
     if saved is not None:
         if model_fingerprint(ranker.document_source() if not late else ranker) != saved.manifest["model"]:
             raise SsftError(f"--index-dir: {index_dir} was encoded by another model or precision "
@@ -137,26 +110,86 @@ def retrieve_corpus(model: str | Path | Ranker, data: str, split: str, output: P
                    doc_vectors=doc_vectors, saved_index=saved)
     aggregate, per_query = evaluate_run(qrels, run, metrics)
     results = {split: aggregate}
-    info: dict = {}
-    if folder is None:
+
+    def fuse(info: dict, out: Path | None) -> None:
         if fusion is not None:
-            _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metrics, results, info, None, depth,
+            _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metrics, results, info, out, depth,
                   tune_split, tune_metric, batch_size, index, passage_words, passage_stride, doc_vectors, saved, on_tuned)
+
+    if folder is None:
+        fuse({}, None)
         return results
-    with folder:  # from here on, the output folder is written (and locked); metrics.json goes first, comes back last
+    _write_outputs(folder, output, overwrite, fuse, run, per_query, split, "ssft-colbert" if late else "ssft-dense",
+                   results, {"tuned_on": tune_split, "depth": depth})
+    return results
+
+
+def _write_outputs(folder, output: Path, overwrite: bool, fuse, run, per_query, split: str, tag: str,
+                   results: dict, fusion_context: dict) -> None:
+    """The output folder written (and locked): metrics.json is marked unfinished first and comes back last."""
+    with folder:
         folder.claim()
         if overwrite:
             folder.clear()
         folder.mark_unfinished()
-        if fusion is not None:
-            _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metrics, results, info, output, depth,
-                  tune_split, tune_metric, batch_size, index, passage_words, passage_stride, doc_vectors, saved, on_tuned)
-        write_run(run, output / "run.trec", tag="ssft-colbert" if late else "ssft-dense")
+        info: dict = {}
+        fuse(info, output)  # BM25 and the fused runs beside the model's, when asked for
+        write_run(run, output / "run.trec", tag=tag)
         write_per_query(per_query, output / per_query_file(split, split))
         if info:
-            atomic_write_json(output / "fusion.json", {**info, "tuned_on": tune_split, "depth": depth})
+            atomic_write_json(output / "fusion.json", {**info, **fusion_context})
         atomic_write_json(output / "metrics.json", results)
-    return results
+
+
+def _checked_flags(depth, batch_size, token_k, precision, backend, index, index_dir, passage_words, fusion,
+                   tune_split) -> tuple[str, str, float | str | None]:
+    """The flags checked before anything is read: (precision, backend, fusion) as asked or their defaults."""
+    whole_numbers(depth=depth, batch_size=batch_size)
+    if token_k is not None:
+        whole_numbers(token_k=token_k)
+    precision = precisions.check(precision or precisions.DEFAULT, "--precision")
+    backend = openvino.check_backend(backend or openvino.DEFAULT_BACKEND)
+    if index_dir is not None and passage_words is not None:
+        raise SsftError("--passage-words: an index built by ssft-encode keeps its own passages; drop --passage-words")
+    if index not in INDEX_KINDS:
+        raise SsftError(f"--index: expected one of {', '.join(INDEX_KINDS)}, got '{index}'")
+    if passage_words is not None and passage_words < 1:
+        raise SsftError("--passage-words must be >= 1")
+    return precision, backend, parse_fusion(fusion, tune_split)
+
+
+def _result_folder(source: ModelInput, data: str, index_dir: Path | None, documents_from: str | None,
+                   output: Path | None, overwrite: bool):
+    """The output folder (None without ``output``), refused where it is or holds what the retrieval reads."""
+    if output is None:
+        return None
+    sources = source.sources + dataset_sources(data)
+    if index_dir is not None:
+        sources += ((index_dir, "the index folder being read (--index-dir)"),)
+    if documents_from and Path(documents_from).exists():
+        sources += ((Path(documents_from), "the --documents-from model being read"),)
+    return result_folder(output, "ssft-retrieve", RETRIEVE_OUTPUTS, overwrite, sources)
+
+
+def _check_ranker(ranker: Ranker, name: str, late: bool, token_k: int | None, documents_from: str | None) -> None:
+    if not ranker.full_retrieval and not late:
+        raise SsftError(f"{name}: full retrieval needs a dense or a ColBERT model (architecture 'dense' or "
+                        f"'colbert'), not '{ranker.architecture}'; use ssft-rerank")
+    if token_k is not None and not late:
+        raise SsftError("--token-k: document tokens fetched per query token, for a ColBERT model only")
+    if late and documents_from:
+        raise SsftError("--documents-from: a dense model's query tower against another model's documents; a ColBERT "
+                        "model scores its own token vectors")
+
+
+def _served(ranker: Ranker, backend: str, precision: str, dataset, queries: dict[str, str]) -> Ranker:
+    """A model that only serves, switched for good (int8: its quantised copy), its inherited document encoder too."""
+    if openvino.resolve_backend(backend, ranker) == "openvino":  # int8: calibrated on the queries and corpus served
+        return openvino.serve(ranker, "openvino", precision, lambda: _calibration(dataset, queries))
+    ranker = precisions.set_precision(ranker, precision)
+    if getattr(ranker, "document_teacher", None) is not None:
+        ranker.document_teacher.set_precision(precision)
+    return ranker
 
 
 def _calibration(dataset, queries: dict[str, str]) -> list:

@@ -65,7 +65,7 @@ class DualPooledCrossEncoderTeacher:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def set_precision(self, precision: str) -> "DualPooledCrossEncoderTeacher":
+    def set_precision(self, precision: str) -> DualPooledCrossEncoderTeacher:
         """Compute in ``precision`` from now on (``ssft.core.precision``; int8: a quantised copy of the encoder)."""
         self.precision = precisions.resolve(precision, self.device, "eval.precision")
         if self.precision == "int8":
@@ -87,7 +87,7 @@ class DualPooledCrossEncoderTeacher:
             self._documents = FrozenDense(encoder, self.reference)
         return self._documents
 
-    def to(self, device) -> "DualPooledCrossEncoderTeacher":
+    def to(self, device) -> DualPooledCrossEncoderTeacher:
         self.model.to(device)
         return self
 

@@ -30,7 +30,7 @@ def teacher_reference(name: str, pooling: str = "mean", max_length: int = 256, q
     return dense_reference(name, pooling, max_length, query_max_length, normalize)
 
 
-def load_teacher(reference: dict[str, Any], trust_remote_code: bool = False) -> "DenseTeacher":
+def load_teacher(reference: dict[str, Any], trust_remote_code: bool = False) -> DenseTeacher:
     """The frozen dense teacher a reference names (see the module docstring). ``trust_remote_code``: the user's
     choice (the recipe's model.trust_remote_code, a CLI's --trust-remote-code), never a saved folder's."""
     return DenseTeacher(load_dense_model(reference, trust_remote_code), reference)
@@ -52,7 +52,7 @@ class DenseTeacher(FrozenDense):
             out["t_d_input_ids"], out["t_d_attention_mask"] = d["input_ids"], d["attention_mask"]
         return out
 
-    def inheritable_documents(self) -> "DenseTeacher":
+    def inheritable_documents(self) -> DenseTeacher:
         """What an asymmetric student inherits (``DenseDualEncoder.inherit_documents``): this teacher's document side."""
         return self
 

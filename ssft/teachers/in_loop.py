@@ -70,7 +70,7 @@ class FrozenTeacher:
         self.name = name
 
     @classmethod
-    def load(cls, name: str, model_cfg: Any = None) -> "FrozenTeacher":
+    def load(cls, name: str, model_cfg: Any = None) -> FrozenTeacher:
         """The teacher ``name`` names (see the module docstring); ``model_cfg`` (the student's ``ModelConfig``)
         gives the lengths of a teacher built from a hub name."""
         check_teacher(name)
@@ -92,7 +92,7 @@ class FrozenTeacher:
     def device(self) -> torch.device:
         return next(self.ranker.parameters()).device
 
-    def set_precision(self, precision: str) -> "FrozenTeacher":
+    def set_precision(self, precision: str) -> FrozenTeacher:
         """Score in ``precision`` from now on (``ssft.core.precision``; int8: a quantised copy)."""
         self.ranker = set_model_precision(self.ranker, precision)
         return self

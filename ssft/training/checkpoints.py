@@ -27,8 +27,9 @@ import logging
 import math
 import shutil
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 from accelerate.state import AcceleratorState

@@ -35,7 +35,7 @@ class RecipeCallback(TrainerCallback):
         return None
 
     @classmethod
-    def from_config(cls, config) -> "RecipeCallback":
+    def from_config(cls, config) -> RecipeCallback:
         return cls(**{name: getattr(config, name) for name in field_names(type(config))})
 
 
