@@ -146,8 +146,10 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
     if side == "ssft":
         from ssft.core import precision
 
-        ssft_precision = "fp32" if variant == "fp32" else precision.DEFAULT
+        ssft_precision = {"fp32": "fp32", "int8": "int8"}.get(variant, precision.DEFAULT)
         result_precision = precision.resolve(ssft_precision)
+        if variant.startswith("ov"):  # OpenVINO at fp32 / bf16 hints or NNCF int8; the torch side stays fp32
+            result_precision, ssft_precision = f"openvino:{variant[2:]}", "fp32"
     groups, pairs, corpus = data["groups"], data["pairs"], data["corpus"]
     result: dict = {"task": task, "side": side}
     if task == "bi_train":
@@ -233,6 +235,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             model = ssft_model("cross", a.rerank_max_length, 32)
             model.requires_grad_(False)
+            openvino_side(model, variant, [(g["query"], d) for g in groups for d in [g["positive"], *g["negatives"]]])
             trainer = prediction_trainer(model, a.eval_batch_size, precision=ssft_precision)
             run = data["rerank_run"]
             dataset = PairDataset(run, max(len(docs) for docs in run.values()), load_dataset(a.dataset))
@@ -248,12 +251,15 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.rerank_max_length, device="cpu",
                                  **st_kwargs)
+            if variant == "ov":
+                st_openvino(model, scratch, "logits", a.threads)
             with st_autocast:
                 model.predict(pairs[: a.eval_batch_size], batch_size=a.eval_batch_size)  # warm-up
                 base = rss_mb()
                 start, cpu = time.perf_counter(), time.process_time()
                 scores = model.predict(pairs, batch_size=a.eval_batch_size, show_progress_bar=False)
         assert len(scores) == len(pairs)
+        result["outputs"] = [float(x) for x in scores]
         result.update(throughput=len(pairs) / (time.perf_counter() - start),
                       cpu_throughput=len(pairs) / (time.process_time() - cpu))
     elif task == "encode":
@@ -262,6 +268,7 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             model = ssft_model("dense", a.rerank_max_length, 32)
             model.requires_grad_(False)
+            openvino_side(model, variant, [d for g in groups for d in [g["positive"], *g["negatives"]]])
             with precision.inference(model, ssft_precision) as model:
                 encode_corpus(model, corpus[: a.eval_batch_size], a.eval_batch_size)  # warm-up
                 base = rss_mb()
@@ -274,6 +281,8 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             model = SentenceTransformer(str(resolve_model(MODEL)), device="cpu", **st_kwargs)
             model.max_seq_length = a.rerank_max_length
+            if variant == "ov":
+                st_openvino(model, scratch, "last_hidden_state", a.threads)
             with st_autocast:
                 model.encode(corpus[: a.eval_batch_size], batch_size=a.eval_batch_size, normalize_embeddings=True)  # warm-up
                 base = rss_mb()
@@ -281,6 +290,8 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
                 vectors = model.encode(corpus, batch_size=a.eval_batch_size, normalize_embeddings=True,
                                        show_progress_bar=False)
         assert len(vectors) == len(corpus)
+        if a.openvino:  # agreement with the fp32 side of the same library (vectors row by row)
+            result["outputs"] = [[round(float(x), 6) for x in row] for row in vectors]
         result.update(throughput=len(corpus) / (time.perf_counter() - start),
                       cpu_throughput=len(corpus) / (time.process_time() - cpu))
     else:
@@ -291,11 +302,59 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
     return result
 
 
+def openvino_side(model, variant: str, calibration: list) -> None:
+    """ssft's OpenVINO sides (``ovfp32`` / ``ovbf16`` / ``ovint8``): the transformer served by OpenVINO
+    (``ssft.models.interop.openvino``); int8 calibrated on NFCorpus *training* texts (never the timed ones)."""
+    if variant.startswith("ov"):
+        from ssft.models.interop.openvino import serve_openvino
+
+        serve_openvino(model, variant[2:], calibration)
+
+
+def st_openvino(model, scratch: Path, output: str, threads: int) -> None:
+    """sentence-transformers + OpenVINO: its ``backend="openvino"`` needs optimum-intel, which pins a transformers
+    older than ours and cannot be installed beside it; so the equivalent: each Transformer module's model converted by
+    ``openvino.convert_model`` into ST's folder layout (``openvino/openvino_model.xml``), read back and compiled with
+    OpenVINO's defaults (as optimum-intel does: no precision hint, i.e. bf16 on a CPU with native bf16), the IR's
+    inputs fed by name and its named output returned to ST's own modules."""
+    import numpy as np
+    import openvino as ov
+    import torch
+    from sentence_transformers.base.modules.transformer import Transformer
+
+    from ssft.models.interop.openvino import _Classifier, _Encoder, _uses_segments, convert
+
+    class IR(torch.nn.Module):
+        def __init__(self, path, config):
+            super().__init__()
+            read = ov.Core().read_model(str(path))
+            self.names = [i.get_any_name() for i in read.inputs]
+            self.compiled, self.config = ov.Core().compile_model(read, "CPU", {"INFERENCE_NUM_THREADS": threads}), config
+
+        def forward(self, **features):
+            result = self.compiled({n: features[n].cpu().numpy() for n in self.names})
+            return {output: torch.from_numpy(np.array(result[output]))}
+
+    for i, module in enumerate(m for m in model.modules() if isinstance(m, Transformer)):
+        inner = module.model
+        segments = _uses_segments(inner.config)
+        graph = _Classifier(inner, segments) if output == "logits" else _Encoder(inner, segments)
+        path = scratch / f"t{i}" / "openvino" / "openvino_model.xml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ov.save_model(convert(graph, segments, output), str(path), compress_to_fp16=False)
+        module.model = IR(path, inner.config)
+
+
 # ---------------------------------------------------------------------------------------------- parent
-def sides(task: str, results: list[dict] | None = None) -> tuple[str, ...]:
+OPENVINO_SIDES = ("ssft", "ssft_fp32", "ssft_int8", "ssft_ovfp32", "ssft_ovbf16", "ssft_ovint8", "st", "st_ov")
+
+
+def sides(task: str, results: list[dict] | None = None, openvino: bool = False) -> tuple[str, ...]:
     """ssft's default, ssft at the other precision, ST's default, ST under bf16. The default's precision is the
     machine's (inference: eval.precision auto; training: training.bf16 auto); an earlier results.json says which
-    other side it ran."""
+    other side it ran. ``openvino``: the serving comparison (``OPENVINO_SIDES``) instead."""
+    if openvino:
+        return OPENVINO_SIDES
     if results:
         other = next((r["side"] for r in results if r["task"] == task and r["side"] in ("ssft_fp32", "ssft_bf16")),
                      "ssft_fp32")
@@ -387,6 +446,63 @@ def report(results: list[dict], a) -> str:
     return "\n".join(lines)
 
 
+def openvino_report(results: list[dict], a) -> str:
+    """The serving table: throughput per CPU-second (medians), ratio to ssft's default, agreement with the same
+    library's fp32 side (rerank: Spearman of the scores; encode: the lowest cosine of a document's two vectors)."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").is_file() else []
+    wanted = ("avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
+    cpu = ", ".join(f for f in wanted if f in flags) + "; without " + ", ".join(f for f in wanted if f not in flags)
+    model_name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                       if line.startswith("model name")), "?")
+
+    def med(task, side):
+        rs = [r["cpu_throughput"] for r in results if r["task"] == task and r["side"] == side]
+        return (statistics.median(rs), len(rs)) if rs else (float("nan"), 0)
+
+    def agreement(task, side):
+        reference = "st" if side.startswith("st") else "ssft_fp32"
+        mine = next((r.get("outputs") for r in results if r["task"] == task and r["side"] == side), None)
+        ref = next((r.get("outputs") for r in results if r["task"] == task and r["side"] == reference), None)
+        if side == reference:
+            return "reference"
+        if not mine or not ref:
+            return "–"
+        if task == "rerank":
+            return f"Spearman {spearmanr(mine, ref).statistic:.3f} vs {reference}"
+        x, y = np.asarray(mine), np.asarray(ref)
+        cos = (x * y).sum(1) / np.linalg.norm(x, axis=1) / np.linalg.norm(y, axis=1)
+        return f"cosine ≥ {cos.min():.4f} vs {reference}"
+
+    precisions = {r["side"]: r.get("precision", "") for r in results if r["side"].startswith("ssft")}
+    lines = ["## Serving backends: ssft on torch and OpenVINO vs sentence-transformers (+ OpenVINO)", "",
+             f"`python benchmarks/vs_sentence_transformers.py --openvino --repeats {a.repeats} --threads {a.threads}` — "
+             f"`{MODEL}`, {a.dataset} texts, max length {a.rerank_max_length}, batch {a.eval_batch_size}, {a.threads} "
+             f"CPU thread(s), on {model_name} ({os.cpu_count()} cores, CPU flags {cpu}; shared with other jobs: load "
+             f"average {a.load[0]:.1f} at the start, {a.load[1]:.1f} at the end). Each (task, side, repeat) in its own "
+             "process, sides interleaved, medians over the repeats of throughput per CPU-second. rerank: "
+             f"{a.rerank_queries} test queries × BM25 top-{a.rerank_depth} pairs (a cross-encoder from MiniLM with a "
+             f"random head, the same on every ssft side); encode: {a.encode_docs} corpus documents (dense, mean pooling).", "",
+             "Sides: `ssft` default (torch, eval.precision auto), `ssft_fp32`, `ssft_int8` (torch dynamic int8), "
+             "`ssft_ovfp32` / `ssft_ovbf16` (OpenVINO with the f32 / bf16 precision hint), `ssft_ovint8` (OpenVINO, NNCF "
+             "static int8 calibrated on 400 NFCorpus *training* texts or pairs, offline), `st` (sentence-transformers "
+             "fp32), `st_ov` (sentence-transformers + OpenVINO: its `backend=\"openvino\"` needs optimum-intel, which pins "
+             "an older transformers and does not install beside ssft, so its folder layout `openvino/openvino_model.xml` "
+             "is written with `openvino.convert_model` and run with OpenVINO's defaults inside ST's own modules).", "",
+             "| task | side | precision | per CPU-s | vs ssft default | agreement | n |", "|---|---|---|---:|---:|---|---:|"]
+    for task in a.tasks:
+        base = med(task, "ssft")[0]
+        for side in OPENVINO_SIDES:
+            value, n = med(task, side)
+            if not n:
+                continue
+            lines.append(f"| {task} | {side} | {precisions.get(side, 'fp32' if side == 'st' else 'OpenVINO default')} | "
+                         f"{value:.2f} {UNITS[task]} | {value / base:.2f}× | {agreement(task, side)} | {n} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="bench-runs/vs_sentence_transformers")
@@ -404,6 +520,9 @@ def main() -> int:
     p.add_argument("--encode-docs", type=int, default=320)
     p.add_argument("--eval-batch-size", type=int, default=32)
     p.add_argument("--write", action="store_true", help="write the section of BENCHMARKS.md")
+    p.add_argument("--openvino", action="store_true",
+                   help="the serving comparison: ssft torch (default, fp32, dynamic int8), ssft on OpenVINO (fp32 / bf16 "
+                        "hints, NNCF int8), sentence-transformers fp32 and + OpenVINO (rerank and encode only)")
     p.add_argument("--report-from", help="only report the results.json of an earlier (or cut short) run")
     p.add_argument("--worker", nargs=2, metavar=("TASK", "SIDE"), help=argparse.SUPPRESS)
     p.add_argument("--data-file", help=argparse.SUPPRESS)
@@ -418,8 +537,11 @@ def main() -> int:
             print(json.dumps(worker(*a.worker, data, a, Path(scratch))))
         return 0
     a.tasks = [t for t in a.tasks.split(",") if t]
-    a.passthrough = [arg for name in ("dataset", "threads", "batch_size", "cross_queries", "train_steps", "max_length",
-                                      "rerank_max_length", "eval_batch_size")
+    if a.openvino:
+        a.tasks = [t for t in a.tasks if t in INFERENCE_TASKS]
+    names = ("dataset", "threads", "batch_size", "cross_queries", "train_steps", "max_length", "rerank_max_length",
+             "eval_batch_size")
+    a.passthrough = (["--openvino"] if a.openvino else []) + [arg for name in names
                      for arg in (f"--{name.replace('_', '-')}", str(getattr(a, name)))]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -437,7 +559,7 @@ def main() -> int:
     started = time.time()
     for repeat in range(a.repeats):
         for task in a.tasks:
-            order = sides(task)
+            order = sides(task, openvino=a.openvino)
             shift = (repeat + a.tasks.index(task)) % len(order)
             for side in order[shift:] + order[:shift]:
                 r = run_worker(task, side, data_file, a, out)
@@ -452,14 +574,14 @@ def main() -> int:
 
 
 def finish(results: list[dict], a, out: Path) -> int:
-    text = report(results, a)
+    text = openvino_report(results, a) if a.openvino else report(results, a)
     (out / "report.md").write_text(text + "\n")
     print(text)
     if a.write:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from report import write_section
 
-        write_section("vs_sentence_transformers", text)
+        write_section("vs_sentence_transformers_openvino" if a.openvino else "vs_sentence_transformers", text)
     return 0
 
 

@@ -148,7 +148,7 @@ def _checked_flags(depth, batch_size, token_k, precision, backend, index, index_
     if token_k is not None:
         whole_numbers(token_k=token_k)
     precision = precisions.check(precision or precisions.DEFAULT, "--precision")
-    backend = openvino.check_backend(backend or openvino.DEFAULT_BACKEND)
+    backend = openvino.check_backend(backend or openvino.default_backend(precision))
     if index_dir is not None and passage_words is not None:
         raise SsftError("--passage-words: an index built by ssft-encode keeps its own passages; drop --passage-words")
     if index not in INDEX_KINDS:

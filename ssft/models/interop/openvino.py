@@ -19,6 +19,10 @@ exporter library is needed (optimum-intel and optimum-onnx pin transformers rele
   sentence-transformers' ``backend="openvino"`` reads it (``<module>/openvino/openvino_model.xml``: the
   feature-extraction graph with the output ``last_hidden_state``, or the sequence-classification graph with
   ``logits`` for a cross-encoder), weights kept float32.
+- ``default_backend``: the backend a path serves on when none is named: OpenVINO for ``int8`` (its calibrated static
+  int8 ranks as float32 does and runs faster than torch's dynamic int8, which moved nDCG@10 by several thousandths and
+  ran no faster than bf16: BENCHMARKS.md § openvino_quality), else torch. Torch's dynamic int8 stays reachable only by
+  naming both (``--backend torch --precision int8``) and for a training run's ``eval.precision``.
 - ``resolve_backend``: ``auto`` is OpenVINO where it is installed, the model is on the CPU and its method converts
   (measured faster: BENCHMARKS.md § vs_sentence_transformers_openvino), else torch. The default stays torch: converting
   costs seconds at every load, and a run's validation (weights changing) stays on torch.
@@ -30,8 +34,9 @@ from __future__ import annotations
 import importlib.util
 import logging
 import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -68,6 +73,11 @@ def _openvino():
     except ImportError:
         raise SsftError(f"backend openvino: the openvino package is not installed; {INSTALL}") from None
     return openvino
+
+
+def default_backend(precision: str | None) -> str:
+    """The backend when none is named (module docstring): openvino for ``int8``, else ``DEFAULT_BACKEND``."""
+    return "openvino" if precision == "int8" else DEFAULT_BACKEND
 
 
 def check_backend(backend: str, where: str = "--backend") -> str:
@@ -152,8 +162,12 @@ def convert(graph: nn.Module, segments: bool, output: str):
     example["attention_mask"][1, 6:] = 0
     graph = graph.eval()
     remove_cpu_kernels(graph)  # ssft's oneDNN forwards are for torch's eager runs; the plain ones trace
+    from openvino.frontend.pytorch.ts_decoder import TorchScriptPythonDecoder  # noqa: PLC0415 -- optional extra
     with torch.no_grad():
-        model = ov.convert_model(graph, example_input=example,
+        # traced without torch.jit's check (a second trace compared with the first: a third of the conversion time);
+        # the converted graph is checked against torch's scores by the tests instead
+        decoder = TorchScriptPythonDecoder(graph, example_input=example, trace_kwargs={"check_trace": False})
+        model = ov.convert_model(decoder, example_input=example,
                                  input=[(name, ov.PartialShape([-1, -1]), ov.Type.i64) for name in names])
     model.outputs[0].get_tensor().set_names({output})
     return model
@@ -367,5 +381,5 @@ def write_openvino(folder: Path) -> list[str]:
 
 
 __all__ = ["BACKENDS", "CALIBRATION_SIZE", "DEFAULT_BACKEND", "IR_FILE", "OpenVINOEncoder", "SUBFOLDER", "available",
-           "calibration_inputs", "check_backend", "convert", "quantize", "refusal", "resolve_backend", "serve",
+           "calibration_inputs", "check_backend", "convert", "default_backend", "quantize", "refusal", "resolve_backend", "serve",
            "serve_openvino", "write_openvino"]

@@ -1,0 +1,237 @@
+"""The OpenVINO backend on tiny random models: every architecture scores as torch fp32 within float tolerance; the
+``--format openvino`` export is found where sentence-transformers' OpenVINO loader looks and, run through
+sentence-transformers' own modules, scores as ssft; int8 calibration runs offline and ranks close to fp32; bad
+backends are one-line errors."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from ssft.adapters.backbone import Backbone
+from ssft.config.recipe import ModelConfig
+from ssft.config.registry import MODELS
+from ssft.core.errors import SsftError
+from ssft.models import load_ranker
+from ssft.pipeline.export import export_run
+from tests.helpers import move_trainable_weights, save_tiny_bert
+
+ov = pytest.importorskip("openvino")
+from ssft.models.interop import openvino as backend  # noqa: E402 -- only with openvino installed
+
+QUERIES = ["what is a bone", "coffee and the heart", "iron in the diet!"]
+DOCUMENTS = ["bones are hard tissue, made of calcium.", "coffee raises blood pressure a little; tea less so.",
+             "red meat, beans and spinach hold iron. " + " ".join(["a long document cut at max_length:"] * 30)]
+# (architecture, method, model options): every exportable architecture, one tower and two (semi-Siamese LoRA merged
+# per tower; a separate document model)
+CASES = [("cross", "lora", {"head": "classifier"}), ("cross", "full", {"head": "cls_linear"}),
+         ("twin", "ss_lora", {"scorer": "cosine", "pooling": "cls"}), ("dense", "lora", {"projection_dim": 24}),
+         ("dense", "full", {"document_name": "B", "projection_dim": 16}), ("colbert", "full", {"colbert_dim": 16}),
+         ("colbert", "ss_lora", {"colbert_dim": 16})]
+FP32_TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def towers(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("ov-towers")
+    # one layer each: conversion traces every layer, and one holds every operation a converted encoder has
+    return save_tiny_bert(root / "a", layers=1, seed=0), save_tiny_bert(root / "b", hidden_size=48, layers=1, seed=1)
+
+
+def build(towers, architecture: str, method: str, options: dict):
+    torch.manual_seed(0)
+    options = {k: (str(towers[1]) if v == "B" else v) for k, v in options.items()}
+    cfg = ModelConfig(architecture=architecture, name=str(towers[0]), max_length=48, query_max_length=12, **options)
+    ranker = MODELS.get(architecture).build(cfg, method, {"r": 4} if "lora" in method else {})
+    move_trainable_weights(ranker)
+    return ranker.eval().requires_grad_(False)
+
+
+def scores(ranker) -> np.ndarray:
+    return ranker.predict(list(zip(QUERIES, DOCUMENTS)))
+
+
+class Counting:
+    """Wraps a backbone's OpenVINO encoder and counts its calls (the scores came from OpenVINO, not torch)."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self.inner(*args)
+
+
+@pytest.mark.parametrize("architecture,method,options", CASES)
+def test_openvino_scores_equal_torch_fp32(towers, architecture, method, options):
+    ranker = build(towers, architecture, method, options)
+    want = scores(ranker)
+    backend.serve_openvino(ranker, "fp32")
+    engines = [m for m in ranker.modules() if isinstance(m, Backbone)]
+    assert engines and all(isinstance(m.serving, backend.OpenVINOEncoder) for m in engines)
+    for m in engines:
+        m.serving = Counting(m.serving)
+    got = scores(ranker)
+    # (a frozen separate document tower may serve its documents from the embedding cache, keyed by backend too)
+    assert sum(m.serving.calls for m in engines) > 0
+    np.testing.assert_allclose(got, want, atol=FP32_TOL, rtol=FP32_TOL)
+    assert ranker.serving_backend == "openvino:fp32"
+    if ranker.bi_encoder:  # the public encode path as well
+        torch_model = build(towers, architecture, method, options)
+        for got_v, want_v in zip(ranker.encode_document(DOCUMENTS), torch_model.encode_document(DOCUMENTS)):
+            np.testing.assert_allclose(got_v, want_v, atol=FP32_TOL)
+
+
+def test_bf16_hint_scores_close_to_fp32(towers):
+    ranker = build(towers, "cross", "lora", {"head": "classifier"})
+    want = scores(ranker)
+    backend.serve_openvino(ranker, "bf16")
+    assert ranker.serving_backend == "openvino:bf16"
+    np.testing.assert_allclose(scores(ranker), want, atol=0.05 * float(np.abs(want).max()) + 1e-3)
+
+
+def test_int8_calibration_runs_offline_and_ranks_close_to_fp32(towers, monkeypatch):
+    import socket
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("int8 calibration tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    rng = np.random.default_rng(0)
+    words = "bone iron heart coffee tea calcium blood pressure diet meat beans spinach tissue hard long short".split()
+    documents = [" ".join(rng.choice(words, size=int(rng.integers(5, 30)))) for _ in range(60)]
+    pairs = [(QUERIES[i % 3], d) for i, d in enumerate(documents)]
+    ranker = build(towers, "cross", "lora", {"head": "classifier"})
+    want = ranker.predict(pairs)
+    backend.serve_openvino(ranker, "int8", calibration=pairs)
+    assert ranker.serving_backend == "openvino:int8"
+    got = ranker.predict(pairs)
+    assert not np.allclose(got, want, atol=1e-6)  # quantised: not the float graph
+    assert spearmanr(got, want).statistic > 0.9
+    dense = build(towers, "dense", "lora", {"projection_dim": 24})
+    want = dense.encode_document(documents)
+    import ssft
+
+    # int8 with no backend named serves on OpenVINO; lone texts calibrate (a bi-encoder's documents)
+    dense = ssft.load(dense, precision="int8", calibration=documents)
+    assert dense.serving_backend == "openvino:int8"
+    got = dense.encode_document(documents)
+    cosine = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    assert cosine.min() > 0.98
+
+
+def test_int8_needs_calibration_and_pairs_for_a_cross_encoder(towers):
+    ranker = build(towers, "cross", "lora", {"head": "classifier"})
+    with pytest.raises(SsftError, match="calibration needs texts"):
+        backend.serve_openvino(ranker, "int8")
+    with pytest.raises(SsftError, match="give calibration pairs"):
+        backend.serve_openvino(ranker, "int8", calibration=["a lone text"])
+
+
+def test_backend_choices_and_refusals(towers):
+    import argparse
+
+    from ssft.cli._common import backend_value
+
+    with pytest.raises(SsftError, match=r"^--backend: expected one of auto, torch, openvino, got 'onnx'$"):
+        backend.check_backend("onnx")
+    # int8 means OpenVINO's calibrated int8 unless a backend is named; every other precision defaults to torch
+    assert [backend.default_backend(p) for p in ("int8", "bf16", "fp32", "auto", None)] == ["openvino"] + ["torch"] * 4
+    assert [backend_value(argparse.Namespace(backend=b, precision=p))
+            for b, p in ((None, "int8"), (None, None), ("torch", "int8"), ("auto", "int8"))] == [
+        "openvino", "torch", "torch", "auto"]
+    ranker = build(towers, "cross", "lora", {"head": "classifier"})
+    assert backend.resolve_backend("auto", ranker) == "openvino"
+    assert backend.resolve_backend("torch", ranker) == "torch"
+    torch.manual_seed(0)
+    cfg = ModelConfig(architecture="cross", name=str(towers[0]), max_length=48, query_max_length=12)
+    prompt = MODELS.get("cross").build(cfg, "prompt", {})
+    assert backend.resolve_backend("auto", prompt) == "torch"  # auto never picks what cannot convert
+    with pytest.raises(SsftError, match="method 'prompt' cannot run on OpenVINO"):
+        backend.resolve_backend("openvino", prompt)
+
+
+def test_load_with_backend_openvino(towers, tmp_path):
+    import ssft
+
+    ranker = build(towers, "dense", "lora", {"projection_dim": 24})
+    want = scores(ranker)
+    ranker.save(tmp_path / "model")
+    served = ssft.load(tmp_path / "model", precision="fp32", backend="openvino")
+    assert served.serving_backend == "openvino:fp32"
+    np.testing.assert_allclose(scores(served), want, atol=FP32_TOL)
+    with pytest.raises(SsftError, match="^backend: expected one of"):
+        ssft.load(tmp_path / "model", backend="tensorrt")
+
+
+# ---------------------------------------------------------------- the export, through sentence-transformers
+
+
+class _IR(torch.nn.Module):
+    """An OpenVINO IR in place of a sentence-transformers Transformer's model: what its OpenVINO backend
+    (optimum-intel's OVModelFor*) does — the IR's inputs fed by name, its named output returned."""
+
+    def __init__(self, path: Path, output: str):
+        super().__init__()
+        model = ov.Core().read_model(str(path))
+        self.names = [i.get_any_name() for i in model.inputs]
+        self.compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        self.output = output
+
+    def forward(self, **features):
+        result = self.compiled({n: features[n].cpu().numpy() for n in self.names})
+        return {self.output: torch.from_numpy(np.array(result[self.output]))}
+
+
+def with_openvino(model, folder: Path):
+    """``model`` (a sentence-transformers model loaded from ``folder``) with every Transformer module's model replaced
+    by the IR sentence-transformers' OpenVINO loader finds for it (its own ``backend_should_export``)."""
+    from sentence_transformers.backend.utils import backend_should_export
+    from sentence_transformers.base.modules.transformer import Transformer
+
+    router = folder / "router_config.json"
+    structure = json.loads(router.read_text())["structure"] if router.is_file() else {}
+    replaced = 0
+    for name, module in model.named_modules():
+        if not isinstance(module, Transformer):
+            continue
+        parts = name.split(".")  # "0" at the root; "0.sub_modules.<route>.<i>" inside a Router
+        sub = folder / structure[parts[2]][int(parts[3])] if structure else folder
+        export, kwargs = backend_should_export(sub, True, {}, backend.IR_FILE, "openvino*.xml", "OpenVINO")
+        assert export is False and kwargs == {"subfolder": "openvino", "file_name": backend.IR_FILE}, (sub, kwargs)
+        output = "logits" if module.transformer_task == "sequence-classification" else "last_hidden_state"
+        config = module.model.config  # what sentence-transformers reads of its model beside the forward
+        module.model = _IR(sub / kwargs["subfolder"] / kwargs["file_name"], output)
+        module.model.config = config
+        replaced += 1
+    assert replaced
+    return model
+
+
+@pytest.mark.parametrize("architecture,method,options", [c for c in CASES if c[0] != "cross" or c[1] == "lora"])
+def test_sentence_transformers_runs_the_openvino_export_as_ssft(towers, tmp_path, architecture, method, options):
+    st = pytest.importorskip("sentence_transformers")
+    ranker = build(towers, architecture, method, options)
+    ranker.save(tmp_path / "model")
+    info = export_run(tmp_path / "model", tmp_path / "export", fmt="openvino")
+    out = tmp_path / "export"
+    assert info["openvino"] and all((out / x).is_file() and (out / x).with_suffix(".bin").is_file() for x in info["openvino"])
+    loaded = load_ranker(tmp_path / "model")
+    with torch.no_grad():
+        want = loaded(**loaded.tokenize(QUERIES, DOCUMENTS)).float()
+    if architecture == "cross":
+        got = torch.as_tensor(with_openvino(st.CrossEncoder(str(out)), out).predict(list(zip(QUERIES, DOCUMENTS))))
+    elif architecture == "colbert":
+        model = with_openvino(st.MultiVectorEncoder(str(out)), out)
+        q, d = model.encode_query(QUERIES), model.encode_document(DOCUMENTS)
+        got = torch.stack([model.similarity([q[i]], [d[i]]).reshape(()) for i in range(len(QUERIES))]).float()
+    else:
+        model = with_openvino(st.SentenceTransformer(str(out)), out)
+        q = model.encode_query(QUERIES, convert_to_tensor=True)
+        d = model.encode_document(DOCUMENTS, convert_to_tensor=True)
+        got = model.similarity(q, d).diagonal().float() * (getattr(loaded, "score_scale", 1.0) or 1.0)
+    assert torch.allclose(got, want, atol=FP32_TOL), (got, want)
