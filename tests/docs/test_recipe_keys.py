@@ -12,7 +12,7 @@ import pytest
 from ssft.config.recipe import DataConfig, DistillationConfig, EvalConfig, GeneratedQueriesConfig, LossSection, ModelConfig
 from ssft.config.registry import ADAPTERS, CALLBACKS, LOSSES, MODELS
 
-KEY_TABLE = Path(__file__).resolve().parents[1] / "docs" / "recipes.md"
+KEY_TABLE = Path(__file__).resolve().parents[2] / "docs" / "recipes.md"
 
 
 def _rows() -> dict[str, str]:
