@@ -237,7 +237,8 @@ def model_card(spec: dict[str, Any], info: dict[str, Any], recipe: dict[str, Any
         measures = list(dict.fromkeys(m for values in numbers.values() for m in values))
         lines += [f"## Results of the training run ({where})", ""]
         if run_info.get("queries"):
-            lines += [f"{run_info['queries']} queries; {task}. Only the row `{split}` is this model's own result (the "
+            lines += [f"{task[0].upper()}{task[1:]}: {run_info['queries']} queries had candidates (a judged query "
+                      f"without any scores 0 in every average). Only the row `{split}` is this model's own result (the "
                       "`model-index` metadata holds it alone); the other rows are reference points.", ""]
         else:
             lines += [f"Only the row `{split}` is this model's own result (the `model-index` metadata holds it alone); "
