@@ -27,7 +27,8 @@ ALL_DOCS = ["d1", "d2", "d3", "d4", "d5", "d6"]
 
 def build(tiny_model_dir, architecture="colbert", method="lora", options=None):
     torch.manual_seed(0)
-    cfg = ModelConfig(architecture=architecture, name=str(tiny_model_dir), max_length=48, query_max_length=16, colbert_dim=16)
+    own_keys = {"colbert_dim": 16} if architecture == "colbert" else {}  # a key of another architecture is refused
+    cfg = ModelConfig(architecture=architecture, name=str(tiny_model_dir), max_length=48, query_max_length=16, **own_keys)
     model = ARCHITECTURES[architecture].build(cfg, method, options or {})
     with torch.no_grad():  # off the initialisation (LoRA B starts at zero)
         for p in model.parameters():
