@@ -52,9 +52,10 @@ def test_two_processes_write_the_vectors_one_process_writes(tiny_model_dir, tmp_
     ids, texts = corpus_units(load_dataset(str(data)))
     single = encode_shards(_dense(tiny_model_dir), ids, texts, tmp_path / "one", shard_size=7, batch_size=4)
     assert single["shards"] == 6 and single["precision"] == "fp32"
-    # two processes forked from this one (spawning fresh interpreters costs a torch import each)
+    # two fresh interpreters: a process forked from this one inherits the thread pools of whatever ran here before
+    # (OpenVINO's hangs the child at exit)
     mp.start_processes(_encode_as_rank, args=(2, str(tmp_path / "init"), str(tiny_model_dir), str(data), str(tmp_path / "two")),
-                       nprocs=2, join=True, start_method="fork")
+                       nprocs=2, join=True, start_method="spawn")
     # each process encoded its own half of the 6 shards (7 documents each, the last 5)
     assert [json.loads((tmp_path / "two" / f"rank{r}.json").read_text()) for r in (0, 1)] == [[7, 7, 7], [7, 7, 5]]
     one, two = _vectors(tmp_path / "one"), _vectors(tmp_path / "two")
