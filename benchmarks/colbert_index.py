@@ -61,6 +61,7 @@ def main() -> None:
     from ssft.models.corpus import encode_query_tokens
 
     torch.manual_seed(0)
+    load = [os.getloadavg()[0]]
     cfg = ModelConfig(architecture="colbert", name=ns.model, max_length=ns.max_length,
                       query_max_length=ns.query_length, colbert_dim=ns.dim)
     ranker = ssft.load(MODELS.get("colbert").build(cfg, "full", {}), precision=ns.precision)
@@ -98,6 +99,7 @@ def main() -> None:
             print(f"nprobe {nprobe} token_k {token_k}: recall@{ns.depth} {recall:.4f}, "
                   f"candidates {statistics.median(candidates):.0f}, {rows[-1][-1]:.1f} ms/query", flush=True)
 
+    load.append(os.getloadavg()[0])
     info = encoded["index"]
     index_bytes = (ns.work / "index.faiss").stat().st_size
     shard_bytes = _size(ns.work / "shards")
@@ -109,15 +111,15 @@ def main() -> None:
 
 Model: {ns.model} as a ColBERT backbone, token dimension {ns.dim} (projection **untrained**: recall against exhaustive
 MaxSim measures the index, not ranking quality), documents {ns.max_length} tokens, queries {ns.query_length},
-documents encoded at {encoded['manifest']['precision']} (`ssft.encode`'s default backend), queries at
-{ns.precision} (torch). Corpus: {ns.data}, {len(dataset.corpus):,} documents, {tokens:,} scored token vectors; queries: the
+documents and queries encoded as {encoded['manifest']['precision']} (`ssft.encode`'s default backend,
+`--backend auto`, at `--precision {ns.precision}`). Corpus: {ns.data}, {len(dataset.corpus):,} documents, {tokens:,}
+scored token vectors; queries: the
 {len(qids)} of `{ns.split}`. Index: `ssft-encode --index {ns.index}` → faiss `{info['factory']}` over the token
 vectors; candidates = the documents of the `token_k` nearest document tokens of every query token, re-scored by exact
 MaxSim from the float16 shards. Recall@{ns.depth} = overlap of the index's top-{ns.depth} with exhaustive MaxSim's
 (every document scored). Latency: median over {min(ns.latency_queries, len(texts))} queries, one at a time
-(query encoding + token search + MaxSim), torch and faiss on the machine's {cores} cores,
-**shared with other jobs while it ran**
-(absolute times are loose; the columns compare with each other).
+(query encoding + token search + MaxSim), faiss and the MaxSim re-scoring on the machine's {cores} cores (load average
+{load[0]:.1f} at the start, {load[1]:.1f} at the end: absolute times are loose, the columns compare with each other).
 
 | nprobe | token_k | recall@{ns.depth} vs exhaustive | documents re-scored (median) | ms / query |
 |---:|---:|---:|---:|---:|

@@ -139,10 +139,10 @@ def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_
     towers, a PyLate / ColBERT folder). It serves at ``precision`` (auto: bf16 where the device computes it natively,
     else fp32; fp32, bf16, int8) with every weight frozen. ``trust_remote_code``: your permission to run code the
     model ships. ``backend``: ``torch``, ``openvino`` (the transformer run by OpenVINO's CPU runtime; ``pip install
-    'ssft[openvino]'``) or ``auto`` (openvino where it is installed and the model converts); None: torch, or openvino
-    for int8. int8 is OpenVINO's static quantisation calibrated on ``calibration``: texts (a bi-encoder's documents) or
-    (query, document) pairs from the corpus you serve (naming ``backend="torch"`` gives torch's dynamic quantisation,
-    which ranks worse and runs no faster than bf16).
+    'ssft[openvino]'``) or ``auto`` (openvino where it is installed and the model converts); None: torch (a conversion
+    costs seconds at every load: name openvino for a model that serves long), openvino for int8: int8 runs on OpenVINO,
+    its static quantisation calibrated on ``calibration``: texts (a bi-encoder's documents) or (query,
+    document) pairs from the corpus you serve.
 
     Examples:
         >>> model = ssft.load("runs/quickstart")
@@ -153,7 +153,7 @@ def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_
         >>> ssft.load("runs/quickstart", precision="int8", calibration=pairs)   # OpenVINO int8; pairs from your corpus
     """
     precision = precisions.check(precision, "precision")
-    backend = openvino.check_backend(backend or openvino.default_backend(precision), "backend")
+    backend = openvino.check_serving(backend or ("openvino" if precision == "int8" else "torch"), precision, "backend")
     if isinstance(model, Ranker):
         ranker = model
     else:
@@ -163,9 +163,8 @@ def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_
                   else _import_checkpoint(str(model), trust_remote_code))
     ranker.eval()
     ranker.requires_grad_(False)
-    if openvino.resolve_backend(backend, ranker, "backend") == "openvino":
-        return openvino.serve_openvino(ranker, precision, calibration)
-    return precisions.set_precision(ranker, precision)  # int8: the quantised copy
+    ranker, _, _ = openvino.serve(ranker, backend, precision, calibration, where="backend")
+    return ranker
 
 
 def _import_checkpoint(name: str, trust_remote_code: bool) -> Ranker:
@@ -202,11 +201,13 @@ def _model(model: str | Path | Ranker, trust_remote_code: bool) -> str | Path | 
 def evaluate(model: str | Path | Ranker, dataset: str | Sequence[str], split: str = "test", first_stage: str = "bm25",
              depth: int = 100, metrics: str | Sequence[str] | None = None, output: str | Path | None = None, *,
              batch_size: int = 64, precision: str = precisions.DEFAULT, overwrite: bool = False,
-             trust_remote_code: bool = False, queries: str = "judged") -> dict[str, Any]:
+             trust_remote_code: bool = False, queries: str = "judged", backend: str = "auto") -> dict[str, Any]:
     """Rerank a first stage of ``dataset``'s ``split`` with ``model`` and score it (``ssft-rerank``): ``first_stage``
     is ``bm25`` or a TREC run file; ``full`` retrieves over the whole corpus instead (a dense model, ``ssft.retrieve``).
     Returns metrics.json's content: ``{split: {...}, first_stage_name: {...}}``. Several datasets (a list) give the
     multi-dataset table of ``ssft-eval`` (first stage ``bm25`` or ``full``; nDCG@10 and R@100 unless ``metrics``).
+    ``backend``: auto (OpenVINO where it is installed and the job repays the conversion), torch or openvino, as
+    ``ssft-rerank --backend``.
 
     Examples:
         >>> ssft.evaluate("runs/quickstart", "nfcorpus", split="test", first_stage="bm25", depth=100)["test"]["nDCG@10"]
@@ -217,13 +218,15 @@ def evaluate(model: str | Path | Ranker, dataset: str | Sequence[str], split: st
         given = model if isinstance(model, Ranker) else str(model)
         return evaluate_datasets(given, list(dataset), first_stage=first_stage, depth=depth, split=split,
                                  batch_size=batch_size, precision=precision, output_dir=out, overwrite=overwrite,
-                                 trust_remote_code=trust_remote_code, **kwargs)
+                                 trust_remote_code=trust_remote_code, backend=backend, **kwargs)
     ranker = _model(model, trust_remote_code)
     if first_stage == "full":
         return retrieve_corpus(ranker, dataset, split, out, depth=depth, metrics=metrics, batch_size=batch_size,
-                               precision=precision, overwrite=overwrite, trust_remote_code=trust_remote_code)
+                               precision=precision, overwrite=overwrite, trust_remote_code=trust_remote_code,
+                               backend=backend)
     return rerank(ranker, dataset, first_stage, split, out, depth=depth, metrics=metrics, batch_size=batch_size,
-                  overwrite=overwrite, trust_remote_code=trust_remote_code, queries=queries, precision=precision)
+                  overwrite=overwrite, trust_remote_code=trust_remote_code, queries=queries, precision=precision,
+                  backend=backend)
 
 
 def retrieve(model: str | Path | Ranker, dataset: str, split: str = "test", depth: int = 100,
@@ -232,13 +235,13 @@ def retrieve(model: str | Path | Ranker, dataset: str, split: str = "test", dept
              metrics: str | Sequence[str] | None = None, fusion: float | str | None = None, tune_split: str | None = None,
              tune_metric: str = "nDCG@10", documents_from: str | None = None, teacher_pooling: str = "mean",
              batch_size: int = 64, precision: str | None = None, overwrite: bool = False,
-             trust_remote_code: bool = False, token_k: int | None = None) -> dict[str, Any]:
+             trust_remote_code: bool = False, token_k: int | None = None, backend: str | None = None) -> dict[str, Any]:
     """Retrieve the top-``depth`` documents of every query of ``split`` from the whole corpus with a dense or ColBERT
     model (``ssft-retrieve``): the corpus encoded now into a faiss ``index`` (flat, ivf, hnsw, pq, ivfpq), or the index
     ``ssft.encode`` built in ``index_dir``. A ColBERT model's index is over token vectors: each query token fetches
     ``token_k`` document tokens (default 512), their documents scored by exact MaxSim. ``fusion``: fuse with BM25 by a
     weight alpha, or ``"auto"`` tuned on ``tune_split``. Returns metrics.json's content ``{split: {...}}`` (with fusion,
-    ``bm25`` and the fused row too).
+    ``bm25`` and the fused row too). ``backend`` (None: the index's, else auto), as ``ssft-retrieve --backend``.
 
     Examples:
         >>> ssft.retrieve("runs/dense", "scifact", split="test", depth=100)["test"]["R@100"]
@@ -250,18 +253,19 @@ def retrieve(model: str | Path | Ranker, dataset: str, split: str = "test", dept
                            fusion=None if fusion is None else str(fusion), tune_split=tune_split,
                            tune_metric=tune_metric, documents_from=documents_from, teacher_pooling=teacher_pooling,
                            batch_size=batch_size, precision=precision, overwrite=overwrite,
-                           trust_remote_code=trust_remote_code, token_k=token_k)
+                           trust_remote_code=trust_remote_code, token_k=token_k, backend=backend)
 
 
 def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: str | None = "flat", *,
            nprobe: int = 16, shard_size: int = 10_000, batch_size: int = 64, passage_words: int | None = None,
            passage_stride: int | None = None, precision: str = precisions.DEFAULT,
-           trust_remote_code: bool = False) -> dict[str, Any]:
+           trust_remote_code: bool = False, backend: str = "auto") -> dict[str, Any]:
     """Encode ``dataset``'s corpus with a dense or ColBERT model's document tower (a ColBERT model: every document's
     token vectors) into float16 shards under ``output`` and build its faiss ``index`` (flat, ivf, hnsw, pq, ivfpq or
     an index_factory string; None: shards only), as ``ssft-encode`` does; a killed run called again resumes.
     ``ssft.retrieve(model, dataset, index_dir=output)`` then retrieves without encoding again. Returns the shards'
-    manifest and, with an index, ``index`` (its index.json).
+    manifest and, with an index, ``index`` (its index.json). ``backend``: auto, torch or openvino, as
+    ``ssft-encode --backend`` (int8 runs on openvino, calibrated on the corpus encoded).
 
     Examples:
         >>> ssft.encode("runs/dense", "scifact", output="index/", index="flat")["index"]["vectors"]
@@ -269,7 +273,7 @@ def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: 
     return encode_corpus(_model(model, trust_remote_code), dataset, user_path(str(output)), index=index or "flat",
                          build_index=index is not None, nprobe=nprobe, shard_size=shard_size, batch_size=batch_size,
                          passage_words=passage_words, passage_stride=passage_stride, precision=precision,
-                         trust_remote_code=trust_remote_code)
+                         trust_remote_code=trust_remote_code, backend=backend)
 
 
 # ---------------------------------------------------------------- export, mine

@@ -141,22 +141,21 @@ def add_precision_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", default=None, metavar="{auto,fp32,bf16,int8}",
                         help="inference precision: auto (bf16 where the CPU or GPU computes it natively, else fp32), fp32, "
                              "bf16 (bf16 weights: the transformer computes with bfloat16 copies of its weights), "
-                             "int8 (OpenVINO's static int8 calibrated on texts of the corpus served: the backend is "
-                             "openvino unless --backend names another); default: auto")
+                             "int8 (OpenVINO's static int8 calibrated on texts of the corpus served; needs "
+                             "'ssft[openvino]'); default: auto")
 
 
 def add_backend_argument(parser: argparse.ArgumentParser) -> None:
     """``--backend`` of the serving CLIs (``ssft.models.interop.openvino``; checked where it is used)."""
     parser.add_argument("--backend", default=None, metavar="{auto,torch,openvino}",
                         help="runtime of the transformer: torch, openvino (OpenVINO's CPU runtime; pip install "
-                             "'ssft[openvino]') or auto (openvino where it is installed and the model converts, else "
-                             "torch); default: torch (openvino with --precision int8)")
+                             "'ssft[openvino]') or auto (openvino where it is installed, the model converts and the job "
+                             "is big enough to repay the conversion, else torch); default: auto")
 
 
 def backend_value(ns: argparse.Namespace) -> str:
-    """The ``--backend`` asked for, or the default: openvino for ``--precision int8`` (its calibrated int8; BENCHMARKS.md
-    § openvino_quality), else torch (``ssft.models.interop.openvino.default_backend``)."""
-    return ns.backend or ("openvino" if getattr(ns, "precision", None) == "int8" else "torch")
+    """The ``--backend`` asked for, or the default: auto (``ssft.models.interop.openvino.serve``)."""
+    return ns.backend or "auto"
 
 
 def precision_value(ns: argparse.Namespace) -> str:

@@ -16,7 +16,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ssft.cli._common import add_precision_argument, output_path, parse_args, precision_of, setup_logging
+from ssft.cli._common import (
+    add_backend_argument,
+    add_precision_argument,
+    backend_value,
+    output_path,
+    parse_args,
+    precision_of,
+    setup_logging,
+)
 from ssft.core.errors import cli_entry
 
 
@@ -43,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="allow a model whose base needs its own code (transformers trust_remote_code); off by default")
     add_precision_argument(parser)
+    add_backend_argument(parser)
     ns = parse_args(parser, argv)
 
     setup_logging("INFO")
@@ -52,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         ns.model, [d.strip() for d in ns.datasets.split(",")], first_stage=ns.first_stage, depth=ns.depth,
         split=ns.split, metrics=ns.metrics.split(","), batch_size=ns.batch_size, precision=precision_of(ns),
         output_dir=ns.output, overwrite=ns.overwrite, trust_remote_code=ns.trust_remote_code, pooling=ns.pooling,
-        max_length=ns.max_length, query_max_length=ns.query_max_length,
+        max_length=ns.max_length, query_max_length=ns.query_max_length, backend=backend_value(ns),
     )
     print(markdown_table(result))
     return 0

@@ -4,9 +4,11 @@ from __future__ import annotations
 import sys
 
 from ssft.cli._common import (
+    add_backend_argument,
     add_model_argument,
     add_precision_argument,
     add_trust_argument,
+    backend_value,
     make_parser,
     parse_args,
     precision_value,
@@ -28,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=user_path, default=None, help="folder for latency.json")
     add_trust_argument(parser)
     add_precision_argument(parser)
+    add_backend_argument(parser)
     ns = parse_args(parser, argv)
     from ssft.core.io import atomic_write_json
     from ssft.eval.latency import format_latency
@@ -35,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
 
     results = model_latency(ns.model, ns.data, split=ns.split, batch_sizes=batch_size_list(ns.batch_sizes),
                             repeats=ns.repeats, threads=ns.threads, tower=ns.tower, max_queries=ns.max_queries,
-                            precision=precision_value(ns), trust_remote_code=ns.trust_remote_code)
+                            precision=precision_value(ns), trust_remote_code=ns.trust_remote_code,
+                            backend=backend_value(ns))
     print(format_latency(results))
     if ns.output:
         atomic_write_json(ns.output / "latency.json", results)

@@ -50,6 +50,7 @@ from ssft.core.errors import SsftError, closest
 from ssft.core.hub import max_input_length, resolve_model
 from ssft.core.precision import DEFAULT as DEFAULT_PRECISION
 from ssft.core.precision import check as check_precision
+from ssft.core.precision import check_backend
 
 
 class _NamedSection:
@@ -126,6 +127,10 @@ class EvalConfig(Checked):
     interpolation: float | str | None = None  # alpha in [0,1], or "auto" (tuned on validation); reported separately
     fusion: float | str | None = None  # dense only: alpha >= 0 of 003 Eq. 7 (dense-sparse union), or "auto"
     precision: str = DEFAULT_PRECISION  # inference (validation, test, teachers): auto | fp32 | bf16 | int8 (ssft.core.precision)
+    # runtime of the start's and the test split's scoring (fixed weights): torch | openvino | auto (OpenVINO where it
+    # is installed, the run is on the CPU, the method converts and the test job repays the conversion); validation,
+    # whose weights change at every evaluation, stays on torch
+    backend: str = "torch"
     # score the starting model (metrics.json's start row on the test split, and epoch 0 of the best-epoch selection
     # on validation); false skips both: a faster run whose selection is among the trained epochs only
     start: bool = True
@@ -141,7 +146,8 @@ class EvalConfig(Checked):
             return "interpolation", f"expected a number in [0, 1], got {self.interpolation}"
         return (problem_of(parse_measures, self.metrics, "metrics")
                 or problem_of(lambda name, where: parse_measures([name], where), self.selection_metric, "selection_metric")
-                or problem_of(check_precision, self.precision, "precision"))
+                or problem_of(check_precision, self.precision, "precision")
+                or problem_of(check_backend, self.backend, "backend"))
 
 
 @dataclass

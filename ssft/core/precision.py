@@ -37,6 +37,7 @@ with warnings.catch_warnings():  # torch.ao.quantization's eager API says it mov
 PRECISIONS = ("auto", "fp32", "bf16", "int8")
 DEFAULT = "auto"  # eval.precision and the CLIs' --precision when not given
 RESOLVED = ("fp32", "bf16", "int8")
+BACKENDS = ("auto", "torch", "openvino")  # the runtimes a transformer serves on (ssft.models.interop.openvino)
 # what the root of a model run at a precision carries (a plain attribute, never in the state dict)
 ATTRIBUTE = "inference_precision"
 
@@ -78,6 +79,14 @@ def bf16_native(device: str | torch.device = "cpu") -> bool:
     if kind == "cpu":
         return cpu_bf16_native()
     return False
+
+
+def check_backend(backend: str, where: str = "--backend") -> str:
+    """``backend`` when it is one of ``BACKENDS`` (the runtimes a transformer serves on: ``ssft.models.interop.
+    openvino``), else a one-line error naming ``where``."""
+    if backend not in BACKENDS:
+        raise SsftError(f"{where}: expected one of {', '.join(BACKENDS)}, got '{backend}'")
+    return backend
 
 
 def check(precision: str, where: str = "precision") -> str:
@@ -230,6 +239,6 @@ def inference(model: nn.Module, precision: str) -> Iterator[nn.Module]:
                 object.__setattr__(module, ATTRIBUTE, value)
 
 
-__all__ = ["BACKEND_ATTRIBUTE", "BF16Weights",
+__all__ = ["BACKENDS", "BACKEND_ATTRIBUTE", "BF16Weights", "check_backend",
            "DEFAULT", "PRECISIONS", "RESOLVED", "bf16_native", "check", "cpu_bf16_native", "inference",
            "model_precision", "parse_served", "quantize_int8", "resolve", "served_as", "set_precision"]

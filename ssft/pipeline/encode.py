@@ -33,14 +33,14 @@ def encode_corpus(model: str | Path | Ranker, data: str, output: Path, *, index:
                   passage_stride: int | None = None, precision: str = precisions.DEFAULT,
                   trust_remote_code: bool = False, backend: str | None = None) -> dict[str, Any]:
     """Encode ``data``'s corpus into ``output`` and, with ``build_index``, build its ``index`` (module docstring).
-    ``backend``: torch, openvino or auto (None: torch, openvino for int8); int8 on openvino is calibrated on texts
-    drawn from the corpus encoded.
+    ``backend``: torch, openvino or auto (None: auto); int8 runs on openvino, calibrated on texts drawn from the
+    corpus encoded.
     Returns ``{"output", "manifest" (the shards'), "index" (index.json's content, or None)}``."""
     whole_numbers(batch_size=batch_size, shard_size=shard_size, nprobe=nprobe)
     if passage_words is not None and passage_words < 1:
         raise SsftError("--passage-words must be >= 1")
     precision = precisions.check(precision, "--precision")
-    backend = openvino.check_backend(backend or openvino.default_backend(precision))
+    backend = openvino.check_serving(backend or openvino.DEFAULT_BACKEND, precision)
     # the output-folder rule (ssft.core.run_folder): new, empty or an earlier ssft-encode folder (resumed), never the
     # model or dataset read nor a folder around or inside one; under accelerate launch only the main process locks it
     main_process = os.environ.get("RANK", "0") == "0"
@@ -61,12 +61,7 @@ def encode_corpus(model: str | Path | Ranker, data: str, output: Path, *, index:
     if state is not None:
         ranker.to(state.device)
     unit_ids, texts = corpus_units(dataset, passage_words, passage_stride)
-    if openvino.resolve_backend(backend, ranker) == "openvino":  # int8: calibrated on the corpus being encoded
-        ranker = openvino.serve(ranker, "openvino", precision, lambda: texts)
-    else:
-        ranker = precisions.set_precision(ranker, precision)
-        if getattr(ranker, "document_teacher", None) is not None:
-            ranker.document_teacher.set_precision(precision)
+    ranker, _, _ = openvino.serve(ranker, backend, precision, texts, inputs=len(texts))  # int8: calibrated on them
     settings = {"data": str(dataset.path), "passage_words": passage_words, "passage_stride": passage_stride}
     if build_index and late:  # the token count is known once encoded: the kind is checked here, its size then
         check_index(index, 10**9, ranker.dim)

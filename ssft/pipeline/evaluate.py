@@ -45,7 +45,7 @@ from ssft.eval.significance import paired_ttest, significance_mark
 from ssft.firststage.bm25 import BM25
 from ssft.models.base import load_ranker, saved_model_folder
 from ssft.models.frozen import dense_reference, load_dense_model
-from ssft.pipeline.precision import inference_precision
+from ssft.models.interop import openvino
 from ssft.training.prediction import prediction_trainer
 
 logger = logging.getLogger(__name__)
@@ -63,14 +63,18 @@ def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDatase
                       depth: int = 100, split: str = "test", metrics: Sequence[str] = DEFAULT_METRICS,
                       batch_size: int = 64, precision: str = "auto", output_dir: str | Path | None = None,
                       overwrite: bool = False, trust_remote_code: bool = False, pooling: str = "mean",
-                      max_length: int = 256, query_max_length: int = 64) -> dict[str, Any]:
+                      max_length: int = 256, query_max_length: int = 64,
+                      backend: str = openvino.DEFAULT_BACKEND) -> dict[str, Any]:
     """Evaluate ``model`` on every dataset of ``datasets`` beside BM25 (module docstring); returns what ``eval.json``
     holds and, with ``output_dir``, writes ``eval.json``, ``eval.md`` and ``eval.png`` there. ``model``: a saved ssft
     model or run folder, a sentence embedder's hub id / folder (``pooling``, ``max_length``, ``query_max_length`` apply
-    to it), or a loaded ranker. ``overwrite``: replace an earlier ``ssft-eval`` result in ``output_dir``."""
+    to it), or a loaded ranker. ``overwrite``: replace an earlier ``ssft-eval`` result in ``output_dir``. ``backend``:
+    torch, openvino or auto (``ssft.models.interop.openvino.serve``: the job is every dataset's reranked pairs or
+    corpus; int8 runs on openvino, calibrated on each dataset's queries paired with its documents)."""
     metrics = [m.strip() for m in metrics if m.strip()]
     _check_settings(datasets, first_stage, depth, batch_size, metrics)
     precision_mod.check(precision, "precision")
+    openvino.check_serving(backend, precision)
     folder = None
     if output_dir is not None:
         folder = OutputFolder(Path(output_dir), TOOL, EVAL_OUTPUTS, EVAL_MARKERS, where="--output",
@@ -87,8 +91,10 @@ def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDatase
     if first_stage == "full" and not getattr(ranker, "full_retrieval", False):
         raise SsftError(f"--first-stage full: full retrieval needs a single-vector dense model (architecture 'dense'), "
                         f"not '{getattr(ranker, 'architecture', type(ranker).__name__)}'; use --first-stage bm25")
-    resolved = inference_precision(precision, ranker, "precision")
-    logger.info("evaluating %s on %d datasets (%s, depth %d) in %s", model_name, len(loaded), first_stage, depth, resolved)
+    job = sum(len(d.corpus) + len(q) if first_stage == "full" else len(q) * depth for _, d, q in loaded)
+    ranker, _, resolved = openvino.serve(ranker, backend, precision, lambda: _calibration(loaded), inputs=job)
+    logger.info("evaluating %s on %d datasets (%s, depth %d) as %s", model_name, len(loaded), first_stage, depth,
+                precision_mod.served_as(ranker))
     if folder is None:
         return _evaluate(ranker, model_name, loaded, first_stage, depth, split, metrics, batch_size, resolved, [])
     with folder:  # from here on the folder is ours (locked); a failure before the results leaves it as it was
@@ -109,6 +115,16 @@ def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDatase
         for index in indexes:  # a BM25 index built now goes to the on-disk cache once the result is complete
             index.save()
     return result
+
+
+def _calibration(loaded: list[tuple[str, IRDataset, Qrels]]) -> list:
+    """int8 on OpenVINO: each dataset's judged queries, each paired with a document of its corpus, and documents."""
+    items: list = []
+    for _, dataset, qrels in loaded:
+        texts = [dataset.corpus[d].full_text for d in sorted(dataset.corpus)]
+        queries = [dataset.queries[q] for q in sorted(qrels) if q in dataset.queries]
+        items += list(zip(queries, texts)) + texts[len(queries):]
+    return items
 
 
 def _check_settings(datasets: Sequence, first_stage: str, depth: int, batch_size: int, metrics: list[str]) -> None:
@@ -162,11 +178,8 @@ def _load_model(model: Any, trust_remote_code: bool, pooling: str, max_length: i
 
 def _evaluate(ranker, model_name: str, loaded: list[tuple[str, IRDataset, Qrels]], first_stage: str, depth: int,
               split: str, metrics: list[str], batch_size: int, precision: str, indexes: list) -> dict[str, Any]:
-    if first_stage == "full":
-        ranker = precision_mod.set_precision(ranker, precision)  # a model that only serves: switched for good
-        scorer = None
-    else:
-        scorer = prediction_trainer(ranker, batch_size, None, precision).score
+    # the ranker serves for good (ssft.models.interop.openvino.serve); ``precision``: what its torch side computes in
+    scorer = None if first_stage == "full" else prediction_trainer(ranker, batch_size, None, precision).score
     rows = []
     for name, dataset, qrels in loaded:
         started = time.perf_counter()
@@ -196,7 +209,7 @@ def _evaluate(ranker, model_name: str, loaded: list[tuple[str, IRDataset, Qrels]
     what = (f"reranking the BM25 top-{depth}" if first_stage == "bm25"
             else f"full retrieval of the corpus, top-{depth} (faiss flat, exact)")
     return {"model": model_name, "first_stage": first_stage, "depth": depth, "bm25_depth": max(depth, BM25_DEPTH),
-            "split": split, "metrics": metrics, "precision": precision, "what": what, "test": TEST,
+            "split": split, "metrics": metrics, "precision": precision_mod.served_as(ranker), "what": what, "test": TEST,
             "datasets": rows, "mean": mean}
 
 

@@ -11,6 +11,8 @@ the policy a command adds on top of it, in one place:
   that its validation history goes on in one precision (``eval_precision``); the stages after the plan read the
   resolved value from the run's copy of the recipe (``resolved_recipe``), and every checkpoint records it
   (``checkpoint_precisions``).
+- ssft-train's ``eval.backend``: the runtime the start and the test split are scored on (``eval_backend``), resolved
+  once the model is built, before training: ``openvino`` where it cannot serve is an error then, not after training.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from transformers import TrainingArguments
 
 from ssft.config.recipe import Recipe
 from ssft.core import precision
+from ssft.core.errors import SsftError
+from ssft.models.interop import openvino
 
 logger = logging.getLogger("ssft")
 
@@ -119,10 +123,26 @@ def resolved_recipe(recipe: Recipe, resolved: str) -> Recipe:
     return dataclasses.replace(recipe, eval=dataclasses.replace(recipe.eval, precision=resolved))
 
 
-def checkpoint_precisions(resolved: str, start_scored: bool) -> dict[str, str | None]:
+def eval_backend(recipe: Recipe, ranker, device: torch.device, job_size: int) -> str:
+    """eval.backend resolved for the run: ``torch`` or ``openvino`` (``ssft.models.interop.openvino.resolve_backend``:
+    ``auto`` converts where OpenVINO is installed, the method converts and ``job_size``, the test split's inputs, repays
+    the conversion); a run computing off the CPU scores on torch, and ``openvino`` named there is a one-line error."""
+    asked, where = recipe.eval.backend, f"{recipe.source}: eval.backend"
+    if asked == "torch":
+        return "torch"
+    if torch.device(device).type != "cpu":
+        if asked == "openvino":
+            raise SsftError(f"{where}: openvino runs on the CPU, this run computes on {torch.device(device).type}; "
+                            f"use torch or auto")
+        return "torch"
+    return openvino.resolve_backend(asked, ranker, where, job_size)
+
+
+def checkpoint_precisions(resolved: str, start_label: str | None) -> dict[str, str | None]:
     """What every checkpoint of the run records of its inference precision: ``eval_precision`` (what a resume with
-    eval.precision: auto keeps) and ``start_precision``, that of run.start.<split>.trec (None: no start scored)."""
-    return {"eval_precision": resolved, "start_precision": resolved if start_scored else None}
+    eval.precision: auto keeps) and ``start_precision``, how run.start.<split>.trec was scored (``bf16``, or
+    ``openvino:bf16`` on eval.backend openvino; None: no start scored)."""
+    return {"eval_precision": resolved, "start_precision": start_label}
 
 
 def start_file_precision(record: dict[str, Any] | None) -> str | None:
@@ -133,5 +153,5 @@ def start_file_precision(record: dict[str, Any] | None) -> str | None:
     return record.get("start_precision") if "eval_precision" in record else "fp32"
 
 
-__all__ = ["checkpoint_precisions", "eval_precision", "inference_precision", "resolve_auto_bf16",
+__all__ = ["checkpoint_precisions", "eval_backend", "eval_precision", "inference_precision", "resolve_auto_bf16",
            "resolve_eval_precision", "resolved_recipe", "start_file_precision", "training_bf16", "training_precision"]

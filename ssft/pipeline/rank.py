@@ -22,7 +22,6 @@ from ssft.data.trec import Run, top_k, write_run
 from ssft.firststage.runs import first_stage_run, save_indexes
 from ssft.models.base import Ranker
 from ssft.models.interop import openvino
-from ssft.pipeline.precision import inference_precision
 from ssft.pipeline.sources import ModelInput, dataset_sources, result_folder, whole_numbers
 from ssft.training.prediction import prediction_trainer
 
@@ -37,7 +36,7 @@ def rank_queries(model: str | Path | Ranker, data: str, first_stage: str, output
     run (query id → document id → score) and, with ``output``, writes it as ``output/run.trec``."""
     whole_numbers(depth=depth, batch_size=batch_size)
     precision = precisions.check(precision, "--precision")
-    openvino.check_backend(backend)
+    openvino.check_serving(backend, precision)
     source = ModelInput(model)
     sources = source.sources + dataset_sources(data)
     for path, what in ((first_stage, "the first-stage run file being read"), (queries_file, "the --queries file")):
@@ -61,13 +60,11 @@ def rank_queries(model: str | Path | Ranker, data: str, first_stage: str, output
     ranker = source.load(trust_remote_code)
     if merge_lora:
         ranker.merge_adapter()
-    precision = inference_precision(precision, ranker, "--precision")
     pairs = PairDataset(candidates, depth, dataset, queries)
-    backend = openvino.resolve_backend(backend, ranker)
-    if backend == "openvino":  # as ssft-rerank with a split: int8 calibrated on the pairs being ranked
-        openvino.serve_openvino(ranker, precision, [(queries[q], dataset.corpus[d].full_text) for q, d in pairs.pairs]
-                                if precision == "int8" else None)
-        precision = "fp32"
+    # as ssft-rerank with a split: int8 calibrated on the pairs being ranked
+    ranker, backend, precision = openvino.serve(
+        ranker, backend, precision, lambda: [(queries[q], dataset.corpus[d].full_text) for q, d in pairs.pairs],
+        inputs=len(pairs))
     logger.info("ranking %d pairs (%d queries, top-%d of %s) on %s, no qrels: nothing is evaluated", len(pairs),
                 len(candidates), depth, first_stage, backend)
     if folder is None:

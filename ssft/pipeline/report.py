@@ -1,7 +1,9 @@
 """Stages 5 and 6 of ssft-train: evaluate the trained model on the test split (reranking the first stage, or full
 retrieval for a model with ``Ranker.full_retrieval``), then write what a finished run holds, metrics.json last.
 Before training, ``evaluate_start`` scores the starting model on the test split (the ``start`` entry of metrics.json)
-where it can rank (``Ranker.ranks_untrained``)."""
+where it can rank (``Ranker.ranks_untrained``). Both score on the run's ``eval.backend`` (``scoring_backend``,
+resolved once before training): on OpenVINO the start is converted, scored and put back on torch before training, the
+trained model converted once its weights are final."""
 from __future__ import annotations
 
 import logging
@@ -22,6 +24,7 @@ from ssft.data.trec import Run, read_run, top_k, write_run
 from ssft.eval.metrics import evaluate_run, write_per_query
 from ssft.eval.rerank import format_table, rerank_and_report, tune_alpha
 from ssft.eval.retrieve import retrieve, retrieve_and_report, tune_fusion
+from ssft.models.interop import openvino
 from ssft.models.interop.card import versions
 from ssft.pipeline.build import BuiltRun
 from ssft.pipeline.inputs import RunInputs
@@ -43,8 +46,42 @@ def freeze(ranker) -> None:
 START = "start"  # metrics.json's entry for the starting model; run.start.<split>.trec, per_query.start.<split>.tsv
 
 
+def test_job_size(recipe: Recipe, inputs: RunInputs, ranker) -> int:
+    """How many inputs scoring the test split takes: its reranked pairs, or the corpus and the queries encoded."""
+    if ranker.full_retrieval:
+        return len(inputs.dataset.corpus) + len(inputs.test_qrels)
+    return sum(min(recipe.eval.depth, len(inputs.test_first.get(q) or ())) for q in inputs.test_qrels)
+
+
+def _test_calibration(recipe: Recipe, inputs: RunInputs, ranker) -> list:
+    """int8 on OpenVINO: the test split's reranked pairs, or its queries each with a document and the corpus's texts."""
+    dataset = inputs.dataset
+    if ranker.full_retrieval:
+        texts = [dataset.corpus[d].full_text for d in sorted(dataset.corpus)]
+        queries = [dataset.queries[q] for q in sorted(inputs.test_qrels) if q in dataset.queries]
+        return list(zip(queries, texts)) + texts[len(queries):]
+    first = top_k({q: inputs.test_first[q] for q in inputs.test_qrels if inputs.test_first.get(q)}, recipe.eval.depth)
+    return [(dataset.queries[q], dataset.corpus[d].full_text) for q in sorted(first) for d in first[q]
+            if d in dataset.corpus]
+
+
+def scoring_label(recipe: Recipe, backend: str) -> str:
+    """How the start and the test split are scored, as checkpoints record it: ``bf16``, or ``openvino:bf16``."""
+    return recipe.eval.precision if backend == "torch" else f"{backend}:{recipe.eval.precision}"
+
+
+def serve_for_test(recipe: Recipe, inputs: RunInputs, ranker, backend: str) -> str:
+    """The ranker put on ``backend`` at eval.precision to score the test split (int8 on OpenVINO: calibrated on its
+    inputs); returns the precision its torch side computes in (what the head and the pooling run at)."""
+    if backend == "torch":
+        return recipe.eval.precision
+    calibration = _test_calibration(recipe, inputs, ranker) if recipe.eval.precision == "int8" else None
+    openvino.serve_openvino(ranker, recipe.eval.precision, calibration)
+    return "fp32"
+
+
 def evaluate_start(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path, write: bool, resumed: bool,
-                   file_precision: str | None = None, batch_size: int | None = None
+                   file_precision: str | None = None, batch_size: int | None = None, backend: str = "torch"
                    ) -> tuple[dict[str, float] | None, dict[str, Any]]:
     """The starting model (before the first training step) on the test split, scored like the trained one (reranking
     the same first-stage top-k, or full retrieval, in the run's resolved ``eval.precision``: one precision per table;
@@ -64,7 +101,7 @@ def evaluate_start(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path
         logger.info("start (test): %s", why)
         return None, {"scored": False, "reason": why}
     path = out / run_file(START, split)
-    reread = resumed and file_precision == e.precision
+    reread = resumed and file_precision == scoring_label(recipe, backend)
     if resumed and not path.is_file():
         why = "not scored: resumed from checkpoints written before the starting model was scored"
         logger.warning("start (test): %s", why)
@@ -73,10 +110,15 @@ def evaluate_start(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path
         run = read_run(path)
     else:
         if resumed:
-            logger.info("start (test): its run file was scored in %s, this run scores in %s: scored again",
-                        file_precision or "an unrecorded precision", e.precision)
+            logger.info("start (test): its run file was scored as %s, this run scores as %s: scored again",
+                        file_precision or "an unrecorded precision", scoring_label(recipe, backend))
         with progress.stage("start (test)"):
-            run = start_run(recipe, inputs, built, out, batch_size)
+            torch_precision = serve_for_test(recipe, inputs, built.ranker, backend)
+            try:
+                run = start_run(recipe, inputs, built, out, batch_size, torch_precision)
+            finally:  # training goes on in torch
+                if backend != "torch":
+                    openvino.unserve(built.ranker)
     metrics, per_query = evaluate_run(inputs.test_qrels, run, e.metrics)
     if write and not reread:
         write_run(run, path, tag="ssft-start")
@@ -85,30 +127,35 @@ def evaluate_start(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path
     return metrics, {"scored": True, "split": split}
 
 
-def start_run(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path, batch_size: int | None = None) -> Run:
+def start_run(recipe: Recipe, inputs: RunInputs, built: BuiltRun, out: Path, batch_size: int | None = None,
+              torch_precision: str | None = None) -> Run:
     """The untrained model's test run: full retrieval, or the first stage's top-``eval.depth`` reranked, in
-    ``eval.precision`` and batches as the trained model's (``evaluate``), so that an unchanged model scores the same."""
+    ``eval.precision`` and batches as the trained model's (``evaluate``), so that an unchanged model scores the same
+    (``torch_precision``: what the torch side computes in when another runtime serves the transformer)."""
     e, ranker = recipe.eval, built.ranker
+    torch_precision = torch_precision or e.precision
     was_training = ranker.training
     ranker.eval()
     try:
         if ranker.full_retrieval:
             queries = {q: inputs.dataset.queries[q] for q in inputs.test_qrels if q in inputs.dataset.queries}
-            with precision.inference(ranker, e.precision) as model:
+            with precision.inference(ranker, torch_precision) as model:
                 return retrieve(model, inputs.dataset, queries, e.depth, e.batch_size)
         first = top_k({q: inputs.test_first[q] for q in inputs.test_qrels if inputs.test_first.get(q)}, e.depth)
         pairs = PairDataset(first, e.depth, inputs.dataset)
-        scorer = prediction_trainer(ranker, batch_size or e.batch_size, output_dir=out, precision=e.precision)
+        scorer = prediction_trainer(ranker, batch_size or e.batch_size, output_dir=out, precision=torch_precision)
         return pairs.to_run(scorer.score(pairs))
     finally:
         ranker.train(was_training)
 
 
 def evaluate(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: TrainedRun, out: Path,
-             write: bool) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+             write: bool, backend: str = "torch") -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """metrics.json's content and run_info's evaluation part; run files and per-query metrics under ``out``
-    (``write``: only the main process writes)."""
+    (``write``: only the main process writes); the trained model scored on ``backend`` (eval.backend resolved)."""
     e, ranker = recipe.eval, built.ranker
+    torch_precision = serve_for_test(recipe, inputs, ranker, backend)
+    trained.trainer.precision = torch_precision  # the interpolation's validation scoring and the test split
     options: dict[str, Any] = {"alpha": interpolation_weight(recipe, inputs, trained)}
     common = dict(dataset=inputs.dataset, split=recipe.data.test_split, qrels=inputs.test_qrels,
                   first_stage=inputs.test_first, first_stage_name=inputs.test_name, depth=e.depth, metrics=e.metrics,
@@ -116,7 +163,7 @@ def evaluate(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: Traine
     if not ranker.full_retrieval:  # the trainer scores in eval.precision
         with progress.stage("test"):
             return rerank_and_report(score=trained.trainer.score, **common, **options)
-    with precision.inference(ranker, e.precision) as model:
+    with precision.inference(ranker, torch_precision) as model:
         if e.fusion is not None:  # 003 Eq. 7: dense top-k ∪ first-stage top-k
             options["fusion_alpha"] = fusion_weight(recipe, inputs, model)
         with progress.stage("test"):

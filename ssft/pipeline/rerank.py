@@ -19,7 +19,6 @@ from ssft.eval.metrics import parse_measures
 from ssft.firststage.runs import first_stage_run, report_name, save_indexes
 from ssft.models.base import Ranker
 from ssft.models.interop import openvino
-from ssft.pipeline.precision import inference_precision
 from ssft.pipeline.rank import rank_queries
 from ssft.pipeline.sources import ModelInput, dataset_sources, result_folder, whole_numbers
 from ssft.training.prediction import prediction_trainer
@@ -46,10 +45,10 @@ def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str |
     """Rerank ``first_stage``'s top-``depth`` of ``data``'s ``split`` with ``model``; returns metrics.json's content
     (``{split: {...}, first_stage_name: {...}}``). ``queries``: average over every judged query of the split, a query
     the run lacks scoring 0 (``judged``, as ssft-train does), or only over the run's queries (``run``). ``backend``:
-    torch, openvino or auto (``ssft.models.interop.openvino``; None: torch, openvino for int8); int8 on openvino is
-    calibrated on pairs of the first stage being reranked. ``split`` None: no qrels, nothing evaluated -- the queries
+    torch, openvino or auto (``ssft.models.interop.openvino``; None: auto); int8 runs on openvino, calibrated on pairs
+    of the first stage being reranked. ``split`` None: no qrels, nothing evaluated -- the queries
     (the dataset's, or those of ``queries_file``) are ranked and the run written (``ssft.pipeline.rank``); returns ``{}``."""
-    backend = backend or openvino.default_backend(precision)
+    backend = backend or openvino.DEFAULT_BACKEND
     if split is None:
         if metrics is not None:
             raise SsftError("--metrics: nothing is evaluated without --split (no qrels); drop --metrics or name a split")
@@ -62,7 +61,7 @@ def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str |
                         f"without --split (no qrels)")
     whole_numbers(depth=depth, batch_size=batch_size)
     precision = precisions.check(precision, "--precision")
-    openvino.check_backend(backend)
+    openvino.check_serving(backend, precision)
     metrics = metric_list(metrics)
     if queries not in ("judged", "run"):
         raise SsftError(f"--queries: expected judged or run, got '{queries}'")
@@ -79,14 +78,11 @@ def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str |
     ranker = source.load(trust_remote_code)
     if merge_lora:
         ranker.merge_adapter()
-    precision = inference_precision(precision, ranker, "--precision")
-    backend = openvino.resolve_backend(backend, ranker)
-    logger.info("scoring in %s on %s", precision, backend)
-    if backend == "openvino":  # the transformer on OpenVINO at that precision; the head stays float32 torch
-        pairs = [(dataset.queries[q], dataset.corpus[d].full_text) for q in sorted(first) if q in dataset.queries
-                 for d in first[q] if d in dataset.corpus]
-        openvino.serve_openvino(ranker, precision, pairs if precision == "int8" else None)
-        precision = "fp32"
+    pairs = [(dataset.queries[q], dataset.corpus[d].full_text) for q in sorted(first) if q in dataset.queries
+             for d in first[q] if d in dataset.corpus]
+    # on OpenVINO the transformer runs there (int8: calibrated on the pairs reranked); the head stays float32 torch
+    ranker, backend, precision = openvino.serve(ranker, backend, precision, pairs, inputs=len(pairs))
+    logger.info("scoring as %s", precisions.served_as(ranker))
     settings = dict(dataset=dataset, split=split, qrels=qrels, first_stage=first, first_stage_name=name, depth=depth,
                     metrics=metrics)
     if folder is None:

@@ -62,8 +62,8 @@ def retrieve_corpus(model: str | Path | Ranker, data: str, split: str, output: P
                     trust_remote_code: bool = False,
                     on_tuned: Any = None, token_k: int | None = None) -> dict[str, dict[str, float]]:
     """Retrieve and evaluate (module docstring); returns metrics.json's content. ``precision`` None: the index's when
-    ``index_dir`` is given, else auto; ``backend`` None: the index's, else torch (openvino for int8; int8 on openvino
-    is calibrated on the split's queries and the corpus). ``on_tuned(alpha)`` is told the weight ``fusion='auto'``
+    ``index_dir`` is given, else auto; ``backend`` None: the index's, else auto (int8 runs on openvino, calibrated on
+    the split's queries and the corpus). ``on_tuned(alpha)`` is told the weight ``fusion='auto'``
     picked. ``token_k`` (ColBERT only): document tokens fetched per query token (default ``DEFAULT_TOKEN_K``)."""
     asked, asked_backend = precision, backend
     precision, backend, fusion = _checked_flags(depth, batch_size, token_k, precision, backend, index, index_dir,
@@ -96,7 +96,7 @@ def retrieve_corpus(model: str | Path | Ranker, data: str, split: str, output: P
         precision, backend = asked or index_precision, backend if asked_backend else index_backend
         passage_words, passage_stride = (saved.manifest.get("settings", {}).get(key)
                                          for key in ("passage_words", "passage_stride"))
-    ranker = _served(ranker, backend, precision, dataset, queries)
+    ranker = _served(ranker, backend, precision, dataset, queries, encoding=saved is None)
     if saved is not None:
         if model_fingerprint(ranker.document_source() if not late else ranker) != saved.manifest["model"]:
             raise SsftError(f"--index-dir: {index_dir} was encoded by another model or precision "
@@ -148,7 +148,7 @@ def _checked_flags(depth, batch_size, token_k, precision, backend, index, index_
     if token_k is not None:
         whole_numbers(token_k=token_k)
     precision = precisions.check(precision or precisions.DEFAULT, "--precision")
-    backend = openvino.check_backend(backend or openvino.default_backend(precision))
+    backend = openvino.check_serving(backend or openvino.DEFAULT_BACKEND, precision)
     if index_dir is not None and passage_words is not None:
         raise SsftError("--passage-words: an index built by ssft-encode keeps its own passages; drop --passage-words")
     if index not in INDEX_KINDS:
@@ -182,13 +182,11 @@ def _check_ranker(ranker: Ranker, name: str, late: bool, token_k: int | None, do
                         "model scores its own token vectors")
 
 
-def _served(ranker: Ranker, backend: str, precision: str, dataset, queries: dict[str, str]) -> Ranker:
-    """A model that only serves, switched for good (int8: its quantised copy), its inherited document encoder too."""
-    if openvino.resolve_backend(backend, ranker) == "openvino":  # int8: calibrated on the queries and corpus served
-        return openvino.serve(ranker, "openvino", precision, lambda: _calibration(dataset, queries))
-    ranker = precisions.set_precision(ranker, precision)
-    if getattr(ranker, "document_teacher", None) is not None:
-        ranker.document_teacher.set_precision(precision)
+def _served(ranker: Ranker, backend: str, precision: str, dataset, queries: dict[str, str], encoding: bool) -> Ranker:
+    """A model that only serves, switched for good, its inherited document encoder too (``openvino.serve``: the job
+    is the queries, and the corpus when it is ``encoding`` now; int8 calibrated on the queries and corpus served)."""
+    inputs = len(queries) + (len(dataset.corpus) if encoding else 0)
+    ranker, _, _ = openvino.serve(ranker, backend, precision, lambda: _calibration(dataset, queries), inputs=inputs)
     return ranker
 
 

@@ -42,12 +42,23 @@ from ssft.pipeline.folder import (
 from ssft.pipeline.inputs import load_inputs, run_fingerprints
 from ssft.pipeline.precision import (
     checkpoint_precisions,
+    eval_backend,
     eval_precision,
     resolved_recipe,
     start_file_precision,
     training_precision,
 )
-from ssft.pipeline.report import START, evaluate, evaluate_start, freeze, print_summary, run_info, write_finished_run
+from ssft.pipeline.report import (
+    START,
+    evaluate,
+    evaluate_start,
+    freeze,
+    print_summary,
+    run_info,
+    scoring_label,
+    test_job_size,
+    write_finished_run,
+)
 from ssft.pipeline.schedule import schedule_for, training_arguments, training_setup
 from ssft.training.checkpoints import check_fingerprints, checkpoint_record
 
@@ -71,25 +82,30 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
         fingerprints = run_fingerprints(run, inputs)
         if plan.state == "resume":  # changed weights or data cannot resume exactly: refused before anything is written
             check_fingerprints(plan.folder.path, plan.record, fingerprints)
+        backend = eval_backend(run, built.ranker, plan.args.device, test_job_size(run, inputs, built.ranker))
         schedule = schedule_for(run)
+        backend_note = (f"start and test scored on {backend} (eval.backend: {run.eval.backend}; validation on torch)"
+                        if run.eval.backend != "torch" else "")
         notes = describe(run, inputs, built, schedule.describe(plan.args),
-                         "\n".join(n for n in (plan.precision_note, plan.eval_precision_note) if n))
+                         "\n".join(n for n in (plan.precision_note, plan.eval_precision_note, backend_note) if n))
         open_output_folder(recipe, plan)
         main = plan.args.should_save
         start, start_info = evaluate_start(run, inputs, built, plan.folder.path, main, plan.state == "resume",
-                                           start_file_precision(plan.record), plan.args.per_device_eval_batch_size)
-        record = {**checkpoint_precisions(plan.eval_precision, start is not None), "fingerprints": fingerprints}
+                                           start_file_precision(plan.record), plan.args.per_device_eval_batch_size,
+                                           backend)
+        record = {**checkpoint_precisions(plan.eval_precision, scoring_label(run, backend) if start is not None else None),
+                  "fingerprints": fingerprints}
         trained = schedule.train(training_setup(run, plan, inputs, built, record), plan.args)
         built.ranker.eval()
         if main:
             built.ranker.save(plan.folder.path / "model")  # PEFT format, before any merge
         freeze(built.ranker)
-        results, evaluation = evaluate(run, inputs, built, trained, plan.folder.path, write=main)
+        results, evaluation = evaluate(run, inputs, built, trained, plan.folder.path, write=main, backend=backend)
         if start is not None:
             results[START] = start
         if main:
             # one precision per table: every row the model scored (not the first stage's) was scored in this one
-            scoring = {"precision": plan.eval_precision, "backend": "torch",
+            scoring = {"precision": plan.eval_precision, "backend": backend,
                        "rows": [name for name in results if name != inputs.test_name]}
             extra = {"start": start_info, "precision": plan.eval_precision, "scoring": scoring,
                      "training_precision": training_precision(plan.args),

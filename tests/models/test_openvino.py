@@ -15,6 +15,7 @@ from scipy.stats import spearmanr
 from ssft.adapters.backbone import Backbone
 from ssft.config.recipe import ModelConfig
 from ssft.config.registry import MODELS
+from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
 from ssft.models import load_ranker
 from ssft.pipeline.export import export_run
@@ -29,6 +30,7 @@ DOCUMENTS = ["bones are hard tissue, made of calcium.", "coffee raises blood pre
 # (architecture, method, model options): every exportable architecture, one tower and two (semi-Siamese LoRA merged
 # per tower; a separate document model)
 CASES = [("cross", "lora", {"head": "classifier"}), ("cross", "full", {"head": "cls_linear"}),
+         ("cross", "full", {"head": "dual_pooled"}),
          ("twin", "ss_lora", {"scorer": "cosine", "pooling": "cls"}), ("dense", "lora", {"projection_dim": 24}),
          ("dense", "full", {"document_name": "B", "projection_dim": 16}), ("colbert", "full", {"colbert_dim": 16}),
          ("colbert", "ss_lora", {"colbert_dim": 16})]
@@ -65,6 +67,9 @@ class Counting:
         self.calls += 1
         return self.inner(*args)
 
+    def __getattr__(self, name):  # what the encoder declares (scores: the ranker's head ran in its graph)
+        return getattr(self.inner, name)
+
 
 @pytest.mark.parametrize("architecture,method,options", CASES)
 def test_openvino_scores_equal_torch_fp32(towers, architecture, method, options):
@@ -73,6 +78,9 @@ def test_openvino_scores_equal_torch_fp32(towers, architecture, method, options)
     backend.serve_openvino(ranker, "fp32")
     engines = [m for m in ranker.modules() if isinstance(m, Backbone)]
     assert engines and all(isinstance(m.serving, backend.OpenVINOEncoder) for m in engines)
+    # a [CLS] head runs inside the graph (scores come back); a head reading every token gets the hidden states
+    in_graph = architecture == "cross" and options.get("head") != "dual_pooled"
+    assert all(m.serving.scores == in_graph for m in engines)
     for m in engines:
         m.serving = Counting(m.serving)
     got = scores(ranker)
@@ -132,27 +140,54 @@ def test_int8_needs_calibration_and_pairs_for_a_cross_encoder(towers):
         backend.serve_openvino(ranker, "int8", calibration=["a lone text"])
 
 
-def test_backend_choices_and_refusals(towers):
+def test_backend_choices_and_refusals(towers, monkeypatch):
     import argparse
 
     from ssft.cli._common import backend_value
 
     with pytest.raises(SsftError, match=r"^--backend: expected one of auto, torch, openvino, got 'onnx'$"):
         backend.check_backend("onnx")
-    # int8 means OpenVINO's calibrated int8 unless a backend is named; every other precision defaults to torch
-    assert [backend.default_backend(p) for p in ("int8", "bf16", "fp32", "auto", None)] == ["openvino"] + ["torch"] * 4
+    # the serving commands default to auto, whatever the precision
     assert [backend_value(argparse.Namespace(backend=b, precision=p))
-            for b, p in ((None, "int8"), (None, None), ("torch", "int8"), ("auto", "int8"))] == [
-        "openvino", "torch", "torch", "auto"]
+            for b, p in ((None, "int8"), (None, None), ("torch", "bf16"), ("openvino", None))] == [
+        "auto", "auto", "torch", "openvino"]
     ranker = build(towers, "cross", "lora", {"head": "classifier"})
-    assert backend.resolve_backend("auto", ranker) == "openvino"
+    assert backend.resolve_backend("auto", ranker) == "openvino"  # a job of unknown size
     assert backend.resolve_backend("torch", ranker) == "torch"
+    # auto converts only for a job that repays the conversion: AUTO_MIN_INPUTS_PER_THREAD inputs per torch thread
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    assert backend.auto_min_inputs() == 3 * backend.AUTO_MIN_INPUTS_PER_THREAD
+    assert backend.resolve_backend("auto", ranker, inputs=backend.auto_min_inputs() - 1) == "torch"
+    assert backend.resolve_backend("auto", ranker, inputs=backend.auto_min_inputs()) == "openvino"
+    # int8 is OpenVINO's calibrated int8 only: auto takes it to openvino at any size, torch is refused in one line
+    assert backend.resolve_backend("auto", ranker, inputs=1, precision="int8") == "openvino"
+    with pytest.raises(SsftError, match=r"^--backend: torch with precision int8: int8 runs on OpenVINO"):
+        backend.resolve_backend("torch", ranker, precision="int8")
+    monkeypatch.setattr(backend, "available", lambda: False)
+    assert backend.resolve_backend("auto", ranker) == "torch"  # not installed: auto stays on torch
+    monkeypatch.undo()
     torch.manual_seed(0)
     cfg = ModelConfig(architecture="cross", name=str(towers[0]), max_length=48, query_max_length=12)
     prompt = MODELS.get("cross").build(cfg, "prompt", {})
     assert backend.resolve_backend("auto", prompt) == "torch"  # auto never picks what cannot convert
     with pytest.raises(SsftError, match="method 'prompt' cannot run on OpenVINO"):
         backend.resolve_backend("openvino", prompt)
+    with pytest.raises(SsftError, match="method 'prompt' cannot run on OpenVINO"):
+        backend.resolve_backend("auto", prompt, precision="int8")
+
+
+def test_serve_returns_the_backend_and_unserve_puts_the_model_back_on_torch(towers):
+    ranker = build(towers, "twin", "ss_lora", {"scorer": "cosine", "pooling": "cls"})
+    want = scores(ranker)
+    small, chosen, torch_side = backend.serve(ranker, "auto", "fp32", inputs=1)  # too small a job: torch
+    assert (chosen, torch_side, getattr(small, "serving_backend", None)) == ("torch", "fp32", None)
+    served, chosen, torch_side = backend.serve(ranker, "auto", "bf16", inputs=None)
+    assert (chosen, torch_side, served.serving_backend) == ("openvino", "fp32", "openvino:bf16")
+    assert all(b.serving is not None for b in served.modules() if isinstance(b, Backbone))
+    backend.unserve(served)
+    assert not hasattr(served, "serving_backend")
+    assert all(b.serving is None for b in served.modules() if isinstance(b, Backbone))
+    np.testing.assert_allclose(scores(served), want, atol=1e-6)  # torch again, weights untouched
 
 
 def test_load_with_backend_openvino(towers, tmp_path):
@@ -235,3 +270,30 @@ def test_sentence_transformers_runs_the_openvino_export_as_ssft(towers, tmp_path
         d = model.encode_document(DOCUMENTS, convert_to_tensor=True)
         got = model.similarity(q, d).diagonal().float() * (getattr(loaded, "score_scale", 1.0) or 1.0)
     assert torch.allclose(got, want, atol=FP32_TOL), (got, want)
+
+
+def test_latency_cli_times_the_openvino_backend_and_serving_refuses_torch_int8(towers, tiny_dataset, tmp_path, capsys):
+    """ssft-latency serves as the other commands do: --backend openvino times the converted encoder (its rows say
+    so), --precision int8 alone is OpenVINO's calibrated int8, and torch's dynamic int8 is refused in one line."""
+    from ssft.cli.latency import main as latency_main
+    from ssft.cli.rerank import main as rerank_main
+
+    build(towers, "dense", "lora", {"projection_dim": 24}).save(tmp_path / "run" / "model")
+    common = [str(tmp_path / "run"), "--data", str(tiny_dataset), "--repeats", "1", "--batch-sizes", "2"]
+    for flags, want in ((["--backend", "openvino", "--precision", "fp32"], "openvino:fp32"),
+                        (["--precision", "int8"], "openvino:int8"), ([], "bf16" if precisions.cpu_bf16_native() else "fp32")):
+        out = tmp_path / ("lat" + "".join(flags))
+        assert latency_main([*common, *flags, "--output", str(out)]) == 0
+        assert {row["precision"] for row in json.loads((out / "latency.json").read_text())} == {want}, flags
+    capsys.readouterr()
+    assert latency_main([*common, "--backend", "torch", "--precision", "int8"]) != 0
+    err = capsys.readouterr().err.strip()  # refused before the model is loaded: one line, nothing else
+    assert err.startswith("ssft-latency: error: --backend: torch with precision int8: int8 runs on OpenVINO")
+    assert "\n" not in err
+    cross = tmp_path / "cross"
+    build(towers, "cross", "lora", {"head": "classifier"}).save(cross)
+    capsys.readouterr()
+    assert rerank_main([str(cross), "--data", str(tiny_dataset), "--first-stage", "bm25", "--split", "test",
+                        "--output", str(tmp_path / "rr"), "--backend", "torch", "--precision", "int8"]) != 0
+    assert capsys.readouterr().err.strip().startswith("ssft-rerank: error: --backend: torch with precision int8")
+    assert not (tmp_path / "rr").exists()  # refused before anything was written

@@ -311,3 +311,44 @@ def test_epoch_zero_from_a_sequence_classification_checkpoint_is_what_the_checkp
     test_pairs = [(q, d) for q, docs in started.items() for d in docs]
     want_test = logits([(ds.queries[q], ds.corpus[d].full_text) for q, d in test_pairs])
     assert torch.allclose(torch.tensor([started[q][d] for q, d in test_pairs]), torch.tensor(want_test), atol=1e-4)
+
+
+def test_eval_backend_openvino_scores_the_start_and_the_test_split_there_and_validates_on_torch(
+        tiny_model_dir, synthetic, tmp_path, monkeypatch):
+    """eval.backend: openvino: the start is converted, scored and put back on torch before training (validation,
+    whose weights change, runs on torch); the trained model is scored there once its weights are final. Weights that
+    never move (learning rate 0) give the same rows, and run_info and the checkpoints say how they were scored."""
+    pytest.importorskip("openvino")
+    from ssft.adapters.backbone import Backbone
+    from ssft.pipeline.run import run_recipe
+    from ssft.training.checkpoints import checkpoint_record
+
+    validated = []
+    evaluate = RankingTrainer.evaluate
+
+    def on_torch(self, *args, **kwargs):  # validation: never through a converted encoder
+        validated.append(all(m.serving is None for m in self.model.modules() if isinstance(m, Backbone)))
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(RankingTrainer, "evaluate", on_torch)
+    out = tmp_path / "run"
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(out / "logs"))
+    recipe = _recipe(tiny_model_dir, synthetic, out, "dense", learning_rate=0.0, eval_precision="fp32",
+                     loss="contrastive", head_learning_rate=0.0)
+    recipe.eval.backend = "openvino"
+    recipe.training["save_strategy"] = "epoch"
+    results = run_recipe(recipe)
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["scoring"] == {"precision": "fp32", "backend": "openvino", "rows": ["test", "start"]}
+    assert validated and all(validated)
+    assert results["start"] == pytest.approx(results["test"], abs=1e-6)
+    assert checkpoint_record(out)["start_precision"] == "openvino:fp32"  # a resume re-reads its start only so
+
+
+def test_eval_backend_is_checked_with_the_recipe(tiny_model_dir, synthetic, tmp_path):
+    from ssft.core.errors import SsftError
+
+    recipe = _recipe(tiny_model_dir, synthetic, tmp_path / "run").to_dict()
+    recipe["eval"]["backend"] = "onnx"
+    with pytest.raises(SsftError, match=r"^start.yaml: eval.backend: expected one of auto, torch, openvino, got 'onnx'$"):
+        recipe_from_dict(recipe, "start.yaml")

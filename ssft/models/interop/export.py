@@ -55,11 +55,18 @@ SERVED_BY = "ssft-rerank / ssft-retrieve serve it from the run folder"
 IDENTITY = "torch.nn.modules.linear.Identity"
 
 
-def export_refusal(ranker) -> str | None:
-    """Why ``ranker`` cannot be written in a standard format (one line), or None when it can."""
+def unexportable_method(ranker) -> str | None:
+    """The name of ``ranker``'s method when a plain transformer forward cannot hold it (prompt / prefix states: no
+    standard export, no OpenVINO graph), else None."""
     method = ranker.backbone.method
     adapter = ADAPTERS.get(method) if method in ADAPTERS else None
-    if adapter is None or not adapter.exportable:
+    return method if adapter is None or not adapter.exportable else None
+
+
+def export_refusal(ranker) -> str | None:
+    """Why ``ranker`` cannot be written in a standard format (one line), or None when it can."""
+    method = unexportable_method(ranker)
+    if method is not None:
         return (f"method '{method}' cannot be exported: a standard forward has no place for its prompt / prefix states "
                 f"(PEFT prompt / prefix, 001's hidden prefix, hybrids); {SERVED_BY}")
     if ranker.architecture not in FORMAT_OF:
@@ -380,4 +387,4 @@ def export_model(ranker, folder: Path, requested: str = "auto") -> dict[str, Any
 
 
 __all__ = ["CLS_LINEAR_EPSILON", "FORMATS", "FORMAT_OF", "SEQUENCE_CLASSIFICATION_LAYOUT", "export_format", "export_model",
-           "export_refusal", "merged_encoder", "tower_encoders"]
+           "export_refusal", "merged_encoder", "tower_encoders", "unexportable_method"]

@@ -19,13 +19,16 @@ exporter library is needed (optimum-intel and optimum-onnx pin transformers rele
   sentence-transformers' ``backend="openvino"`` reads it (``<module>/openvino/openvino_model.xml``: the
   feature-extraction graph with the output ``last_hidden_state``, or the sequence-classification graph with
   ``logits`` for a cross-encoder), weights kept float32.
-- ``default_backend``: the backend a path serves on when none is named: OpenVINO for ``int8`` (its calibrated static
-  int8 ranks as float32 does and runs faster than torch's dynamic int8, which moved nDCG@10 by several thousandths and
-  ran no faster than bf16: BENCHMARKS.md § openvino_quality), else torch. Torch's dynamic int8 stays reachable only by
-  naming both (``--backend torch --precision int8``) and for a training run's ``eval.precision``.
-- ``resolve_backend``: ``auto`` is OpenVINO where it is installed, the model is on the CPU and its method converts
-  (measured faster: BENCHMARKS.md § vs_sentence_transformers_openvino), else torch. The default stays torch: converting
-  costs seconds at every load, and a run's validation (weights changing) stays on torch.
+- ``serve``: what every serving path (ssft-rerank, ssft-encode, ssft-retrieve, ssft-latency, ``ssft.load``) runs once
+  its model is loaded: the backend resolved (``resolve_backend``) and the ranker switched to it at its precision.
+  ``auto`` (the serving commands' default) is OpenVINO where it is installed, the model is on the CPU, its method
+  converts and the job has at least ``AUTO_MIN_INPUTS_PER_THREAD`` inputs per torch thread (a conversion costs about
+  2 s for a MiniLM and OpenVINO saves about 4 ms per input and thread: it pays from about 500 inputs a thread),
+  else torch. int8 is OpenVINO's calibrated static int8 whatever ``auto`` says: torch's dynamic int8 moved nDCG@10
+  by up to 0.017 and ran no faster than bf16 (BENCHMARKS.md § openvino_quality), so a serving path refuses it;
+  it remains only where OpenVINO cannot go, a training run's validation (``eval.precision: int8`` while the weights
+  change at every evaluation).
+- ``unserve``: the ranker back on torch (a training run's start, scored on OpenVINO before training begins).
 
 ``openvino`` and ``nncf`` are an optional extra (``pip install ssft[openvino]``): imported only here, lazily.
 """
@@ -45,15 +48,15 @@ from transformers import AutoModel, AutoModelForSequenceClassification
 
 from ssft.adapters.backbone import Backbone
 from ssft.adapters.cpu_kernels import remove_cpu_kernels
-from ssft.config.registry import ADAPTERS
 from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
 from ssft.core.hub import read_json_file
-from ssft.models.interop.export import merged_encoder
+from ssft.models.interop.export import merged_encoder, unexportable_method
 
 logger = logging.getLogger("ssft")
-BACKENDS = ("auto", "torch", "openvino")
-DEFAULT_BACKEND = "torch"  # README "Serving backends": auto is opt-in (a conversion at every load)
+BACKENDS = precisions.BACKENDS
+DEFAULT_BACKEND = "auto"  # the serving commands' default (module docstring); ssft.load and eval.backend: torch
+AUTO_MIN_INPUTS_PER_THREAD = 500  # auto converts from this many inputs per torch thread (module docstring)
 SUBFOLDER = "openvino"  # sentence-transformers' backend="openvino" layout: <Transformer folder>/openvino/...
 IR_FILE = "openvino_model.xml"
 CALIBRATION_SIZE = 400  # texts / pairs drawn for int8 calibration (NNCF's default subset is 300 inputs)
@@ -75,23 +78,25 @@ def _openvino():
     return openvino
 
 
-def default_backend(precision: str | None) -> str:
-    """The backend when none is named (module docstring): openvino for ``int8``, else ``DEFAULT_BACKEND``."""
-    return "openvino" if precision == "int8" else DEFAULT_BACKEND
+check_backend = precisions.check_backend
 
 
-def check_backend(backend: str, where: str = "--backend") -> str:
-    """``backend`` when it is one of ``BACKENDS``, else a one-line error naming ``where``."""
-    if backend not in BACKENDS:
-        raise SsftError(f"{where}: expected one of {', '.join(BACKENDS)}, got '{backend}'")
+def check_serving(backend: str, precision: str | None, where: str = "--backend") -> str:
+    """``backend`` checked for a serving path before anything is loaded: one of ``BACKENDS``, and not torch with
+    int8 (module docstring); a one-line error naming ``where`` otherwise."""
+    check_backend(backend, where)
+    if backend == "torch" and precision == "int8":
+        raise SsftError(f"{where}: torch with precision int8: int8 runs on OpenVINO (its calibrated static int8; "
+                        f"torch's dynamic int8 ranked worse and ran no faster than bf16); use openvino or bf16")
     return backend
 
 
 def refusal(ranker) -> str | None:
     """Why ``ranker``'s transformer cannot run on OpenVINO (one line), or None."""
-    method = ranker.backbone.method
-    adapter = ADAPTERS.get(method) if method in ADAPTERS else None
-    if adapter is None or not adapter.exportable:
+    if not isinstance(getattr(ranker, "backbone", None), Backbone):
+        return f"a {type(ranker).__name__} has no ssft backbone to convert; serve it with backend torch"
+    method = unexportable_method(ranker)
+    if method is not None:
         return (f"method '{method}' cannot run on OpenVINO: a plain transformer forward has no place for its prompt / "
                 f"prefix states; serve it with backend torch")
     param = next(iter(ranker.parameters()), None)
@@ -100,15 +105,25 @@ def refusal(ranker) -> str | None:
     return None
 
 
-def resolve_backend(backend: str, ranker, where: str = "--backend") -> str:
-    """The backend a ranker serves on: ``auto`` is openvino where it is installed and the ranker converts (module
-    docstring), else torch; ``openvino`` asked for and impossible is a one-line error."""
-    check_backend(backend, where)
+def auto_min_inputs() -> int:
+    """How many inputs a job needs before ``auto`` converts to OpenVINO (module docstring)."""
+    return AUTO_MIN_INPUTS_PER_THREAD * max(1, int(torch.get_num_threads()))
+
+
+def resolve_backend(backend: str, ranker, where: str = "--backend", inputs: int | None = None,
+                    precision: str | None = None) -> str:
+    """The backend a ranker serves on (module docstring): ``auto`` is openvino where it is installed, the ranker
+    converts and ``inputs`` (the job's texts or pairs; None: unknown, taken as enough) reach ``auto_min_inputs``,
+    else torch; int8 is openvino's only, and ``openvino`` asked for and impossible is a one-line error."""
+    check_serving(backend, precision, where)
+    why = refusal(ranker)
+    if precision == "int8":
+        backend = "openvino"
     if backend == "torch":
         return "torch"
-    why = refusal(ranker)
     if backend == "auto":
-        return "openvino" if available() and why is None else "torch"
+        big = inputs is None or inputs >= auto_min_inputs()
+        return "openvino" if available() and why is None and big else "torch"
     if why is not None:
         raise SsftError(f"{where}: {why}")
     _openvino()
@@ -118,32 +133,23 @@ def resolve_backend(backend: str, ranker, where: str = "--backend") -> str:
 # ---------------------------------------------------------------- conversion
 
 
-class _Encoder(nn.Module):
-    """The plain encoder as a graph of tensors: (input_ids, attention_mask[, token_type_ids]) → last hidden state."""
+class Graph(nn.Module):
+    """A transformer as a graph of tensors: (input_ids, attention_mask[, token_type_ids]) → its ``output``
+    (``last_hidden_state`` of an encoder, ``logits`` of a sequence-classification model); with ``head`` (a ranker's
+    ``serving_head``), the head on the first token's state instead: the scores (batch,), output ``scores``."""
 
-    def __init__(self, encoder: nn.Module, segments: bool):
+    def __init__(self, model: nn.Module, output: str = "last_hidden_state", head: nn.Module | None = None):
         super().__init__()
-        self.encoder, self.segments = encoder, segments
+        self.model, self.head, self.segments = model, head, _uses_segments(model.config)
+        self.output = "scores" if head is not None else output
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self.segments:
             kwargs["token_type_ids"] = token_type_ids
-        return self.encoder(**kwargs).last_hidden_state
-
-
-class _Classifier(nn.Module):
-    """A sequence-classification model as a graph: (input_ids, attention_mask[, token_type_ids]) → logits."""
-
-    def __init__(self, model: nn.Module, segments: bool):
-        super().__init__()
-        self.model, self.segments = model, segments
-
-    def forward(self, input_ids, attention_mask, token_type_ids=None):
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if self.segments:
-            kwargs["token_type_ids"] = token_type_ids
-        return self.model(**kwargs).logits
+        if self.head is not None:
+            return self.head(self.model(**kwargs).last_hidden_state[:, 0])
+        return getattr(self.model(**kwargs), self.output)
 
 
 def _uses_segments(config) -> bool:
@@ -151,10 +157,11 @@ def _uses_segments(config) -> bool:
     return int(getattr(config, "type_vocab_size", 0) or 0) > 1
 
 
-def convert(graph: nn.Module, segments: bool, output: str):
-    """``openvino.convert_model`` of ``graph`` (an ``_Encoder`` / ``_Classifier``) with dynamic batch and sequence
-    dimensions; its output named ``output`` (what sentence-transformers' OpenVINO models read by name)."""
+def convert(graph: Graph):
+    """``openvino.convert_model`` of ``graph`` with dynamic batch and sequence dimensions; its output named as the
+    graph's (what sentence-transformers' OpenVINO models read by name)."""
     ov = _openvino()
+    segments, output = graph.segments, graph.output
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else [])
     example = {name: torch.ones(2, 8, dtype=torch.long) for name in names}
     if segments:
@@ -186,11 +193,12 @@ def _compile(model, precision: str):
 class OpenVINOEncoder:
     """A compiled encoder standing in for a ``Backbone``'s transformer (``Backbone.serving``): called as the
     backbone's forward is, it returns float32 hidden states (batch, tokens, hidden) as a torch tensor.
-    ``graphs`` holds one compiled model per tower (``None``: every tower), ``segments`` whether it takes
-    token_type_ids."""
+    ``compiled`` holds one compiled model per tower (``None``: every tower), ``segments`` whether it takes
+    token_type_ids; ``scores``: the graphs ran the ranker's head too and return its scores (``Backbone.serves_scores``).
+    """
 
-    def __init__(self, compiled: dict[str | None, Any], segments: bool, precision: str):
-        self.compiled, self.segments, self.precision = compiled, segments, precision
+    def __init__(self, compiled: dict[str | None, Any], segments: bool, precision: str, scores: bool = False):
+        self.compiled, self.segments, self.precision, self.scores = compiled, segments, precision, scores
         self.requests = {tower: model.create_infer_request() for tower, model in compiled.items()}
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None,
@@ -309,13 +317,16 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
         if len(items) > CALIBRATION_SIZE:
             items = random.Random(seed).sample(items, CALIBRATION_SIZE)
         recorded = calibration_inputs(ranker, items)
+    heads = {id(b): owner.serving_head() for owner in reversed(_rankers(ranker)) if hasattr(owner, "serving_head")
+             for b in owner.modules() if isinstance(b, Backbone)}
     for backbone in _backbones(ranker):
         backbone.serving = None
         segments = _uses_segments(backbone.config)
+        head = heads.get(id(backbone))  # the ranker's head in the graph: scores come back (Ranker.serving_head)
         towers = ("query", "document") if backbone.tower_switch is not None else (None,)
         compiled = {}
         for tower in towers:
-            model = convert(_Encoder(merged_encoder(backbone, tower), segments), segments, "last_hidden_state")
+            model = convert(Graph(merged_encoder(backbone, tower), head=head))
             inputs = recorded.get(id(backbone), {})
             tower_inputs = inputs.get(tower) if tower is not None else [i for items in inputs.values() for i in items]
             at = precision
@@ -326,23 +337,42 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
                     at = "bf16" if precisions.cpu_bf16_native() else "fp32"
                     logger.info("int8: no calibration input reached the %s tower; it serves at %s", tower or "", at)
             compiled[tower] = _compile(model, at)
-        backbone.serving = OpenVINOEncoder(compiled, segments, precision)
+        backbone.serving = OpenVINOEncoder(compiled, segments, precision, scores=head is not None)
     for owner in _rankers(ranker):
         object.__setattr__(owner, precisions.BACKEND_ATTRIBUTE, f"openvino:{precision}")
     return ranker
 
 
-def serve(ranker, backend: str, precision: str, calibration: Callable[[], Sequence[str | tuple[str, str]]] | None = None,
-          where: str = "--backend"):
-    """What every serving path runs once its model is loaded: ``ranker`` switched for good to ``precision`` on
-    ``backend`` (``resolve_backend``): torch's ``set_precision`` (int8: the dynamically quantised copy), or
-    ``serve_openvino`` with ``calibration()`` (called only for int8 on OpenVINO: the texts or pairs of the corpus being
-    served)."""
-    if resolve_backend(backend, ranker, where) == "openvino":
-        precision = precisions.resolve(precision, "cpu", "--precision")
-        items = calibration() if (precision == "int8" and calibration is not None) else None
-        return serve_openvino(ranker, precision, items)
-    return precisions.set_precision(ranker, precision)
+def unserve(ranker) -> None:
+    """``ranker`` back on torch: its backbones' converted encoders dropped (the torch weights were never changed)."""
+    for backbone in _backbones(ranker):
+        backbone.serving = None
+    for owner in _rankers(ranker):
+        if precisions.BACKEND_ATTRIBUTE in owner.__dict__:
+            object.__delattr__(owner, precisions.BACKEND_ATTRIBUTE)
+
+
+def serve(ranker, backend: str, precision: str,
+          calibration: Callable[[], Sequence[str | tuple[str, str]]] | Sequence[str | tuple[str, str]] | None = None,
+          *, inputs: int | None = None, where: str = "--backend") -> tuple[Any, str, str]:
+    """What every serving path runs once its model is loaded (module docstring): ``ranker`` switched for good to
+    ``precision`` (auto resolved on its device) on ``backend`` (``resolve_backend``, ``inputs`` the job's size): torch's
+    ``set_precision``, its inherited document model too, or ``serve_openvino``. ``calibration``: the texts or pairs
+    of the corpus served, or a function giving them (called only for int8). Returns (the ranker, the backend it
+    serves on, the precision its torch side computes in: what a ``prediction_trainer`` over it is given)."""
+    param = next(iter(ranker.parameters()), None)
+    precision = precisions.resolve(precision, param.device if param is not None else "cpu",
+                                   "--precision" if where.startswith("--") else "precision")
+    chosen = resolve_backend(backend, ranker, where, inputs, precision)
+    if chosen == "openvino":
+        items = None
+        if precision == "int8" and calibration is not None:
+            items = calibration() if callable(calibration) else calibration
+        return serve_openvino(ranker, precision, items), chosen, "fp32"
+    ranker = precisions.set_precision(ranker, precision)
+    if getattr(ranker, "document_teacher", None) is not None:
+        ranker.document_teacher.set_precision(precision)
+    return ranker, chosen, precision
 
 
 # ---------------------------------------------------------------- export beside a standard folder
@@ -367,12 +397,10 @@ def write_openvino(folder: Path) -> list[str]:
         config = read_json_file(module / "sentence_bert_config.json") if (module / "sentence_bert_config.json").is_file() else {}
         task = config.get("transformer_task", "feature-extraction") if isinstance(config, dict) else "feature-extraction"
         if task == "sequence-classification":
-            model = AutoModelForSequenceClassification.from_pretrained(module, dtype=torch.float32)
-            graph, output = _Classifier(model, _uses_segments(model.config)), "logits"
+            graph = Graph(AutoModelForSequenceClassification.from_pretrained(module, dtype=torch.float32), "logits")
         else:
-            model = AutoModel.from_pretrained(module, dtype=torch.float32)
-            graph, output = _Encoder(model, _uses_segments(model.config)), "last_hidden_state"
-        ir = convert(graph, graph.segments, output)
+            graph = Graph(AutoModel.from_pretrained(module, dtype=torch.float32))
+        ir = convert(graph)
         target = module / SUBFOLDER / IR_FILE
         target.parent.mkdir(parents=True, exist_ok=True)
         _openvino().save_model(ir, str(target), compress_to_fp16=False)
@@ -380,6 +408,6 @@ def write_openvino(folder: Path) -> list[str]:
     return written
 
 
-__all__ = ["BACKENDS", "CALIBRATION_SIZE", "DEFAULT_BACKEND", "IR_FILE", "OpenVINOEncoder", "SUBFOLDER", "available",
-           "calibration_inputs", "check_backend", "convert", "default_backend", "quantize", "refusal", "resolve_backend", "serve",
-           "serve_openvino", "write_openvino"]
+__all__ = ["AUTO_MIN_INPUTS_PER_THREAD", "BACKENDS", "CALIBRATION_SIZE", "DEFAULT_BACKEND", "Graph", "IR_FILE",
+           "OpenVINOEncoder", "SUBFOLDER", "auto_min_inputs", "available", "calibration_inputs", "check_backend", "check_serving",
+           "convert", "quantize", "refusal", "resolve_backend", "serve", "serve_openvino", "unserve", "write_openvino"]
