@@ -141,12 +141,6 @@ class Backbone(nn.Module):
         return model
 
     @property
-    def serves_scores(self) -> bool:
-        """This forward is served by a runtime whose graph ran the ranker's head too (``Ranker.serving_head``): it
-        returns the scores (n,), not hidden states."""
-        return self.serving is not None and getattr(self.serving, "scores", False) and not torch.is_grad_enabled()
-
-    @property
     def is_peft(self) -> bool:
         return self.peft_config is not None
 
@@ -157,7 +151,7 @@ class Backbone(nn.Module):
         if tower is not None and tower not in TOWERS:
             raise ValueError(f"tower must be one of {TOWERS}, got {tower!r}")
         if self.serving is not None and not torch.is_grad_enabled():
-            return self.serving(input_ids, attention_mask, token_type_ids, tower)  # scores where serves_scores
+            return self.serving(input_ids, attention_mask, token_type_ids, tower)
         if self.tower_switch is not None:
             self.tower_switch(tower)
         if self.inference_precision == "bf16" and not torch.is_grad_enabled():

@@ -288,6 +288,10 @@ class Ranker(nn.Module):
     # the model as built ranks before any training (no freshly initialised, random scoring head): ssft-train scores it
     # on the test split as the run's 'start' entry; a subclass whose head may be random overrides it
     ranks_untrained: bool = True
+    # what a serving runtime hands back of the last layer (ssft.models.interop.openvino): every token's state, or only
+    # the first token's where the ranker reads nothing else (a converted graph returning less runs faster); the heads
+    # stay in the ranker's own float32 code (run in the graph at bf16 / int8 they moved nDCG@10 by 0.002)
+    serves_first_token_only: bool = False
     def __init__(self, backbone: Backbone, tokenizer, spec: dict[str, Any]):
         super().__init__()
         self.backbone = backbone
@@ -295,13 +299,6 @@ class Ranker(nn.Module):
         self.spec = spec
         self.arch_config = self.config_from_spec(spec)  # the architecture's typed Config (what its code reads)
         self.max_length, self.query_max_length = int(spec["max_length"]), int(spec["query_max_length"])
-
-    def serving_head(self) -> nn.Module | None:
-        """What a serving runtime (``ssft.models.interop.openvino``) may run inside its converted graph after the
-        transformer: a module from the first token's last-layer state (n, hidden) to the scores (n,), for a ranker that
-        reads nothing else (the graph then hands back scores, and runs a few percent faster); None (the default): the
-        runtime hands back every token's state and the ranker's own code goes on from there."""
-        return None
 
     def token_cache(self, tokenizer=None):
         """The ``TokenCache`` of ``tokenizer`` (default: the ranker's): each distinct text tokenised once."""

@@ -70,26 +70,17 @@ class TokenStates:
         self.attention_mask: torch.Tensor | None = None
 
 
-class ClsScorer(nn.Module):
-    """``CrossEncoder.score_cls`` without dropout, as a module of its own (the same pooler and linear layer): what a
-    serving runtime runs inside its graph (``Ranker.serving_head``)."""
-
-    def __init__(self, pooler: nn.Linear | None, head: nn.Linear):
-        super().__init__()
-        self.pooler, self.head = pooler, head
-
-    def forward(self, cls: torch.Tensor) -> torch.Tensor:
-        if self.pooler is not None:
-            cls = torch.tanh(self.pooler(cls))
-        return self.head(cls).squeeze(-1)
-
-
 class CrossEncoder(Ranker):
     architecture = "cross"
     Config = CrossConfig
     legacy_spec = {"head": "cls_linear"}  # a spec without the key: saved before model.head existed
     ranks_untrained = False  # the ranker head starts random (001 §3.1): the untrained model cannot rank
     reconstruction_heads = (DUAL_POOLED,)  # model.head values that carry a token-reconstruction head (Ranker)
+
+    @property
+    def serves_first_token_only(self) -> bool:
+        """Ranker: the [CLS] heads read the first token's state only; the dual-pooled head reads every token."""
+        return self.head_kind != DUAL_POOLED
 
     @classmethod
     def spec_of(cls, config: CrossConfig) -> dict[str, Any]:
@@ -129,8 +120,6 @@ class CrossEncoder(Ranker):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.backbone(input_ids, attention_mask, token_type_ids)
-        if self.backbone.serves_scores:  # a serving runtime ran the [CLS] head in its graph (serving_head)
-            return hidden
         if self.head_kind != DUAL_POOLED:
             return self.score_cls(hidden[:, 0])
         q, d = self.proxies(hidden, input_ids, attention_mask, token_type_ids)
@@ -179,11 +168,6 @@ class CrossEncoder(Ranker):
         if self.pooler is not None:
             cls = torch.tanh(self.pooler(cls))
         return self.head(self.dropout(cls)).squeeze(-1)
-
-    def serving_head(self) -> nn.Module | None:
-        """Ranker: the [CLS] head as one module for a serving runtime's graph (dropout is off when serving); the
-        dual-pooled head reads every token: None."""
-        return None if self.head_kind == DUAL_POOLED else ClsScorer(self.pooler, self.head)
 
     def tokenize(self, queries: list[str], documents: list[str]) -> dict[str, torch.Tensor]:
         """Pairs to model inputs, as ``tokenizer(queries, documents, padding=True, truncation="longest_first",

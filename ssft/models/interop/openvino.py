@@ -135,21 +135,20 @@ def resolve_backend(backend: str, ranker, where: str = "--backend", inputs: int 
 
 class Graph(nn.Module):
     """A transformer as a graph of tensors: (input_ids, attention_mask[, token_type_ids]) → its ``output``
-    (``last_hidden_state`` of an encoder, ``logits`` of a sequence-classification model); with ``head`` (a ranker's
-    ``serving_head``), the head on the first token's state instead: the scores (batch,), output ``scores``."""
+    (``last_hidden_state`` of an encoder, ``logits`` of a sequence-classification model); ``first_token``: only the
+    first token's state (batch, hidden), for a ranker that reads nothing else (``Ranker.serves_first_token_only``)."""
 
-    def __init__(self, model: nn.Module, output: str = "last_hidden_state", head: nn.Module | None = None):
+    def __init__(self, model: nn.Module, output: str = "last_hidden_state", first_token: bool = False):
         super().__init__()
-        self.model, self.head, self.segments = model, head, _uses_segments(model.config)
-        self.output = "scores" if head is not None else output
+        self.model, self.output, self.segments = model, output, _uses_segments(model.config)
+        self.first_token = first_token
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self.segments:
             kwargs["token_type_ids"] = token_type_ids
-        if self.head is not None:
-            return self.head(self.model(**kwargs).last_hidden_state[:, 0])
-        return getattr(self.model(**kwargs), self.output)
+        out = getattr(self.model(**kwargs), self.output)
+        return out[:, 0] if self.first_token else out
 
 
 def _uses_segments(config) -> bool:
@@ -194,11 +193,11 @@ class OpenVINOEncoder:
     """A compiled encoder standing in for a ``Backbone``'s transformer (``Backbone.serving``): called as the
     backbone's forward is, it returns float32 hidden states (batch, tokens, hidden) as a torch tensor.
     ``compiled`` holds one compiled model per tower (``None``: every tower), ``segments`` whether it takes
-    token_type_ids; ``scores``: the graphs ran the ranker's head too and return its scores (``Backbone.serves_scores``).
+    token_type_ids; ``first_token``: the graphs return the first token's state only, handed back as (batch, 1, hidden).
     """
 
-    def __init__(self, compiled: dict[str | None, Any], segments: bool, precision: str, scores: bool = False):
-        self.compiled, self.segments, self.precision, self.scores = compiled, segments, precision, scores
+    def __init__(self, compiled: dict[str | None, Any], segments: bool, precision: str, first_token: bool = False):
+        self.compiled, self.segments, self.precision, self.first_token = compiled, segments, precision, first_token
         self.requests = {tower: model.create_infer_request() for tower, model in compiled.items()}
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None,
@@ -212,7 +211,8 @@ class OpenVINOEncoder:
                                         else np.zeros_like(inputs["input_ids"]))
         request = self.requests[key]
         request.infer(inputs)
-        return torch.from_numpy(np.array(request.get_output_tensor(0).data, dtype=np.float32))
+        hidden = torch.from_numpy(np.array(request.get_output_tensor(0).data, dtype=np.float32))
+        return hidden.unsqueeze(1) if self.first_token else hidden
 
 
 class _Recorder:
@@ -317,16 +317,16 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
         if len(items) > CALIBRATION_SIZE:
             items = random.Random(seed).sample(items, CALIBRATION_SIZE)
         recorded = calibration_inputs(ranker, items)
-    heads = {id(b): owner.serving_head() for owner in reversed(_rankers(ranker)) if hasattr(owner, "serving_head")
-             for b in owner.modules() if isinstance(b, Backbone)}
+    first_only = {id(b) for owner in _rankers(ranker) if getattr(owner, "serves_first_token_only", False)
+                  for b in owner.modules() if isinstance(b, Backbone)}
     for backbone in _backbones(ranker):
         backbone.serving = None
         segments = _uses_segments(backbone.config)
-        head = heads.get(id(backbone))  # the ranker's head in the graph: scores come back (Ranker.serving_head)
+        first_token = id(backbone) in first_only  # less leaves the runtime (Ranker.serves_first_token_only)
         towers = ("query", "document") if backbone.tower_switch is not None else (None,)
         compiled = {}
         for tower in towers:
-            model = convert(Graph(merged_encoder(backbone, tower), head=head))
+            model = convert(Graph(merged_encoder(backbone, tower), first_token=first_token))
             inputs = recorded.get(id(backbone), {})
             tower_inputs = inputs.get(tower) if tower is not None else [i for items in inputs.values() for i in items]
             at = precision
@@ -337,7 +337,7 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
                     at = "bf16" if precisions.cpu_bf16_native() else "fp32"
                     logger.info("int8: no calibration input reached the %s tower; it serves at %s", tower or "", at)
             compiled[tower] = _compile(model, at)
-        backbone.serving = OpenVINOEncoder(compiled, segments, precision, scores=head is not None)
+        backbone.serving = OpenVINOEncoder(compiled, segments, precision, first_token)
     for owner in _rankers(ranker):
         object.__setattr__(owner, precisions.BACKEND_ATTRIBUTE, f"openvino:{precision}")
     return ranker
