@@ -141,6 +141,12 @@ class Backbone(nn.Module):
         return model
 
     @property
+    def serves_pooled(self) -> bool:
+        """This forward is served by a runtime whose graph also ran the ranker's pooler (``Ranker.serving_pooler``):
+        it returns the pooled first-token vectors (n, 1, hidden), not hidden states."""
+        return self.serving is not None and getattr(self.serving, "pooled", False) and not torch.is_grad_enabled()
+
+    @property
     def is_peft(self) -> bool:
         return self.peft_config is not None
 

@@ -289,8 +289,7 @@ class Ranker(nn.Module):
     # on the test split as the run's 'start' entry; a subclass whose head may be random overrides it
     ranks_untrained: bool = True
     # what a serving runtime hands back of the last layer (ssft.models.interop.openvino): every token's state, or only
-    # the first token's where the ranker reads nothing else (a converted graph returning less runs faster); the heads
-    # stay in the ranker's own float32 code (run in the graph at bf16 / int8 they moved nDCG@10 by 0.002)
+    # the first token's where the ranker reads nothing else (a converted graph returning less runs faster)
     serves_first_token_only: bool = False
     def __init__(self, backbone: Backbone, tokenizer, spec: dict[str, Any]):
         super().__init__()
@@ -299,6 +298,13 @@ class Ranker(nn.Module):
         self.spec = spec
         self.arch_config = self.config_from_spec(spec)  # the architecture's typed Config (what its code reads)
         self.max_length, self.query_max_length = int(spec["max_length"]), int(spec["query_max_length"])
+
+    def serving_pooler(self) -> nn.Module | None:
+        """With ``serves_first_token_only``: a module the serving runtime may run on the first token's state inside
+        its graph, (n, hidden) → (n, hidden'), whose output the ranker's forward finishes (``Backbone.serves_pooled``);
+        None: the state itself comes back. The last linear layer stays out of the graph: run there at bf16 / int8 it rounded the scores
+        and moved nDCG@10 by 0.002."""
+        return None
 
     def token_cache(self, tokenizer=None):
         """The ``TokenCache`` of ``tokenizer`` (default: the ranker's): each distinct text tokenised once."""

@@ -70,6 +70,17 @@ class TokenStates:
         self.attention_mask: torch.Tensor | None = None
 
 
+class PoolerTanh(nn.Module):
+    """tanh(P h + p): BERT's pooler as a module of its own (the cross-encoder's own layer), for a serving graph."""
+
+    def __init__(self, pooler: nn.Linear):
+        super().__init__()
+        self.pooler = pooler
+
+    def forward(self, cls: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.pooler(cls))
+
+
 class CrossEncoder(Ranker):
     architecture = "cross"
     Config = CrossConfig
@@ -81,6 +92,11 @@ class CrossEncoder(Ranker):
     def serves_first_token_only(self) -> bool:
         """Ranker: the [CLS] heads read the first token's state only; the dual-pooled head reads every token."""
         return self.head_kind != DUAL_POOLED
+
+    def serving_pooler(self) -> nn.Module | None:
+        """Ranker: BERT's pooler (tanh of a linear layer) of ``head: classifier`` runs in the serving graph; the final
+        linear layer stays here in float32 (``forward``)."""
+        return PoolerTanh(self.pooler) if self.head_kind != DUAL_POOLED and self.pooler is not None else None
 
     @classmethod
     def spec_of(cls, config: CrossConfig) -> dict[str, Any]:
@@ -120,6 +136,8 @@ class CrossEncoder(Ranker):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.backbone(input_ids, attention_mask, token_type_ids)
+        if self.backbone.serves_pooled:  # the serving runtime ran the pooler in its graph (serving_pooler)
+            return self.head(hidden[:, 0]).squeeze(-1)
         if self.head_kind != DUAL_POOLED:
             return self.score_cls(hidden[:, 0])
         q, d = self.proxies(hidden, input_ids, attention_mask, token_type_ids)

@@ -78,9 +78,11 @@ def test_openvino_scores_equal_torch_fp32(towers, architecture, method, options)
     backend.serve_openvino(ranker, "fp32")
     engines = [m for m in ranker.modules() if isinstance(m, Backbone)]
     assert engines and all(isinstance(m.serving, backend.OpenVINOEncoder) for m in engines)
-    # a [CLS] head gets the first token's state only (its head stays in float32 torch); others every token's
+    # a [CLS] head gets the first token's state only (BERT's pooler of head: classifier run in the graph, the last
+    # linear layer in float32 torch); other heads every token's
     first_only = architecture == "cross" and options.get("head") != "dual_pooled"
     assert all(m.serving.first_token == first_only for m in engines)
+    assert all(m.serving.pooled == (first_only and options.get("head") == "classifier") for m in engines)
     for m in engines:
         m.serving = Counting(m.serving)
     got = scores(ranker)
