@@ -19,15 +19,15 @@ exporter library is needed (optimum-intel and optimum-onnx pin transformers rele
   sentence-transformers' ``backend="openvino"`` reads it (``<module>/openvino/openvino_model.xml``: the
   feature-extraction graph with the output ``last_hidden_state``, or the sequence-classification graph with
   ``logits`` for a cross-encoder), weights kept float32.
-- ``serve``: what every serving path (ssft-rerank, ssft-encode, ssft-retrieve, ssft-latency, ``ssft.load``) runs once
-  its model is loaded: the backend resolved (``resolve_backend``) and the ranker switched to it at its precision.
-  ``auto`` (the serving commands' default) is OpenVINO where it is installed, the model is on the CPU, its method
-  converts and the job has at least ``AUTO_MIN_INPUTS_PER_THREAD`` inputs per torch thread (a conversion costs about
-  2 s for a MiniLM and OpenVINO saves about 4 ms per input and thread: it pays from about 500 inputs a thread),
-  else torch. int8 is OpenVINO's calibrated static int8 whatever ``auto`` says: torch's dynamic int8 moved nDCG@10
-  by up to 0.017 and ran no faster than bf16 (BENCHMARKS.md § openvino_quality), so a serving path refuses it;
-  it remains only where OpenVINO cannot go, a training run's validation (``eval.precision: int8`` while the weights
-  change at every evaluation).
+- ``serve``: what every serving path (ssft-rerank, ssft-encode, ssft-retrieve, ssft-eval, ssft-latency,
+  ``ssft.load``) runs once its model is loaded: the backend resolved (``resolve_backend``) and the ranker switched to
+  it at its precision. ``auto`` (the serving commands' default) is OpenVINO where it is installed, the model is on the
+  CPU, its method converts and the job has at least ``AUTO_MIN_INPUTS_PER_THREAD`` inputs per torch thread (a
+  conversion costs about 2 s for a MiniLM and OpenVINO bf16 saves 5 to 7 ms per input and thread against torch bf16,
+  encoding / reranking: it pays from about 300 to 400 inputs a thread), else torch. int8 is OpenVINO's calibrated
+  static int8 whatever ``auto`` says: torch's dynamic int8 moved nDCG@10 by up to 0.017 and ran no faster than bf16
+  (BENCHMARKS.md § openvino_quality), so a serving path refuses it; it remains only where OpenVINO cannot go, a
+  training run's validation (``eval.precision: int8`` while the weights change at every evaluation).
 - ``unserve``: the ranker back on torch (a training run's start, scored on OpenVINO before training begins).
 
 ``openvino`` and ``nncf`` are an optional extra (``pip install ssft[openvino]``): imported only here, lazily.
