@@ -302,8 +302,8 @@ class Ranker(nn.Module):
     def serving_pooler(self) -> nn.Module | None:
         """With ``serves_first_token_only``: a module the serving runtime may run on the first token's state inside
         its graph, (n, hidden) → (n, hidden'), whose output the ranker's forward finishes (``Backbone.serves_pooled``);
-        None: the state itself comes back. The last linear layer stays out of the graph: run there at bf16 / int8 it rounded the scores
-        and moved nDCG@10 by 0.002."""
+        None: the state itself comes back. The last linear layer stays out of the graph: run there at bf16 / int8 it
+        rounded the scores and moved nDCG@10 by 0.002."""
         return None
 
     def token_cache(self, tokenizer=None):
