@@ -121,9 +121,8 @@ def _calibration(loaded: list[tuple[str, IRDataset, Qrels]]) -> list:
     """int8 on OpenVINO: each dataset's judged queries, each paired with a document of its corpus, and documents."""
     items: list = []
     for _, dataset, qrels in loaded:
-        texts = [dataset.corpus[d].full_text for d in sorted(dataset.corpus)]
-        queries = [dataset.queries[q] for q in sorted(qrels) if q in dataset.queries]
-        items += list(zip(queries, texts)) + texts[len(queries):]
+        items += openvino.corpus_calibration([dataset.queries[q] for q in sorted(qrels) if q in dataset.queries],
+                                             [dataset.corpus[d].full_text for d in sorted(dataset.corpus)])
     return items
 
 

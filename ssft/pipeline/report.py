@@ -57,9 +57,8 @@ def _test_calibration(recipe: Recipe, inputs: RunInputs, ranker) -> list:
     """int8 on OpenVINO: the test split's reranked pairs, or its queries each with a document and the corpus's texts."""
     dataset = inputs.dataset
     if ranker.full_retrieval:
-        texts = [dataset.corpus[d].full_text for d in sorted(dataset.corpus)]
-        queries = [dataset.queries[q] for q in sorted(inputs.test_qrels) if q in dataset.queries]
-        return list(zip(queries, texts)) + texts[len(queries):]
+        return openvino.corpus_calibration([dataset.queries[q] for q in sorted(inputs.test_qrels) if q in dataset.queries],
+                                           [dataset.corpus[d].full_text for d in sorted(dataset.corpus)])
     first = top_k({q: inputs.test_first[q] for q in inputs.test_qrels if inputs.test_first.get(q)}, recipe.eval.depth)
     return [(dataset.queries[q], dataset.corpus[d].full_text) for q in sorted(first) for d in first[q]
             if d in dataset.corpus]

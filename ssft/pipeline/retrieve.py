@@ -193,9 +193,8 @@ def _served(ranker: Ranker, backend: str, precision: str, dataset, queries: dict
 def _calibration(dataset, queries: dict[str, str]) -> list:
     """int8 calibration on the OpenVINO backend: the queries served, each with a document of the corpus (both towers
     see their inputs), and documents of the corpus."""
-    texts = [dataset.corpus[d].full_text for d in sorted(dataset.corpus)]
-    pairs = list(zip(queries.values(), texts))
-    return pairs + texts[len(pairs):]
+    return openvino.corpus_calibration(list(queries.values()),
+                                       [dataset.corpus[d].full_text for d in sorted(dataset.corpus)])
 
 
 def _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metrics, results, info, output, depth,

@@ -292,6 +292,12 @@ def calibration_inputs(ranker, calibration: Sequence[str | tuple[str, str]]) -> 
     return {key: recorder.inputs for key, recorder in recorders.items()}
 
 
+def corpus_calibration(queries: Sequence[str], documents: Sequence[str]) -> list:
+    """int8 calibration items of a retrieval job: each query paired with a document (both towers see their inputs),
+    then the remaining documents."""
+    return list(zip(queries, documents)) + list(documents[len(queries):])
+
+
 def quantize(model, inputs: list[dict[str, np.ndarray]]):
     """NNCF static int8 of an OpenVINO model, calibrated on ``inputs`` (offline; transformer preset: attention's
     softmax and the layer norms stay in float)."""
@@ -418,5 +424,6 @@ def write_openvino(folder: Path) -> list[str]:
 
 
 __all__ = ["AUTO_MIN_INPUTS_PER_THREAD", "BACKENDS", "CALIBRATION_SIZE", "DEFAULT_BACKEND", "Graph", "IR_FILE",
-           "OpenVINOEncoder", "SUBFOLDER", "auto_min_inputs", "available", "calibration_inputs", "check_backend", "check_serving",
-           "convert", "quantize", "refusal", "resolve_backend", "serve", "serve_openvino", "unserve", "write_openvino"]
+           "OpenVINOEncoder", "SUBFOLDER", "auto_min_inputs", "available", "calibration_inputs", "check_backend",
+           "check_serving", "convert", "corpus_calibration", "quantize", "refusal", "resolve_backend", "serve", "serve_openvino",
+           "unserve", "write_openvino"]
