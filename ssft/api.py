@@ -32,8 +32,10 @@ from typing import Any
 from ssft.config.recipe import ModelConfig, Recipe, apply_override, load_recipe, recipe_from_dict
 from ssft.config.registry import MODELS
 from ssft.core import precision as precisions
+from ssft.core.arguments import string_list, whole_number
 from ssft.core.errors import SsftError, user_path
 from ssft.core.hub import read_json_file, resolve_model
+from ssft.core.run_folder import unfinished_run_message
 from ssft.models.base import Ranker, load_ranker, saved_model_folder
 from ssft.models.interop import openvino
 from ssft.models.interop.checkpoint import checkpoint_kind
@@ -155,10 +157,12 @@ def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_
     precision = precisions.check(precision, "precision")
     backend = openvino.check_serving(backend or ("openvino" if precision == "int8" else "torch"), precision, "backend")
     if isinstance(model, Ranker):
-        ranker = model
+        ranker = openvino.serving_copy(model)  # served as asked; the caller's ranker stays as it was
     else:
-        path = user_path(str(model))
+        path = _model_path(model)
         folder = saved_model_folder(path)
+        if folder is None and unfinished_run_message(path) is not None:
+            raise SsftError(unfinished_run_message(path))
         ranker = (load_ranker(folder, trust_remote_code=trust_remote_code) if folder is not None
                   else _import_checkpoint(str(model), trust_remote_code))
     ranker.eval()
@@ -185,12 +189,33 @@ def _import_checkpoint(name: str, trust_remote_code: bool) -> Ranker:
     return MODELS.get(architecture).build(cfg, "full", {})
 
 
+def _model_path(model: Any, name: str = "model") -> Path:
+    """``model`` named by a path or a hub id (a string or a ``Path``), else a one-line error naming the argument."""
+    if not isinstance(model, (str, Path)):
+        raise SsftError(f"{name}: expected a loaded ranker (ssft.load), a folder or a hub id, got "
+                        f"{type(model).__name__}")
+    return user_path(str(model))
+
+
+def _output(output: Any, name: str = "output", required: bool = False) -> Path | None:
+    """``output`` as a path; None means "write nothing" where that is allowed, else it is refused (never a folder
+    named ``None``)."""
+    if output is None and not required:
+        return None
+    if not isinstance(output, (str, Path)) or not str(output).strip():
+        raise SsftError(f"{name}: expected a folder path (a string or a Path), got {output!r}")
+    return user_path(str(output))
+
+
 def _model(model: str | Path | Ranker, trust_remote_code: bool) -> str | Path | Ranker:
-    """What the pipelines take: a loaded ranker as it is, a saved ssft model by its path (so what it reads is never
-    written into), anything else imported by ``load``."""
+    """What the pipelines take: a copy of a loaded ranker (serving switches its precision and backend; the caller's
+    stays as it was), a saved ssft model by its path (so what it reads is never written into), anything else
+    imported by ``load``."""
     if isinstance(model, Ranker):
-        return model
-    path = user_path(str(model))
+        return openvino.serving_copy(model)
+    path = _model_path(model)
+    if unfinished_run_message(path) is not None and saved_model_folder(path) is None:
+        return path  # the pipeline names the unfinished run in its own one-line error
     if saved_model_folder(path) is not None or (path.exists() and not (path / "config.json").exists()
                                                 and not (path / "modules.json").exists()):
         return path  # a saved model, or a folder the pipeline names in its own one-line error
@@ -212,19 +237,27 @@ def evaluate(model: str | Path | Ranker, dataset: str | Sequence[str], split: st
     Examples:
         >>> ssft.evaluate("runs/quickstart", "nfcorpus", split="test", first_stage="bm25", depth=100)["test"]["nDCG@10"]
     """
-    out = None if output is None else user_path(str(output))
+    out = _output(output)
+    if split is None or not isinstance(split, str):
+        raise SsftError(f"split: evaluate scores a split with qrels (e.g. 'test'), got {split!r}; to rank queries "
+                        f"without qrels use model.rank({{query id: text}}, candidate run, corpus={{id: text}})")
+    if dataset is None or isinstance(dataset, (bytes, Mapping)) or not isinstance(dataset, (str, Sequence)):
+        raise SsftError(f"dataset: expected a dataset name or path, or a list of them, got {type(dataset).__name__}")
     if not isinstance(dataset, str):
-        kwargs = {} if metrics is None else {"metrics": metrics.split(",") if isinstance(metrics, str) else metrics}
-        given = model if isinstance(model, Ranker) else str(model)
+        kwargs = {} if metrics is None else {"metrics": string_list(metrics, "metrics")}
+        given = model if isinstance(model, Ranker) else _model_path(model)
         return evaluate_datasets(given, list(dataset), first_stage=first_stage, depth=depth, split=split,
                                  batch_size=batch_size, precision=precision, output_dir=out, overwrite=overwrite,
                                  trust_remote_code=trust_remote_code, backend=backend, **kwargs)
+    if not isinstance(first_stage, (str, Path)):
+        raise SsftError(f"first_stage: expected bm25, full or a TREC run file, got {type(first_stage).__name__}")
+    whole_number(depth, "depth")
     ranker = _model(model, trust_remote_code)
     if first_stage == "full":
         return retrieve_corpus(ranker, dataset, split, out, depth=depth, metrics=metrics, batch_size=batch_size,
                                precision=precision, overwrite=overwrite, trust_remote_code=trust_remote_code,
                                backend=backend)
-    return rerank(ranker, dataset, first_stage, split, out, depth=depth, metrics=metrics, batch_size=batch_size,
+    return rerank(ranker, dataset, str(first_stage), split, out, depth=depth, metrics=metrics, batch_size=batch_size,
                   overwrite=overwrite, trust_remote_code=trust_remote_code, queries=queries, precision=precision,
                   backend=backend)
 
@@ -246,8 +279,11 @@ def retrieve(model: str | Path | Ranker, dataset: str, split: str = "test", dept
     Examples:
         >>> ssft.retrieve("runs/dense", "scifact", split="test", depth=100)["test"]["R@100"]
     """
-    return retrieve_corpus(_model(model, trust_remote_code), dataset, split,
-                           None if output is None else user_path(str(output)), depth=depth,
+    out = _output(output)
+    if split is None or not isinstance(split, str):
+        raise SsftError(f"split: retrieve scores a split with qrels (e.g. 'test'), got {split!r}")
+    whole_number(depth, "depth")
+    return retrieve_corpus(_model(model, trust_remote_code), dataset, split, out, depth=depth,
                            index=index, index_dir=None if index_dir is None else user_path(str(index_dir)),
                            passage_words=passage_words, passage_stride=passage_stride, metrics=metrics,
                            fusion=None if fusion is None else str(fusion), tune_split=tune_split,
@@ -270,7 +306,8 @@ def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: 
     Examples:
         >>> ssft.encode("runs/dense", "scifact", output="index/", index="flat")["index"]["vectors"]
     """
-    return encode_corpus(_model(model, trust_remote_code), dataset, user_path(str(output)), index=index or "flat",
+    out = _output(output, required=True)
+    return encode_corpus(_model(model, trust_remote_code), dataset, out, index=index or "flat",
                          build_index=index is not None, nprobe=nprobe, shard_size=shard_size, batch_size=batch_size,
                          passage_words=passage_words, passage_stride=passage_stride, precision=precision,
                          trust_remote_code=trust_remote_code, backend=backend)
@@ -288,8 +325,8 @@ def export(run: str | Path | Run, output: str | Path, format: str = "auto", over
     Examples:
         >>> ssft.export(run, "exports/quickstart")["loader"]        # e.g. 'CrossEncoder'
     """
-    source = run.output_dir if isinstance(run, Run) else user_path(str(run))
-    return export_run(source, user_path(str(output)), format, overwrite=overwrite, push_to_hub=push_to_hub,
+    source = run.output_dir if isinstance(run, Run) else _model_path(run, "run")
+    return export_run(source, _output(output, required=True), format, overwrite=overwrite, push_to_hub=push_to_hub,
                       trust_remote_code=trust_remote_code, private=private)
 
 
@@ -309,7 +346,9 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
     """
     if model is None and not bm25:
         raise SsftError("mine: give a dense model, or bm25=True")
-    return mine_negatives(dataset, user_path(str(output)), split=split, model=model, depth=depth, range_min=range_min,
+    return mine_negatives(dataset, _output(output, required=True), split=split,
+                          model=openvino.serving_copy(model) if isinstance(model, Ranker) else model, depth=depth,
+                          range_min=range_min,
                           range_max=range_max, absolute_margin=absolute_margin, relative_margin=relative_margin,
                           max_score=max_score, num_negatives=num_negatives, min_negatives=min_negatives,
                           min_relevance=min_relevance, form=form,

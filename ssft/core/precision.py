@@ -148,7 +148,10 @@ class BF16Weights:
         """The bfloat16 copies, by name under ``_Call``'s ``target``."""
         named = [(name, t) for name, t in chain(module.named_parameters(), module.named_buffers())
                  if t.is_floating_point()]
-        fingerprint = tuple((t.data_ptr(), t._version, t.dtype, t.device) for _, t in named)
+        # an inference tensor (made under torch.inference_mode, e.g. a prompt encoder's table built while serving)
+        # has no version counter: it cannot change in place outside inference mode, so its pointer identifies it
+        fingerprint = tuple((t.data_ptr(), -1 if t.is_inference() else t._version, t.dtype, t.device)
+                            for _, t in named)
         if self._copy is None or self._copy[0] != fingerprint:
             self._copy = (fingerprint, {f"target.{name}": t.detach().to(torch.bfloat16) for name, t in named})
         return self._copy[1]

@@ -168,7 +168,8 @@ class OutputFolder:
     markers: tuple[str, ...]
     where: str = "output folder"  # how the user named it (training.output_dir, --output), for messages
     sources: tuple[Source, ...] = ()  # what the command reads: the folder must not be, hold or lie inside one
-    finished: str | None = None  # the entry that marks a finished result: refused unless ``overwrite``
+    finished: str | tuple[str, ...] | None = None  # what marks a finished result (any of several): refused unless
+    # ``overwrite``
     overwrite: bool = False
     _lock: _LockBeside | None = field(default=None, repr=False)
     _created: list[Path] = field(default_factory=list, repr=False)  # the folders claim made (deepest first)
@@ -205,8 +206,10 @@ class OutputFolder:
                                 f"{shown}); name a new or empty folder (--overwrite removes only what ssft wrote)")
         elif owner != self.tool:
             raise SsftError(f"{self.where}: {self.path} holds the outputs of {owner}; give {self.tool} a folder of its own")
-        if self.finished and (self.path / self.finished).exists() and not self.overwrite:
-            raise SsftError(f"{self.where}: {self.path} holds a finished {self.tool} result ({self.finished}), so it is "
+        marks = (self.finished,) if isinstance(self.finished, str) else self.finished or ()
+        done = next((m for m in marks if (self.path / m).exists()), None)
+        if done is not None and not self.overwrite:
+            raise SsftError(f"{self.where}: {self.path} holds a finished {self.tool} result ({done}), so it is "
                             f"not empty; pass --overwrite to replace it (only what {self.tool} wrote is removed), or "
                             f"name another folder")
 
@@ -509,18 +512,27 @@ def missing_model_message(path: Path, expected: str) -> str:
     run = path.parent if path.name == "model" and not path.exists() and path.parent.is_dir() else path
     if not run.exists():
         return f"run folder not found: {path}"
-    if run.is_dir():
-        training = _LockBeside(run / LOCK).held_elsewhere()
-        started = any(run.glob("checkpoint-*")) or any(run.glob("phase-*")) or (run / "recipe.yaml").is_file() \
-            or _train_manifest(run)
-        if training:
-            return (f"{path}: no trained model yet: ssft-train is still training in {run} (it holds {LOCK}); wait "
-                    f"until it finishes (model/ and metrics.json are written at the end)")
-        if started:
-            return (f"{path}: no trained model yet: {run} is an unfinished ssft-train run (checkpoints but no model/): "
-                    f"it stopped before the end (killed or failed); run the same ssft-train command again to resume "
-                    f"it from its last checkpoint")
-    return f"{path}: no trained model: not a run folder or saved ssft model (expected {path}/model/{expected})"
+    return unfinished_run_message(path) or \
+        f"{path}: no trained model: not a run folder or saved ssft model (expected {path}/model/{expected})"
+
+
+def unfinished_run_message(path: Path) -> str | None:
+    """Why ``path`` (a run folder or its ``model/``) holds no model yet when it is an ssft-train run that has not
+    finished -- still training (its lock held) or stopped (checkpoints, no ``model/``) -- else None."""
+    run = path.parent if path.name == "model" and not path.exists() and path.parent.is_dir() else path
+    if not run.is_dir():
+        return None
+    training = _LockBeside(run / LOCK).held_elsewhere()
+    started = any(run.glob("checkpoint-*")) or any(run.glob("phase-*")) or (run / "recipe.yaml").is_file() \
+        or _train_manifest(run)
+    if training:
+        return (f"{path}: no trained model yet: ssft-train is still training in {run} (it holds {LOCK}); wait "
+                f"until it finishes (model/ and metrics.json are written at the end)")
+    if started:
+        return (f"{path}: no trained model yet: {run} is an unfinished ssft-train run (checkpoints but no model/): "
+                f"it stopped before the end (killed or failed); run the same ssft-train command again to resume "
+                f"it from its last checkpoint")
+    return None
 
 
 def _train_manifest(folder: Path) -> bool:

@@ -11,12 +11,16 @@ needs more training vectors than the corpus has (more IVF lists or PQ centroids 
 ``check_index``, before encoding where the caller knows the unit count.
 
 Fingerprints, not trust: ``index.json`` records the SHA-256 of ``index.faiss`` (checked on every load: an index file
-replaced by another of the same size is refused) besides the model and corpus fingerprints of ``encode.json``; the
+replaced by another of the same size is refused) besides the fingerprints of the encoding it was built from
+(``encoding_fingerprints``: the model's weights, its precision, backend and int8 calibration, the corpus, the unit ids
+in row order, a token index's tokens per unit), each compared with ``encode.json`` and the shards' records on every
+load (an ``index.faiss`` + ``index.json`` copied from another model's folder is refused); the
 shards are verified against their own checksums while the index is built (``ssft.models.corpus.read_shards``); and
 ``load_index(folder, dataset=...)`` refuses a dataset whose corpus is not the one indexed (``corpus_difference``).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,12 +162,35 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int = 16, max_tr
 
     atomic_write_file(folder / INDEX_FILE, write)
     info = {"factory": spec, "kind": kind, "vectors": int(index.ntotal), "dim": dim, "nprobe": nprobe,
-            "ef_search": ef_search, "model": manifest["model"], "precision": manifest["precision"],
-            "corpus": manifest["corpus"], "sha256": checksum["sha256"]}
-    if manifest.get("token_vectors"):  # a ColBERT index: its rows are tokens, searched then re-scored by MaxSim
-        info["token_vectors"] = True
+            "ef_search": ef_search, **encoding_fingerprints(folder, manifest), "sha256": checksum["sha256"]}
     atomic_write_json(folder / INDEX_INFO, info)
     return info
+
+
+def encoding_fingerprints(folder: Path, manifest: dict) -> dict[str, Any]:
+    """What an index records of the encoding it was built from, and is checked against on every load: the model
+    (weights, and with its precision, backend and int8 calibration), the precision, the corpus (units and texts),
+    the unit ids in row order and, for token vectors, the tokens per unit."""
+    info: dict[str, Any] = {"weights": manifest.get("weights"), "model": manifest["model"],
+                            "precision": manifest["precision"], "corpus": manifest["corpus"],
+                            "units": hashlib.sha256(json.dumps(manifest["unit_ids"]).encode("utf-8")).hexdigest()}
+    if manifest.get("token_vectors"):  # a ColBERT index: its rows are tokens, searched then re-scored by MaxSim
+        info["token_vectors"] = True
+        lengths = read_token_lengths(folder, manifest).astype("<i8")
+        info["tokens"] = hashlib.sha256(lengths.tobytes()).hexdigest()
+    return info
+
+
+def encoding_difference(folder: Path, manifest: dict, info: dict) -> str | None:
+    """None when ``info`` (index.json) was built from the encoding of ``manifest`` (encode.json); else which of its
+    fingerprints (``encoding_fingerprints``) differs, in words."""
+    names = {"weights": "model", "model": "model, precision or int8 calibration", "precision": "precision",
+             "corpus": "corpus", "units": "unit ids", "token_vectors": "single or token vectors",
+             "tokens": "tokens per document"}
+    for key, value in encoding_fingerprints(folder, manifest).items():
+        if info.get(key) != value:
+            return f"{names.get(key, key)} differs"
+    return None
 
 
 @dataclass
@@ -211,7 +238,15 @@ def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None
             error = err
     if index is None:
         raise SsftError(f"{folder / INDEX_FILE}: faiss cannot read it ({str(error).strip().splitlines()[-1]})")
-    if index.ntotal != index_rows(folder, manifest) or info.get("corpus") != manifest["corpus"]:
+    if "units" not in info:
+        raise SsftError(f"{folder / INDEX_INFO}: written by an earlier ssft-encode (it records too little of the "
+                        f"encoding it was built from); encode the corpus again into a new folder")
+    # index.faiss + index.json copied from another encoding's folder match each other, not this folder's shards
+    difference = encoding_difference(folder, manifest, info)
+    if difference is not None:
+        raise SsftError(f"{folder}: {INDEX_FILE} and {INDEX_INFO} were built from another encoding than "
+                        f"encode.json's ({difference}); run ssft-encode again to rebuild the index")
+    if index.ntotal != index_rows(folder, manifest):
         raise SsftError(f"{folder}: {INDEX_FILE} does not match encode.json (re-run ssft-encode to rebuild it)")
     try:
         faiss.extract_index_ivf(index).nprobe = int(info.get("nprobe", 16))
@@ -228,5 +263,5 @@ def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None
     return SavedIndex(index, manifest["unit_ids"], info, manifest)
 
 
-__all__ = ["INDEX_FILE", "INDEX_INFO", "KINDS", "SavedIndex", "build_saved_index", "check_index", "factory_string",
-           "index_rows", "load_index"]
+__all__ = ["INDEX_FILE", "INDEX_INFO", "KINDS", "SavedIndex", "build_saved_index", "check_index", "encoding_difference",
+           "encoding_fingerprints", "factory_string", "index_rows", "load_index"]

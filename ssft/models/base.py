@@ -38,6 +38,7 @@ from ssft.adapters.loading import PICKLE_WEIGHTS, load_peft_adapter, refuse_pick
 from ssft.config.model import NoModelOptions
 from ssft.config.parse import field_names, parse_dataclass
 from ssft.config.registry import ADAPTERS, MODELS
+from ssft.core.arguments import text, texts, whole_number
 from ssft.core.errors import SsftError
 from ssft.core.hub import (
     check_layer_count,
@@ -344,6 +345,12 @@ class Ranker(nn.Module):
         built: into ``config`` (its typed ``Config``, e.g. a SentenceTransformer's Normalize module deciding
         ``normalize: null``) or into the spec (a ColBERT checkpoint's markers, a SentenceTransformer's prompts)."""
 
+    def fit_start(self, documents: list[str], seed: int = 0) -> str | None:
+        """Fit what the ranker's start needs from the corpus (``documents``, sampled with ``seed``), before training;
+        a note of what was fitted, or None. Most rankers start from the checkpoint alone; ColBERT fits a narrower
+        projection to the corpus's token states."""
+        return None
+
     def adopt_pretrained(self, pretrained: Pretrained) -> None:
         """Hook: take the checkpoint's weights this ranker uses beyond the encoder (``Pretrained.take``: a
         classifier head, a projection); whatever is left is reported as unused."""
@@ -538,6 +545,9 @@ class Ranker(nn.Module):
 
         >>> model.predict([("vitamin d", "bone health and vitamin d"), ("vitamin d", "a recipe")])
         array([ 3.1, -2.4], dtype=float32)"""
+        if pairs is None or isinstance(pairs, (str, Mapping)):
+            raise SsftError(f"predict: pairs: expected a list of (query, document) pairs of strings, got "
+                            f"{type(pairs).__name__}")
         pairs = [_pair(p, i) for i, p in enumerate(pairs)]
         _check_batch_size(batch_size)
         scores = np.zeros(len(pairs), dtype=np.float32)
@@ -565,13 +575,16 @@ class Ranker(nn.Module):
         [{'corpus_id': 1, 'score': 3.1}]
         >>> model.rank({"q1": "vitamin d"}, {"q1": {"d7": 12.0, "d2": 9.5}}, corpus={"d2": "...", "d7": "..."})
         {'q1': {'d2': 3.1, 'd7': -0.4}}"""
+        top_k = whole_number(top_k, "rank: top_k", allow_none=True)
         if isinstance(query, Mapping):
             return self._rank_run(query, documents, corpus, top_k, batch_size)
         if not isinstance(query, str):
             raise SsftError(f"rank: the query must be a string, got {type(query).__name__}")
-        documents = _texts(documents, "documents")
-        if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
-            raise SsftError(f"rank: top_k must be a whole number >= 1 or None, got {top_k!r}")
+        text(query, "rank: query")
+        if isinstance(documents, Mapping):  # a dict of id -> text would be ranked by its keys
+            raise SsftError("rank: documents is a dict; with one query give a list of texts (corpus_id is then its "
+                            "position), or pass a dict of queries, a candidate run as documents and corpus=")
+        documents = _texts(documents, "rank: documents")
         scores = self._rank_scores(query, documents, batch_size)
         order = sorted(range(len(documents)), key=lambda i: (-float(scores[i]), i))
         return [{"corpus_id": i, "score": float(scores[i])} for i in order[:top_k]]
@@ -586,7 +599,12 @@ class Ranker(nn.Module):
         for qid in sorted(run):
             if qid not in queries:
                 raise SsftError(f"rank: query '{qid}' of the candidate run is not among the queries")
-            doc_ids = list(dict.fromkeys(run[qid]))
+            if isinstance(run[qid], (str, bytes)):  # its characters would be read as document ids
+                raise SsftError(f"rank: the candidates of query '{qid}' are one string ({run[qid]!r}); give a list of "
+                                f"document ids or a dict of document id -> first-stage score")
+            candidates = list(run[qid]) if isinstance(run[qid], Mapping) else run[qid]
+            doc_ids = texts(candidates, f"rank: the candidates of query '{qid}'")
+            doc_ids = list(dict.fromkeys(doc_ids))
             missing = next((d for d in doc_ids if d not in corpus), None)
             if missing is not None:
                 raise SsftError(f"rank: document '{missing}' (a candidate of query '{qid}') is not in corpus")
@@ -629,21 +647,19 @@ def _device_of(model: nn.Module) -> torch.device:
 
 
 def _check_batch_size(batch_size: int) -> None:
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise SsftError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    whole_number(batch_size, "batch_size")
 
 
-def _texts(texts: Sequence[str], what: str) -> list[str]:
-    """``texts`` as a list of strings (a lone string is refused: it would be read as its characters)."""
-    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-        raise SsftError(f"{what}: expected a list of strings")
-    return list(texts)
+def _texts(values: Sequence[str], what: str) -> list[str]:
+    """``values`` as a list of strings (``ssft.core.arguments.texts``: a generator is read once; a lone string, a
+    mapping or None is refused, as is a text no tokenizer takes)."""
+    return texts(values, what)
 
 
 def _pair(pair: Any, i: int) -> tuple[str, str]:
     if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(isinstance(t, str) for t in pair):
         raise SsftError(f"predict: pair {i}: expected a (query, document) pair of strings, got {pair!r}")
-    return pair[0], pair[1]
+    return text(pair[0], f"predict: pair {i}: query"), text(pair[1], f"predict: pair {i}: document")
 
 
 def load_ranker(path: str | Path, trust_remote_code: bool = False) -> Ranker:

@@ -38,7 +38,7 @@ from ssft.core.io import atomic_write_file, atomic_write_json
 from ssft.core.precision import served_as
 from ssft.core.progress import Progress, track
 from ssft.data.beir import IRDataset
-from ssft.models.embedding_cache import cached_documents, corpus_fingerprint, model_fingerprint
+from ssft.models.embedding_cache import cached_documents, corpus_fingerprint, model_fingerprint, weights_fingerprint
 from ssft.models.encoded import Encoded
 
 logger = logging.getLogger(__name__)
@@ -194,6 +194,24 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _lengths_suffix(lengths: list[int] | None) -> bytes:
+    """What a multi-vector shard's checksum covers after its bytes: its units' token counts (the rows of each unit;
+    other counts would cut the same vectors into other documents)."""
+    if lengths is None:
+        return b""
+    return b"\0lengths\0" + np.asarray(lengths, dtype="<i8").tobytes()
+
+
+def _shard_sha256(path: Path, lengths: list[int] | None) -> str:
+    """Hex SHA-256 of a shard's bytes, then of its token counts (``_lengths_suffix``) for a multi-vector shard."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 24):
+            digest.update(block)
+    digest.update(_lengths_suffix(lengths))
+    return digest.hexdigest()
+
+
 def _shard_record(manifest: dict, shard: int) -> dict:
     """What the record of shard ``shard`` of the encoding ``manifest`` says besides its checksum."""
     size, units = manifest["shard_size"], manifest["units"]
@@ -210,9 +228,10 @@ def write_shard(folder: Path, shard: int, vectors: np.ndarray, manifest: dict,
     np.save(buffer, np.ascontiguousarray(vectors, dtype=np.float16))
     data = buffer.getvalue()
     atomic_write_file(_shard_path(folder, shard), lambda tmp: Path(tmp).write_bytes(data))
-    extra = {} if lengths is None else {"lengths": [int(n) for n in lengths]}
-    atomic_write_json(_record_path(folder, shard),
-                      {**_shard_record(manifest, shard), **extra, "sha256": hashlib.sha256(data).hexdigest()})
+    lengths = None if lengths is None else [int(n) for n in lengths]
+    extra = {} if lengths is None else {"lengths": lengths}  # inside the checksum: bytes and counts together
+    atomic_write_json(_record_path(folder, shard), {**_shard_record(manifest, shard), **extra,
+                                                    "sha256": hashlib.sha256(data + _lengths_suffix(lengths)).hexdigest()})
 
 
 def _record_lengths(record: dict, units: int) -> list[int] | None:
@@ -245,14 +264,16 @@ def shard_problem(folder: Path, shard: int, manifest: dict) -> str | None:
     if not isinstance(record, dict) or {k: record.get(k) for k in _shard_record(manifest, shard)} != \
             _shard_record(manifest, shard):
         return f"its checksum record ({_record_path(folder, shard).name}) is of another shard or encoding"
+    lengths = None
     if tokens:  # token vectors: as many rows as the record's lengths add up to
         lengths = _record_lengths(record, stop - start)
         if lengths is None:
             return f"its checksum record ({_record_path(folder, shard).name}) lists no token counts of its units"
         if vectors.shape[0] != sum(lengths):
             return f"incomplete (expected {sum(lengths)} float16 token vectors)"
-    if file_sha256(path) != record.get("sha256"):
-        return "does not match the checksum ssft-encode recorded (replaced or changed since it was written)"
+    if _shard_sha256(path, lengths) != record.get("sha256"):
+        what = "its token counts or bytes do not" if tokens else "does not"
+        return f"{what} match the checksum ssft-encode recorded (replaced or changed since it was written)"
     return None
 
 
@@ -272,17 +293,18 @@ def encode_shards(model, unit_ids: list[str], texts: list[str], folder: Path, sh
         raise SsftError("shard size must be >= 1")
     folder = Path(folder)
     source = model.document_source() if hasattr(model, "document_source") else model  # whose documents these are
-    manifest = {"format": SHARDS_FORMAT, "model": model_fingerprint(source), "precision": served_as(source),
-                "corpus": corpus_fingerprint(unit_ids, texts), "units": len(unit_ids), "shard_size": shard_size,
-                "settings": settings or {}}
+    # which model (weights), how it computed (precision, backend), then both with an int8 model's calibration: the
+    # first that differs from a folder's is the one a refusal names
+    manifest = {"format": SHARDS_FORMAT, "weights": weights_fingerprint(source), "precision": served_as(source),
+                "model": model_fingerprint(source), "corpus": corpus_fingerprint(unit_ids, texts),
+                "units": len(unit_ids), "shard_size": shard_size, "settings": settings or {}}
     tokens = multi_vector(source)
     if tokens:  # a ColBERT corpus: each unit's token vectors (a dense encoding's manifest has no such key)
         manifest["token_vectors"] = True
     found = read_manifest(folder)
     if found is not None and {k: found.get(k) for k in manifest} != manifest:
-        differs = next(k for k in manifest if found.get(k) != manifest[k])
-        raise SsftError(f"{folder}: holds shards of another encoding ({differs} differs); name another folder or "
-                        f"remove it")
+        raise SsftError(f"{folder}: holds shards of another encoding ({_difference(found, manifest)}); name another "
+                        f"folder, remove it, or encode as it was encoded")
     shards = (len(unit_ids) + shard_size - 1) // shard_size
     rank, world = distributed.rank(), distributed.world_size()
     mine = [s for s in range(shards) if s % world == rank]
@@ -307,6 +329,23 @@ def encode_shards(model, unit_ids: list[str], texts: list[str], folder: Path, sh
             write_shard(folder, shard, encode_corpus(model, texts[rows], batch_size).astype(np.float16), manifest)
     distributed.barrier()
     return {**manifest, "unit_ids": unit_ids, "shards": shards}
+
+
+_DIFFERENCE_NAMES = {"weights": "model", "model": "int8 calibration", "corpus": "corpus texts", "units": "corpus size",
+                     "settings": "data folder or passage settings", "token_vectors": "single or token vectors"}
+
+
+def _difference(found: dict, manifest: dict) -> str:
+    """What an earlier encoding in a folder differs in from this one, in words: the model, the precision (both
+    named), the int8 calibration, the corpus, the shard size, the passage settings."""
+    if "weights" not in found:
+        return "written by an earlier ssft-encode"
+    key = next(k for k in manifest if found.get(k) != manifest[k])
+    if key == "precision":
+        return f"precision differs: {found.get(key)} there, {manifest[key]} now"
+    if key == "shard_size":
+        return f"shard size differs: {found.get(key)} there, {manifest[key]} now"
+    return f"{_DIFFERENCE_NAMES.get(key, key)} differs"
 
 
 def read_manifest(folder: Path) -> dict | None:

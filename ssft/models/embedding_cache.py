@@ -3,9 +3,10 @@
 A cache file is named by two fingerprints and holds nothing else than what they describe:
 
 - model fingerprint: SHA-256 of the ranker class, its spec (base model, method and options, lengths), the
-  tokenizer's class and vocabulary size, the precision it computes in (``ssft.core.precision``: fp32, bf16 and int8
-  representations differ), and every tensor of the ranker's state dict (name, dtype, shape, bytes; an int8 model's
-  packed weights included).
+  tokenizer's class and vocabulary size, the precision and backend it computes in (``ssft.core.precision``: fp32,
+  bf16 and int8 representations differ), a statically quantised model's int8 calibration (its fingerprint: another
+  calibration set quantises to other vectors), and every tensor of the ranker's state dict (name, dtype, shape,
+  bytes; an int8 model's packed weights included).
   Query-only modules are included too: a needless miss at worst, never a wrong hit.
 - corpus fingerprint: SHA-256 of the ids and texts of the documents encoded, in order.
 
@@ -29,7 +30,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 
-from ssft.core.precision import served_as
+from ssft.core.precision import calibration_of, served_as
 from ssft.data.beir import cache_home
 from ssft.models.encoded import Encoded
 
@@ -72,18 +73,31 @@ def _update_tensor(digest, name: str, tensor) -> None:
     digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
 
 
-def model_fingerprint(model: torch.nn.Module) -> str:
-    """Hex SHA-256 of everything that decides a ranker's document representations (see module docstring)."""
+def _fingerprint(model: torch.nn.Module, served: bool) -> str:
     digest = hashlib.sha256()
     tokenizer = getattr(model, "tokenizer", None)
     header = {"class": f"{type(model).__module__}.{type(model).__qualname__}",
               "spec": getattr(model, "spec", {}),
-              "tokenizer": [type(tokenizer).__name__, len(tokenizer) if tokenizer is not None else 0],
-              "precision": served_as(model)}  # its backend too (openvino:int8)
+              "tokenizer": [type(tokenizer).__name__, len(tokenizer) if tokenizer is not None else 0]}
+    if served:  # how it computes: its precision and backend (openvino:int8), and an int8 model's calibration
+        header.update(precision=served_as(model), calibration=calibration_of(model))
     digest.update(json.dumps(header, sort_keys=True, default=str).encode())
     for name, tensor in sorted(model.state_dict().items()):
         _update_tensor(digest, name, tensor)
     return digest.hexdigest()
+
+
+def model_fingerprint(model: torch.nn.Module) -> str:
+    """Hex SHA-256 of everything that decides a ranker's document representations (see module docstring): its
+    weights (``weights_fingerprint``), the precision and backend it computes in, and an int8 model's calibration."""
+    return _fingerprint(model, served=True)
+
+
+def weights_fingerprint(model: torch.nn.Module) -> str:
+    """Hex SHA-256 of which model ``model`` is, whatever it computes in: class, spec, tokenizer and state dict, not
+    its precision, backend or calibration (bf16 and OpenVINO serving leave the float32 weights as they are). What
+    an index is checked against when its queries are served at another precision than its documents were."""
+    return _fingerprint(model, served=False)
 
 
 def corpus_fingerprint(doc_ids: list[str], texts: list[str]) -> str:

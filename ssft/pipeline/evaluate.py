@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 
 from ssft.config.metrics import parse_measures
 from ssft.core import precision as precision_mod
+from ssft.core.arguments import string_list, whole_number
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_file, atomic_write_json, atomic_write_text
 from ssft.core.run_folder import OutputFolder, Source
@@ -71,7 +73,7 @@ def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDatase
     to it), or a loaded ranker. ``overwrite``: replace an earlier ``ssft-eval`` result in ``output_dir``. ``backend``:
     torch, openvino or auto (``ssft.models.interop.openvino.serve``: the job is every dataset's reranked pairs or
     corpus; int8 runs on openvino, calibrated on each dataset's queries paired with its documents)."""
-    metrics = [m.strip() for m in metrics if m.strip()]
+    metrics = string_list(metrics, "--metrics")
     _check_settings(datasets, first_stage, depth, batch_size, metrics)
     precision_mod.check(precision, "precision")
     openvino.check_serving(backend, precision)
@@ -81,10 +83,16 @@ def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDatase
                               sources=_model_sources(model), finished="eval.json", overwrite=overwrite)
         folder.check()
     loaded = []
+    seen: dict[str, str] = {}  # the dataset's folder (links followed) -> how it was named
     for spec in datasets:  # every dataset and its split before anything is computed
         dataset = spec if isinstance(spec, IRDataset) else load_dataset(str(spec))
+        name = spec if isinstance(spec, str) else dataset.name
+        where = os.path.realpath(dataset.path)
+        if where in seen:  # "mini" and "mini/", or a folder and a link to it: one dataset averaged with itself
+            raise SsftError(f"--datasets: '{name}' is the dataset '{seen[where]}' again ({where}); name each once")
+        seen[where] = str(name)
         qrels = dataset.qrels(split)
-        loaded.append((spec if isinstance(spec, str) else dataset.name, dataset, qrels))
+        loaded.append((name, dataset, qrels))
         if folder is not None:
             folder.add_sources((dataset.path, f"the dataset being evaluated ({loaded[-1][0]})"))
     ranker, model_name = _load_model(model, trust_remote_code, pooling, max_length, query_max_length)
@@ -127,11 +135,12 @@ def _calibration(loaded: list[tuple[str, IRDataset, Qrels]]) -> list:
 
 
 def _check_settings(datasets: Sequence, first_stage: str, depth: int, batch_size: int, metrics: list[str]) -> None:
-    if first_stage not in FIRST_STAGES:
-        raise SsftError(f"--first-stage: expected one of {', '.join(FIRST_STAGES)}, got '{first_stage}'")
+    if not isinstance(first_stage, str) or first_stage not in FIRST_STAGES:
+        raise SsftError(f"--first-stage: expected one of {', '.join(FIRST_STAGES)}, got {first_stage!r}")
     for flag, value in (("--depth", depth), ("--batch-size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SsftError(f"{flag} must be a whole number >= 1, got {value!r}")
+        whole_number(value, flag)
+    if any(not isinstance(d, (str, IRDataset)) for d in datasets):
+        raise SsftError("--datasets: expected dataset names or paths (strings)")
     names = [d if isinstance(d, str) else d.name for d in datasets]
     if not names or any(not str(n).strip() for n in names):
         raise SsftError("--datasets: name at least one dataset (comma-separated, e.g. nfcorpus,scifact)")

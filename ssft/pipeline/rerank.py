@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ssft.core import precision as precisions
+from ssft.core.arguments import string_list
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_json
 from ssft.core.output_names import run_file
-from ssft.core.run_folder import RERANK_OUTPUTS
+from ssft.core.run_folder import RERANK_OUTPUTS, RESULT_MARKERS
 from ssft.data.beir import load_dataset
 from ssft.eval import rerank as reranking  # called through the module: tests interrupt it there
 from ssft.eval.metrics import parse_measures
@@ -29,10 +30,7 @@ DEFAULT_METRICS = ("P@20", "nDCG@5", "nDCG@10", "nDCG@20", "RR@10", "R@100")
 
 def metric_list(metrics: str | Sequence[str] | None, where: str = "--metrics") -> list[str]:
     """``"nDCG@10,R@100"`` or a list of names (None: ``DEFAULT_METRICS``), each checked (one line naming ``where``)."""
-    if metrics is None:
-        metrics = DEFAULT_METRICS
-    items = metrics.split(",") if isinstance(metrics, str) else list(metrics)
-    names = [m.strip() for m in items if m.strip()]
+    names = string_list(DEFAULT_METRICS if metrics is None else metrics, where)
     parse_measures(names, where)
     return names
 
@@ -63,13 +61,18 @@ def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str |
     precision = precisions.check(precision, "--precision")
     openvino.check_serving(backend, precision)
     metrics = metric_list(metrics)
+    if not isinstance(first_stage, (str, Path)):
+        raise SsftError(f"--first-stage: expected bm25 or a TREC run file, got {type(first_stage).__name__}")
+    first_stage = str(first_stage)
     if queries not in ("judged", "run"):
         raise SsftError(f"--queries: expected judged or run, got '{queries}'")
     source = ModelInput(model)
     sources = source.sources + dataset_sources(data)
     if Path(first_stage).exists():
         sources += ((Path(first_stage), "the first-stage run file being read"),)
-    folder = result_folder(output, "ssft-rerank", RERANK_OUTPUTS, overwrite, sources) if output is not None else None
+    # finished: metrics.json, or run.trec alone (a ranking without qrels, which has no metrics.json)
+    folder = (result_folder(output, "ssft-rerank", RERANK_OUTPUTS, overwrite, sources, finished=RESULT_MARKERS)
+              if output is not None else None)
     dataset = load_dataset(data)
     if folder is not None:
         folder.add_sources((dataset.path, "the dataset folder being read"))
@@ -94,6 +97,7 @@ def rerank(model: str | Path | Ranker, data: str, first_stage: str, split: str |
         if overwrite:
             folder.clear()
         folder.mark_unfinished()
+        (output / "run.trec").unlink(missing_ok=True)  # a finished result's other mark: gone until this one is done
         results, _ = reranking.rerank_and_report(score=prediction_trainer(ranker, batch_size, output, precision).score,
                                        output_dir=output, **settings)
         # the output contract names the model's run plainly run.trec

@@ -27,7 +27,7 @@ from ssft.eval.retrieve import INDEX_KINDS, corpus_vectors, retrieve, tune_fusio
 from ssft.firststage.bm25 import BM25
 from ssft.models.base import Ranker
 from ssft.models.corpus import multi_vector
-from ssft.models.embedding_cache import model_fingerprint
+from ssft.models.embedding_cache import weights_fingerprint
 from ssft.models.interop import openvino
 from ssft.pipeline.rerank import metric_list
 from ssft.pipeline.sources import ModelInput, dataset_sources, result_folder, whole_numbers
@@ -92,19 +92,19 @@ def retrieve_corpus(model: str | Path | Ranker, data: str, split: str, output: P
         saved = (load_late_index(index_dir, dataset, token_k or DEFAULT_TOKEN_K) if late
                  else load_index(index_dir, dataset=dataset))
         index_backend, index_precision = precisions.parse_served(saved.manifest["precision"])
-        # as the index was encoded, unless told otherwise; its passages always
-        precision, backend = asked or index_precision, backend if asked_backend else index_backend
+        # the queries served as the index was encoded, unless told otherwise (int8 asked of a torch index: OpenVINO,
+        # int8's only backend); its passages always
+        precision = asked or index_precision
+        if not asked_backend:
+            backend = "auto" if precision == "int8" and index_backend == "torch" else index_backend
         passage_words, passage_stride = (saved.manifest.get("settings", {}).get(key)
                                          for key in ("passage_words", "passage_stride"))
+        check_index_model(ranker, saved.manifest, index_dir, late)  # the same model, however its queries are served
     ranker = _served(ranker, backend, precision, dataset, queries, encoding=saved is None)
-    if saved is not None:
-        if model_fingerprint(ranker.document_source() if not late else ranker) != saved.manifest["model"]:
-            raise SsftError(f"--index-dir: {index_dir} was encoded by another model or precision "
-                            f"({saved.manifest['precision']}); run ssft-encode with this model")
-    elif late:  # the corpus's token vectors encoded now, indexed in memory
+    if saved is None and late:  # the corpus's token vectors encoded now, indexed in memory
         saved = memory_late_index(ranker, dataset, index, batch_size, passage_words, passage_stride,
                                   token_k=token_k or DEFAULT_TOKEN_K)
-    else:
+    elif saved is None:
         doc_vectors = corpus_vectors(ranker, dataset, batch_size, passage_words, passage_stride)
     run = retrieve(ranker, dataset, queries, depth, batch_size, index, passage_words, passage_stride,
                    doc_vectors=doc_vectors, saved_index=saved)
@@ -139,6 +139,19 @@ def _write_outputs(folder, output: Path, overwrite: bool, fuse, run, per_query, 
         if info:
             atomic_write_json(output / "fusion.json", {**info, **fusion_context})
         atomic_write_json(output / "metrics.json", results)
+
+
+def check_index_model(ranker: Ranker, manifest: dict, index_dir: Path | str, late: bool) -> None:
+    """Refused unless the index in ``index_dir`` (its encode.json ``manifest``) was encoded by ``ranker``'s
+    document tower: the same weights, whatever precision, backend or int8 calibration either serves at (the
+    queries may be served otherwise than the documents were encoded, the index's way by default)."""
+    source = ranker if late else ranker.document_source()
+    if "weights" not in manifest:
+        raise SsftError(f"--index-dir: {index_dir} was written by an earlier ssft-encode (its encode.json names no "
+                        f"model weights); encode it again into a new folder")
+    if weights_fingerprint(source) != manifest["weights"]:
+        raise SsftError(f"--index-dir: {index_dir} was encoded by another model (its encode.json names other "
+                        f"weights); run ssft-encode with this model")
 
 
 def _checked_flags(depth, batch_size, token_k, precision, backend, index, index_dir, passage_words, fusion,
@@ -216,4 +229,4 @@ def _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metri
         write_run(sparse, output / run_file("bm25", split), tag="bm25")
 
 
-__all__ = ["parse_fusion", "retrieve_corpus"]
+__all__ = ["check_index_model", "parse_fusion", "retrieve_corpus"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ssft.core.arguments import whole_number
 from ssft.core.errors import SsftError
 from ssft.core.run_folder import (
     MANIFEST,
@@ -47,11 +48,11 @@ def dataset_sources(name: str, what: str = "the dataset folder being read") -> t
 
 
 def result_folder(path: Path, tool: str, outputs: tuple[str, ...], overwrite: bool,
-                  sources: tuple[Source, ...] = (), finished: str = "metrics.json") -> OutputFolder:
+                  sources: tuple[Source, ...] = (), finished: str | tuple[str, ...] = "metrics.json") -> OutputFolder:
     """The ``--output`` folder of ssft-rerank / ssft-retrieve, checked before anything is loaded: new, empty or the
     tool's own (``ssft.core.run_folder``), an earlier finished result (``finished``: metrics.json, or run.trec for a
-    ranking without qrels) only with ``--overwrite``; never one of ``sources`` (what the command reads), a folder
-    holding one, or a folder inside one."""
+    ranking without qrels; several names: any of them) only with ``--overwrite``; never one of ``sources`` (what the
+    command reads), a folder holding one, or a folder inside one."""
     folder = OutputFolder(path, tool, outputs, RESULT_MARKERS, where="--output", sources=sources,
                           finished=finished, overwrite=overwrite)
     folder.check()
@@ -61,8 +62,7 @@ def result_folder(path: Path, tool: str, outputs: tuple[str, ...], overwrite: bo
 def whole_numbers(**values: int) -> None:
     """``depth=...``, ``batch_size=...``: whole numbers >= 1, or a one-line error naming the flag (``--batch-size``)."""
     for name, value in values.items():
-        if value < 1:
-            raise SsftError(f"--{name.replace('_', '-')} must be >= 1")
+        whole_number(value, f"--{name.replace('_', '-')}")
 
 
 class ModelInput:

@@ -112,7 +112,8 @@ def _manifest_without(key: str):
 
 
 NOT_FAISS_SHA = hashlib.sha256(b"not faiss").hexdigest()
-OTHER_ENCODING = json.dumps({"format": SHARDS_FORMAT, "model": "another-model", "precision": "fp32", "corpus": "x",
+OTHER_ENCODING = json.dumps({"format": SHARDS_FORMAT, "weights": "another-model", "model": "another-model",
+                             "precision": "fp32", "corpus": "x",
                              "units": 3, "shard_size": 10, "settings": {}, "unit_ids": ["a", "b", "c"]})
 
 # (id, CLI module, argv builder, culprit the message must name[, flags])

@@ -34,6 +34,7 @@ exporter library is needed (optimum-intel and optimum-onnx pin transformers rele
 """
 from __future__ import annotations
 
+import copy
 import importlib.util
 import logging
 import random
@@ -48,6 +49,7 @@ from transformers import AutoModel, AutoModelForSequenceClassification
 
 from ssft.adapters.backbone import Backbone
 from ssft.adapters.cpu_kernels import remove_cpu_kernels
+from ssft.core import arguments
 from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
 from ssft.core.hub import read_json_file
@@ -276,6 +278,42 @@ def _feed(ranker, calibration: Sequence[str | tuple[str, str]]) -> None:
     ranker.predict(pairs, batch_size=CALIBRATION_BATCH)
 
 
+def check_calibration(calibration: Any) -> list[str | tuple[str, str]]:
+    """int8 calibration items as a list, each a text or a (query, document) pair of texts; anything else (a number,
+    a 3-tuple, None, a text no tokenizer takes) is a one-line error naming the item: quantising on nothing would
+    serve an unquantised model labelled int8."""
+    if calibration is None or isinstance(calibration, (str, bytes)):
+        raise SsftError("precision int8 on backend openvino: calibration needs texts or (query, document) pairs "
+                        "of the corpus being served" + ("" if calibration is None else ", as a list"))
+    items = list(calibration)
+    if not items:
+        raise SsftError("precision int8 on backend openvino: calibration needs texts or (query, document) pairs "
+                        "of the corpus being served")
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            arguments.text(item, f"calibration: item {i}")
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            for part, what in zip(item, ("query", "document")):
+                arguments.text(part, f"calibration: item {i}: {what}")
+        else:
+            raise SsftError(f"calibration: item {i}: expected a text or a (query, document) pair of texts, got "
+                            f"{item!r}"[:300])
+    return [item if isinstance(item, str) else (item[0], item[1]) for item in items]
+
+
+def serving_copy(ranker):
+    """A copy of ``ranker`` on torch at fp32 that a serving path may switch (precision, backend) while the caller's
+    ranker stays as it was: its torch modules deep-copied, its converted OpenVINO encoders left behind (they are
+    converted again from the weights when the copy is served)."""
+    memo: dict[int, Any] = {id(b.serving): None for b in _backbones(ranker) if b.serving is not None}
+    copied = copy.deepcopy(ranker, memo)
+    unserve(copied)
+    precisions.set_precision(copied, "fp32")
+    for owner in _rankers(copied)[1:]:
+        precisions.set_precision(owner, "fp32")
+    return copied
+
+
 def calibration_inputs(ranker, calibration: Sequence[str | tuple[str, str]]) -> dict[int, dict[str | None, list]]:
     """{id(backbone): {tower: [input dicts]}}: what each backbone's transformer receives when the ranker serves
     ``calibration`` (``_Recorder``)."""
@@ -324,13 +362,13 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
         precisions.set_precision(owner, "fp32")
     recorded: dict[int, dict[str | None, list]] = {}
     if precision == "int8":
-        items = list(calibration or [])
-        if not items:
-            raise SsftError("precision int8 on backend openvino: calibration needs texts or (query, document) pairs "
-                            "of the corpus being served")
+        items = check_calibration(calibration)
         if len(items) > CALIBRATION_SIZE:
             items = random.Random(seed).sample(items, CALIBRATION_SIZE)
         recorded = calibration_inputs(ranker, items)
+        if not any(tower for inputs in recorded.values() for tower in inputs.values()):
+            raise SsftError("int8 calibration: no calibration item reached the model; give texts or (query, document) "
+                            "pairs of the corpus being served")
     first_only = {id(b): owner.serving_pooler() for owner in _rankers(ranker)
                   if getattr(owner, "serves_first_token_only", False) for b in owner.modules() if isinstance(b, Backbone)}
     for backbone in _backbones(ranker):
@@ -425,5 +463,5 @@ def write_openvino(folder: Path) -> list[str]:
 
 __all__ = ["AUTO_MIN_INPUTS_PER_THREAD", "BACKENDS", "CALIBRATION_SIZE", "DEFAULT_BACKEND", "Graph", "IR_FILE",
            "OpenVINOEncoder", "SUBFOLDER", "auto_min_inputs", "available", "calibration_inputs", "check_backend",
-           "check_serving", "convert", "corpus_calibration", "quantize", "refusal", "resolve_backend", "serve", "serve_openvino",
-           "unserve", "write_openvino"]
+           "check_calibration", "check_serving", "convert", "corpus_calibration", "quantize", "refusal",
+           "resolve_backend", "serve", "serve_openvino", "serving_copy", "unserve", "write_openvino"]
