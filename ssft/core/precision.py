@@ -170,6 +170,16 @@ def model_precision(model) -> str:
 BACKEND_ATTRIBUTE = "serving_backend"
 
 
+# what the root of a ranker served at static int8 carries: the SHA-256 of the calibration items its quantisation
+# saw (another calibration, other vectors); a plain attribute, never in the state dict
+CALIBRATION_ATTRIBUTE = "serving_calibration"
+
+
+def calibration_of(model) -> str | None:
+    """The fingerprint of the int8 calibration ``model`` is served with, or None (not statically quantised)."""
+    return getattr(model, CALIBRATION_ATTRIBUTE, None)
+
+
 def served_as(model) -> str:
     """What a fingerprint, a cache or an index records of how ``model`` computes: its precision on torch (``bf16``),
     or ``<backend>:<precision>`` on another runtime (``openvino:int8``)."""
@@ -242,6 +252,6 @@ def inference(model: nn.Module, precision: str) -> Iterator[nn.Module]:
                 object.__setattr__(module, ATTRIBUTE, value)
 
 
-__all__ = ["BACKENDS", "BACKEND_ATTRIBUTE", "BF16Weights", "check_backend",
+__all__ = ["BACKENDS", "BACKEND_ATTRIBUTE", "BF16Weights", "CALIBRATION_ATTRIBUTE", "calibration_of", "check_backend",
            "DEFAULT", "PRECISIONS", "RESOLVED", "bf16_native", "check", "cpu_bf16_native", "inference",
            "model_precision", "parse_served", "quantize_int8", "resolve", "served_as", "set_precision"]

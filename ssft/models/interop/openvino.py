@@ -35,7 +35,9 @@ exporter library is needed (optimum-intel and optimum-onnx pin transformers rele
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.util
+import json
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -361,6 +363,7 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
     for owner in _rankers(ranker)[1:]:
         precisions.set_precision(owner, "fp32")
     recorded: dict[int, dict[str | None, list]] = {}
+    calibrated = None  # the calibration's fingerprint: what a cache or an index records of an int8 model
     if precision == "int8":
         items = check_calibration(calibration)
         if len(items) > CALIBRATION_SIZE:
@@ -369,6 +372,7 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
         if not any(tower for inputs in recorded.values() for tower in inputs.values()):
             raise SsftError("int8 calibration: no calibration item reached the model; give texts or (query, document) "
                             "pairs of the corpus being served")
+        calibrated = hashlib.sha256(json.dumps(items, ensure_ascii=False).encode("utf-8")).hexdigest()
     first_only = {id(b): owner.serving_pooler() for owner in _rankers(ranker)
                   if getattr(owner, "serves_first_token_only", False) for b in owner.modules() if isinstance(b, Backbone)}
     for backbone in _backbones(ranker):
@@ -393,6 +397,10 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
         backbone.serving = OpenVINOEncoder(compiled, segments, precision, first_token, pooled=pooler is not None)
     for owner in _rankers(ranker):
         object.__setattr__(owner, precisions.BACKEND_ATTRIBUTE, f"openvino:{precision}")
+        if calibrated is not None:
+            object.__setattr__(owner, precisions.CALIBRATION_ATTRIBUTE, calibrated)
+        elif precisions.CALIBRATION_ATTRIBUTE in owner.__dict__:
+            object.__delattr__(owner, precisions.CALIBRATION_ATTRIBUTE)
     return ranker
 
 
@@ -401,8 +409,9 @@ def unserve(ranker) -> None:
     for backbone in _backbones(ranker):
         backbone.serving = None
     for owner in _rankers(ranker):
-        if precisions.BACKEND_ATTRIBUTE in owner.__dict__:
-            object.__delattr__(owner, precisions.BACKEND_ATTRIBUTE)
+        for attribute in (precisions.BACKEND_ATTRIBUTE, precisions.CALIBRATION_ATTRIBUTE):
+            if attribute in owner.__dict__:
+                object.__delattr__(owner, attribute)
 
 
 def serve(ranker, backend: str, precision: str,
