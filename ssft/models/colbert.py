@@ -3,9 +3,13 @@
 - queries: ``[CLS] [Q] tokens [SEP]`` padded with [MASK] to ``query_max_length`` (query augmentation); the
   [MASK] positions are attended and take part in scoring.
 - documents: ``[CLS] [D] tokens [SEP]`` (``max_length``), punctuation tokens left out of scoring.
-- every token state is projected to ``colbert_dim`` (128, no bias) and L2-normalised. A square projection
-  (``colbert_dim`` = the hidden size) starts as the identity, keeping the pretrained token geometry (as the
-  dense model's square projection does); any other starts at PyTorch's default.
+- every token state is projected to ``colbert_dim`` (128, no bias) and L2-normalised. The projection starts where
+  the pretrained token geometry is kept (``projection_start``): a square one (``colbert_dim`` = the hidden size) as
+  the identity, a narrower one (``pca``, default) as the top ``colbert_dim`` principal directions of the training
+  corpus's token states (``fit_start``: the states of up to 256 documents; at full rank it is a rotation and scores
+  exactly as the identity). ``random``: PyTorch's default initialisation, as the original ColBERT's new layer. With
+  all-MiniLM-L6-v2 at 128 dimensions, the MaxSim scores of 15 NFCorpus dev queries over 80 documents keep a mean
+  Spearman correlation of 0.90 with the full-width identity's (the PCA start), against 0.47 for PyTorch's default.
 - score = sum over query tokens of the max over document tokens of the dot product (MaxSim).
 
 The [Q] / [D] markers are the vocabulary's ``[unused0]`` / ``[unused1]`` (as the original ColBERT).
@@ -33,6 +37,8 @@ from ssft.core.errors import SsftError
 from ssft.models.base import Pretrained
 from ssft.models.bi import BiEncoder, Encoded
 
+PROJECTION_STARTS = ("pca", "random")
+PCA_DOCUMENTS = 256  # documents whose token states fit a narrower projection's start (fit_start)
 QUERY_MARKER = "[unused0]"
 DOCUMENT_MARKER = "[unused1]"
 
@@ -42,8 +48,11 @@ class ColbertConfig(ArchitectureConfig):
     """ColBERT's model key (see the module docstring)."""
 
     colbert_dim: int = 128  # token embedding size after the projection
+    projection_start: str = "pca"  # pca (a narrower projection from the corpus's token states) | random
 
     def problem(self) -> Problem:
+        if self.projection_start not in PROJECTION_STARTS:
+            return "projection_start", f"expected one of {', '.join(PROJECTION_STARTS)}, got '{self.projection_start}'"
         return ("colbert_dim", "must be >= 1") if self.colbert_dim < 1 else None
 
 
@@ -59,6 +68,7 @@ def maxsim(q: torch.Tensor, q_mask: torch.Tensor, d: torch.Tensor, d_mask: torch
 class ColBert(BiEncoder):
     architecture = "colbert"
     Config = ColbertConfig
+    legacy_spec = {"projection_start": "random"}  # a spec without the key: saved before the PCA start existed
     cache_document_embeddings = True  # per-token embeddings of a frozen model are kept on disk (embedding_cache)
     multi_vector = True  # a text is its token vectors: ssft-encode writes them, ssft-retrieve searches them by MaxSim
 
@@ -66,6 +76,8 @@ class ColBert(BiEncoder):
         super().__init__(backbone, tokenizer, spec)
         self.dim = self.arch_config.colbert_dim
         self.projection = nn.Linear(backbone.config.hidden_size, self.dim, bias=False)
+        # fit_start fits a narrower projection to the corpus; one from a ColBERT checkpoint (adopt_pretrained) stays
+        self.projection_fitted = self.dim == backbone.config.hidden_size or self.arch_config.projection_start == "random"
         if self.dim == backbone.config.hidden_size:
             with torch.no_grad():
                 self.projection.weight.copy_(torch.eye(self.dim))
@@ -144,7 +156,41 @@ class ColBert(BiEncoder):
             return
         with torch.no_grad():
             self.projection.weight.copy_(settings.projection)
+        self.projection_fitted = True
         pretrained.take("linear.weight")  # Stanford's (a MultiVectorEncoder's Dense is read from its own folder)
+
+    def fit_start(self, documents: list[str], seed: int = 0) -> str | None:
+        """A narrower projection's start (``projection_start: pca``): the top ``colbert_dim`` right singular vectors
+        of the token states (scored positions only) of up to ``PCA_DOCUMENTS`` of ``documents``, drawn with ``seed``."""
+        if self.projection_fitted or not documents:
+            return None
+        sample = list(documents)
+        if len(sample) > PCA_DOCUMENTS:
+            picked = torch.randperm(len(sample), generator=torch.Generator().manual_seed(seed))[:PCA_DOCUMENTS]
+            sample = [sample[i] for i in sorted(picked.tolist())]
+        states = []
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                for start in range(0, len(sample), 32):
+                    batch = self._to_device(self.tokenize_documents(sample[start : start + 32]))
+                    hidden = self.backbone(batch["input_ids"], batch["attention_mask"], tower="document")
+                    mask = batch["attention_mask"].bool() & ~torch.isin(batch["input_ids"], self.punctuation_ids)
+                    states.append(hidden[mask].float().cpu())
+        finally:
+            self.train(was_training)
+        tokens = torch.cat(states)
+        if tokens.shape[0] < self.dim:
+            return None  # too few token states to span colbert_dim directions: the default start stays
+        # centred: the directions in which the token states differ (all share a large common component)
+        _, singular, directions = torch.linalg.svd(tokens - tokens.mean(0), full_matrices=False)
+        with torch.no_grad():
+            self.projection.weight.copy_(directions[: self.dim].to(self.projection.weight))
+        self.projection_fitted = True
+        kept = float((singular[: self.dim] ** 2).sum() / (singular ** 2).sum())
+        return (f"ColBERT projection started as the top {self.dim} principal directions of {tokens.shape[0]:,} token "
+                f"states of {len(sample)} corpus documents ({kept:.1%} of their variance)")
 
     def score(self, q: Encoded, d: Encoded) -> torch.Tensor:
         return maxsim(q.vectors, q.mask, d.vectors, d.mask)

@@ -3,6 +3,11 @@
 - pooling ``mean`` (default): mean of the last-layer states of the attended tokens; ``cls``: the [CLS] state.
 - scorer ``combiner`` (default, TwinBERT's residual network): v = max(q, d) element-wise, r = W1 v + b1 + v,
   s = w2 · r + b2; ``cosine`` / ``dot``: similarity of the two vectors, nothing learned outside the backbone.
+- ``combiner_start`` ``cosine`` (default): the combiner starts as the checkpoint's own cosine, so the model ranks at
+  step 0 as the pretrained sentence encoder does: s = t · cos(q, d) + w2 · r + b2 with w2 = 0, b2 = 0 at the start and
+  t = 20 a learned scale (the dense model's ``score_scale``); TwinBERT's residual network learns on top of it (w2 gets
+  a gradient at the first step, W1 from the second). ``random``: TwinBERT's combiner as published, initialised at
+  random, which cannot rank before training.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from ssft.config.model import ArchitectureConfig
 from ssft.config.parse import Problem
 from ssft.models.bi import BiEncoder, Encoded
 
-__all__ = ["POOLINGS", "SCORERS", "ResidualCombiner", "TwinBert", "TwinConfig", "mean_pool"]
+__all__ = ["COMBINER_STARTS", "POOLINGS", "SCORERS", "ResidualCombiner", "TwinBert", "TwinConfig", "mean_pool"]
 
 
 @dataclass
@@ -27,8 +32,11 @@ class TwinConfig(ArchitectureConfig):
 
     pooling: str = "mean"  # mean | cls
     scorer: str = "combiner"  # combiner (TwinBERT's residual network) | cosine | dot
+    combiner_start: str = "cosine"  # cosine (ranks as the checkpoint's cosine at step 0) | random (as published)
 
     def problem(self) -> Problem:
+        if self.combiner_start not in COMBINER_STARTS:
+            return "combiner_start", f"expected one of {', '.join(COMBINER_STARTS)}, got '{self.combiner_start}'"
         if self.pooling not in POOLINGS:
             return "pooling", f"expected one of {', '.join(POOLINGS)}, got '{self.pooling}'"
         if self.scorer not in SCORERS:
@@ -42,29 +50,46 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
 
-class ResidualCombiner(nn.Module):
-    """TwinBERT's combiner: element-wise max of the two vectors, a residual linear layer, a linear score."""
+COMBINER_STARTS = ("cosine", "random")
+COSINE_START_SCALE = 20.0  # the dense model's score_scale: listwise CE over cosines in [-1, 1] needs a temperature
 
-    def __init__(self, dim: int):
+
+class ResidualCombiner(nn.Module):
+    """TwinBERT's combiner: element-wise max of the two vectors, a residual linear layer, a linear score; with
+    ``cosine_start`` a learned multiple of the vectors' cosine beside it and the linear score starting at zero, so
+    the combiner starts as the cosine (see the module docstring)."""
+
+    def __init__(self, dim: int, cosine_start: bool = False):
         super().__init__()
         self.residual = nn.Linear(dim, dim)
         self.out = nn.Linear(dim, 1)
+        self.cosine_scale = nn.Parameter(torch.tensor(COSINE_START_SCALE)) if cosine_start else None
+        if cosine_start:
+            nn.init.zeros_(self.out.weight)
+            nn.init.zeros_(self.out.bias)
 
     def forward(self, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         v = torch.maximum(q, d)
-        return self.out(self.residual(v) + v).squeeze(-1)
+        score = self.out(self.residual(v) + v).squeeze(-1)
+        if self.cosine_scale is not None:
+            score = score + self.cosine_scale * F.cosine_similarity(q, d, dim=-1)
+        return score
 
 
 class TwinBert(BiEncoder):
     architecture = "twin"
     Config = TwinConfig
+    legacy_spec = {"combiner_start": "random"}  # a spec without the key: saved before the cosine start existed
     cache_document_embeddings = True  # a frozen model's pooled document vectors go to the on-disk cache (embedding_cache)
 
     def __init__(self, backbone: Backbone, tokenizer, spec):
         super().__init__(backbone, tokenizer, spec)
         self.pooling, self.scorer = self.arch_config.pooling, self.arch_config.scorer
-        self.combiner = ResidualCombiner(backbone.config.hidden_size) if self.scorer == "combiner" else None
-        self.ranks_untrained = self.scorer != "combiner"  # a fresh combiner is random; cosine / dot rank untrained
+        cosine_start = self.arch_config.combiner_start == "cosine"
+        self.combiner = (ResidualCombiner(backbone.config.hidden_size, cosine_start) if self.scorer == "combiner"
+                         else None)
+        # a combiner started at random cannot rank; one started as the cosine, or a cosine / dot scorer, ranks untrained
+        self.ranks_untrained = self.scorer != "combiner" or cosine_start
 
     @classmethod
     def spec_from_pretrained(cls, spec, config: TwinConfig, pretrained) -> None:

@@ -95,6 +95,11 @@ def build(recipe: Recipe, inputs: RunInputs) -> BuiltRun:
     set_seed(recipe.seed)
     ranker = MODELS.get(recipe.model.architecture).build(recipe.model, recipe.adapter.method, recipe.adapter.options,
                                                          config=recipe.adapter.config)
+    # the start keeps the checkpoint's ranking ability: what it needs from the corpus (ColBERT's narrower projection)
+    # is fitted before training, deterministically (a resumed run fits the same start, then loads its checkpoint)
+    fitted = ranker.fit_start([d.full_text for d in inputs.dataset.corpus.values()], seed=recipe.seed)
+    if fitted:
+        logger.info("%s", fitted)
     if getattr(ranker, "reconstruction", None) is not None and not recipe.loss.reconstruction_weight:
         ranker.reconstruction.requires_grad_(False)  # no reconstruction loss: the head would get no gradient (DDP)
     in_loop = None

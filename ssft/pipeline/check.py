@@ -311,7 +311,7 @@ def _ranks_untrained(recipe: Recipe, model_cls) -> bool | None:
     if m.architecture == "cross":  # a classifier head ranks untrained only when the checkpoint brings a trained one
         return True if c.head == "dual_pooled" else None
     if m.architecture == "twin":
-        return c.scorer != "combiner"
+        return c.scorer != "combiner" or c.combiner_start == "cosine"
     return model_cls.ranks_untrained
 
 

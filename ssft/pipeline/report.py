@@ -202,7 +202,8 @@ def run_info(recipe: Recipe, inputs: RunInputs, built: BuiltRun, trained: Traine
             "best_validation": {"metric": e.selection_metric, "value": best.best_value, "epoch": best.best_epoch,
                                 "candidates": ("epoch 0 (the starting model) and the trained epochs" if e.start
                                                else "the trained epochs only (eval.start: false)")},
-            "start_selected": trained.start_selected, "validation_history": best.history,
+            "start_selected": trained.start_selected, "weights_changed": trained.weights_changed,
+            "validation_history": best.history,
             "train_loss_history": best.losses if trained.phases is None else None, "notes": notes,
             "dataset": dataset_identity(inputs.dataset), "data_warnings": inputs.dataset.warnings,
             "versions": versions()}  # the model card of an export names them
@@ -245,6 +246,8 @@ def print_summary(recipe: Recipe, results: dict, info: dict, out: Path, started:
     if best["value"] is not None:
         print(f"best validation {e.selection_metric} = {best['value']:.4f} at epoch {best['epoch']:g}"
               + ("" if e.start else " (among the trained epochs: eval.start false)"))
+    if info.get("weights_changed") is False and not info.get("start_selected"):
+        print("WARNING: the trained weights are the starting model's, unchanged: this run did not fine-tune it")
     if info.get("start_selected"):
         print(f"WARNING: training never beat the starting model on validation {e.selection_metric}: this run hands "
               "back the STARTING weights (epoch 0)")
@@ -259,7 +262,8 @@ def write_model_card(out: Path, recipe: Recipe, results, info) -> None:
         f"# ssft {recipe.model.architecture} ranker: {recipe.model.name} + {recipe.adapter.method}",
         "",
         f"Trained with `ssft-train` on {recipe.data.dataset} ({recipe.data.train_split}), loss `{recipe.loss.name}`, "
-        f"seed {recipe.seed}.",
+        f"seed {recipe.seed}." + (" The weights are the starting model's, unchanged: the run did not fine-tune them."
+                                  if not info.get("weights_changed", True) or info.get("start_selected") else ""),
         f"Trainable parameters: {info['trainable_parameters']:,} of {info['total_parameters']:,}.",
         "",
         "| run | " + " | ".join(metrics) + " |",

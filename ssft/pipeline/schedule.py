@@ -27,7 +27,7 @@ from ssft.pipeline.inputs import RunInputs
 from ssft.pipeline.precision import training_bf16
 from ssft.training.callbacks import build_callbacks, callback_name
 from ssft.training.callbacks.best_epoch import BestEpochCallback, evaluate_start
-from ssft.training.checkpoints import discard_incomplete_checkpoints, latest_checkpoint
+from ssft.training.checkpoints import discard_incomplete_checkpoints, latest_checkpoint, parameters_fingerprint
 from ssft.training.phases import train_hybrid
 from ssft.training.trainer import RankingTrainer
 
@@ -105,6 +105,7 @@ class TrainedRun:
     phases: list[dict] | None  # a hybrid's phases: modules, epochs, validation history, best epoch
     resumed_from: str | list[str] | None
     start_selected: bool = False  # epoch 0 (the starting model) won the validation: the run hands back its weights
+    weights_changed: bool = True  # false: the weights handed back are the starting model's, bit for bit
 
 
 class SinglePhase:
@@ -117,6 +118,7 @@ class SinglePhase:
 
     def train(self, setup: TrainingSetup, args: TrainingArguments) -> TrainedRun:
         started = time.time()
+        start_weights = parameters_fingerprint(setup.built.ranker)
         best = BestEpochCallback(setup.recipe.eval.selection_metric)
         trainer = setup.trainer(args, [best], setup.built.source.training_set(setup.recipe.seed))
         with args.main_process_first(local=False, desc="discarding incomplete checkpoints"):
@@ -134,7 +136,7 @@ class SinglePhase:
         output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
         resumed_from = str(checkpoint.relative_to(setup.out)) if checkpoint else None
         return TrainedRun(trainer, best, output.training_loss, time.time() - started, None, resumed_from,
-                          best.start_selected)
+                          best.start_selected, weights_changed(setup.built.ranker, start_weights))
 
 
 class HybridPhases:
@@ -164,6 +166,7 @@ class HybridPhases:
 
     def train(self, setup: TrainingSetup, args: TrainingArguments) -> TrainedRun:
         started, out, metric = time.time(), setup.out, setup.recipe.eval.selection_metric
+        start_weights = parameters_fingerprint(setup.built.ranker)
         self.setup = setup
         resumed_from = None
         if setup.resume:
@@ -181,7 +184,17 @@ class HybridPhases:
                   for p in phases]
         # the run hands back its starting model when every phase kept the weights it received (epoch 0)
         return TrainedRun(last.trainer, last.best, last.train_output.training_loss, time.time() - started, record,
-                          resumed_from, all(p.best.start_selected for p in phases))
+                          resumed_from, all(p.best.start_selected for p in phases),
+                          weights_changed(setup.built.ranker, start_weights))
+
+
+def weights_changed(ranker, start_weights: str) -> bool:
+    """Whether the weights training hands back differ from the starting model's (``start_weights``, its
+    ``parameters_fingerprint``); says so in one line when they do not."""
+    changed = parameters_fingerprint(ranker) != start_weights
+    if not changed:
+        logger.warning("the trained weights are the starting model's, unchanged: this run did not fine-tune it")
+    return changed
 
 
 def schedule_for(recipe: Recipe) -> SinglePhase | HybridPhases:

@@ -174,6 +174,17 @@ def content_fingerprint(items: Iterable[Any]) -> str:
     return digest.hexdigest()
 
 
+def parameters_fingerprint(module: torch.nn.Module) -> str:
+    """SHA-256 over every parameter and buffer of ``module`` (names and values): equal before and after training
+    exactly when training left the weights as they were. About 0.1 s for all-MiniLM-L6-v2's 22.7M parameters."""
+    digest = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+                      if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
 def check_fingerprints(run_dir: Path, record: dict[str, Any] | None, current: dict[str, dict[str, str]]) -> None:
     """Before a resume: the inputs a checkpoint recorded (``record["fingerprints"]``: key -> {"sha256", "what"}) are the
     ones this run has read (``current``), else one SsftError naming the first that changed. Changed weights or data

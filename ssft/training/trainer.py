@@ -1,8 +1,11 @@
 """RankingTrainer: a transformers Trainer whose loss, prediction and evaluation are a ranker's."""
 from __future__ import annotations
 
+import logging
+
 import torch
 from torch.utils.data import SequentialSampler
+from transformers.optimization import get_scheduler
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
@@ -18,6 +21,17 @@ from ssft.training.callbacks.log_lines import LogLinesCallback
 from ssft.training.checkpoints import CheckpointedTrainer
 from ssft.training.objectives import Objective, objective_for
 
+logger = logging.getLogger(__name__)
+
+
+def warmup_steps_for(args, num_training_steps: int) -> tuple[int, int]:
+    """(the warm-up steps a run of ``num_training_steps`` gets, the steps ``training.warmup_steps`` asks for: a whole
+    number of steps, or below 1 a fraction of the run). The warm-up never takes more than half the run: the first step
+    of a linear warm-up has learning rate 0, so a run no longer than its warm-up would hand back its start (a 1-step
+    run warms up over 0 steps and trains at the full rate)."""
+    asked = args.get_warmup_steps(num_training_steps)
+    return min(asked, num_training_steps // 2), asked
+
 
 class RankingTrainer(CheckpointedTrainer):
     """Trainer for rankers.
@@ -32,6 +46,7 @@ class RankingTrainer(CheckpointedTrainer):
     - ``precision`` (``eval.precision``, ``ssft.core.precision``): what ``score`` and ``evaluate`` compute in; the
       training steps are untouched (their precision is ``training.bf16``'s).
     - the optimizer gives the ranker head its own learning rate (001 Table 8).
+    - the warm-up never takes more than half the run (``warmup_steps_for``): a run shorter than its warm-up still trains.
     - checkpoints, exact resume, the non-finite stop and ``learning_rates_from_args``: ``CheckpointedTrainer``.
     - logs and progress: ssft's log lines (``LogLinesCallback``; ``training.disable_tqdm`` switches the progress off).
     """
@@ -100,6 +115,21 @@ class RankingTrainer(CheckpointedTrainer):
         optimizer_kwargs.pop("lr", None)
         self.optimizer = optimizer_cls(param_groups, lr=self.args.learning_rate, **optimizer_kwargs)
         return self.optimizer
+
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        # transformers' own, with the warm-up capped by the run's length: under a linear warm-up the first step's
+        # learning rate is 0, so a run no longer than its warm-up would never move the weights
+        if self.lr_scheduler is None:
+            warmup, asked = warmup_steps_for(self.args, num_training_steps)
+            if warmup < asked:
+                logger.warning("warm-up: %d step(s) asked (training.warmup_steps %g) but the run has %d; warming up "
+                               "over %d so that training moves the weights", asked, self.args.warmup_steps,
+                               num_training_steps, warmup)
+            self.lr_scheduler = get_scheduler(self.args.lr_scheduler_type, optimizer=optimizer or self.optimizer,
+                                              num_warmup_steps=warmup, num_training_steps=num_training_steps,
+                                              scheduler_specific_kwargs=self.args.lr_scheduler_kwargs)
+            self._created_lr_scheduler = True
+        return self.lr_scheduler
 
     def base_learning_rate(self, group: dict) -> float:
         if self.head_learning_rate is not None:

@@ -221,10 +221,13 @@ def model_card(spec: dict[str, Any], info: dict[str, Any], recipe: dict[str, Any
         pipeline_tag="text-ranking")
 
     path = repo_id or PLACEHOLDER
+    untouched = run_info.get("weights_changed") is False or bool(run_info.get("start_selected"))
     lines = [f"# {name}", "",
-             f"A {architecture} ranker fine-tuned with ssft (method `{method}`) from "
-             f"`{base or 'its base model'}`"
-             + (f" on {dataset}" if dataset else "")
+             (f"A {architecture} ranker: `{base or 'its base model'}` as it was, not fine-tuned (its ssft training run "
+              f"with method `{method}`" + (f" on {dataset}" if dataset else "") + " handed back the starting weights)"
+              if untouched else
+              f"A {architecture} ranker fine-tuned with ssft (method `{method}`) from `{base or 'its base model'}`"
+              + (f" on {dataset}" if dataset else ""))
              + f", exported by `ssft-export` as a {info['format']} model that sentence-transformers' `{info['loader']}` "
              f"loads.", "", "## Load it", "", "```python", USAGE[info["loader"]].format(path=path), "```", ""]
     if repo_id is None:
