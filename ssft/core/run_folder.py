@@ -44,6 +44,7 @@ from ssft.core.paths import data_home
 
 MANIFEST = ".ssft-outputs.json"
 LOCK = ".ssft.lock"
+FILES = "files"  # the manifest's record of every file a finished output holds (paths relative to its folder)
 
 # what ssft-train writes into its output folder (logs: only when ssft chose that TensorBoard folder; sweep.log: what
 # ssft-sweep writes into a run's folder before it starts ssft-train there)
@@ -53,9 +54,9 @@ TRAIN_OUTPUTS = ("metrics.json", "run_info.json", "README.md", "recipe.yaml", "m
                  "phase-*", "run.*.trec", "per_query.*.tsv", "sweep.log", GENERATED_QUERIES, CURVES)
 # what ssft-rerank / ssft-retrieve write into theirs
 RERANK_OUTPUTS = ("metrics.json", "run.trec", "run.*.trec", "per_query.*.tsv")
-RETRIEVE_OUTPUTS = ("metrics.json", "run.trec", "run.*.trec", "per_query.*.tsv", "fusion.json")
+RETRIEVE_OUTPUTS = ("metrics.json", "run.trec", "run.*.trec", "per_query.*.tsv", "fusion.json", "results.jsonl")
 # ssft-encode: the shards, their manifest and the index built from them
-ENCODE_OUTPUTS = ("encode.json", "shards", "index.faiss", "index.json")
+ENCODE_OUTPUTS = ("encode.json", "shards", "index.faiss", "index.json", "corpus.jsonl")
 # ssft-sweep's output root: the runs' folders, the K-fold datasets, the results rows (its own name when elsewhere)
 SWEEP_TABLE = "results.png"  # the results rows as a figure
 SWEEP_OUTPUTS = ("runs", "folds", "results.jsonl", SWEEP_TABLE)
@@ -189,6 +190,8 @@ class OutputFolder:
             if check_lock:  # first: a folder another process is filling would look foreign or unfinished
                 self._check_not_locked()
             self._check_contents()
+            if self.overwrite:
+                self.refuse_unrecorded()
         self._check_writable()
 
     def add_sources(self, *sources: Source) -> None:
@@ -278,10 +281,15 @@ class OutputFolder:
             self.abandon()
             raise
         if write_manifest:
-            atomic_write_json(self.path / MANIFEST, {"tool": self.tool, "outputs": list(self.outputs)})
+            recorded = self._recorded()  # what an earlier finished run wrote: kept until ``clear`` uses it
+            atomic_write_json(self.path / MANIFEST, {"tool": self.tool, "outputs": list(self.outputs),
+                                                     **({} if recorded is None else {FILES: sorted(recorded)})})
 
     def clear(self) -> list[str]:
-        """Remove this tool's earlier outputs (the manifest's patterns; a user's own files stay). Returns the names."""
+        """Remove this tool's earlier outputs (the manifest's patterns; a user's own files stay). Returns the names.
+        A file a user added inside one of the tool's folders (``model/``, an export's ``openvino/``) is refused
+        first, in one line (``refuse_unrecorded``): removing the folder would take it along."""
+        self.refuse_unrecorded()
         removed = []
         for entry in sorted(self.path.iterdir()) if self.path.is_dir() else []:
             if entry.name in (MANIFEST, LOCK) or not self.owns(entry.name):
@@ -291,7 +299,64 @@ class OutputFolder:
             else:
                 entry.unlink(missing_ok=True)
             removed.append(entry.name)
+        if self._recorded() is not None:  # nothing recorded is left: a later record starts afresh
+            data = self._manifest() or {"tool": self.tool, "outputs": list(self.outputs)}
+            atomic_write_json(self.path / MANIFEST, {**data, FILES: []})
         return removed
+
+    # ------------------------------------------------------------ what the tool wrote inside its folders
+    def _recorded(self) -> set[str] | None:
+        """The files (paths relative to the folder) the tool's manifest records it wrote, or None (no record: a
+        folder an older ssft wrote, or a run that has not finished)."""
+        data = self._manifest() if self.path.is_dir() else None
+        if data is None or data["tool"] != self.tool or not isinstance(data.get(FILES), list):
+            return None
+        return {str(name) for name in data[FILES]}
+
+    def _owned_files(self, root: Path) -> dict[str, list[str]]:
+        """Each of the tool's entries in ``root`` (a folder of the tool's) -> the files under it, relative to ``root``
+        (a file entry: itself; a symbolic link is a file, never followed)."""
+        found: dict[str, list[str]] = {}
+        for entry in sorted(root.iterdir()) if root.is_dir() else []:
+            if entry.name in (MANIFEST, LOCK) or _matches(entry.name, TRANSIENT) or not self.owns(entry.name):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                files = []
+                for folder, dirs, names in os.walk(entry):
+                    links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+                    files += [os.path.relpath(os.path.join(folder, n), root) for n in sorted(names + links)]
+                found[entry.name] = files
+            else:
+                found[entry.name] = [entry.name]
+        return found
+
+    def unrecorded(self) -> list[str]:
+        """Files inside the tool's own folders that it did not write: under a folder whose files the manifest records,
+        the ones it does not list (a folder written after the record -- an unfinished run's checkpoint -- is the
+        tool's whole). Empty without a record."""
+        recorded = self._recorded()
+        if recorded is None:
+            return []
+        extra = []
+        for entry, files in self._owned_files(self.path).items():
+            if any(f in recorded for f in files):
+                extra += [f for f in files if f not in recorded]
+        return extra
+
+    def refuse_unrecorded(self) -> None:
+        """A one-line refusal when replacing the tool's earlier output would remove a file a user put inside it."""
+        extra = self.unrecorded()
+        if extra:
+            shown = ", ".join(extra[:3]) + (" ..." if len(extra) > 3 else "")
+            raise SsftError(f"{self.where}: {self.path} holds {shown}, which {self.tool} did not write, inside its own "
+                            f"output; --overwrite would remove it: move it out of {self.path}, then run again")
+
+    def record_files(self) -> None:
+        """Record in the manifest every file the tool's entries now hold (called once its output is complete), so a
+        later ``--overwrite`` tells them from files a user adds inside them."""
+        data = self._manifest() or {"tool": self.tool, "outputs": list(self.outputs)}
+        files = sorted(f for files in self._owned_files(self.path).values() for f in files)
+        atomic_write_json(self.path / MANIFEST, {**data, FILES: files})
 
     def publish(self, tmp: Path, outputs: list[str]) -> None:
         """Put the complete folder ``tmp`` (built beside the folder, on the same file system) in the folder's place
@@ -300,7 +365,10 @@ class OutputFolder:
         ``tmp``; the lock file is hard-linked into ``tmp``, so the lock stays held across the swap. The old folder
         is renamed to ``.<name>.old`` and removed once the new one is in place: a kill leaves one whole folder."""
         give_umask_modes(tmp)  # before the user's entries move in: their modes stay theirs
-        atomic_write_json(tmp / MANIFEST, {"tool": self.tool, "outputs": sorted(outputs)})
+        self.refuse_unrecorded()  # a user's file inside the old export's folders would go with them
+        files = sorted(os.path.relpath(os.path.join(folder, n), tmp) for folder, dirs, names in os.walk(tmp)
+                       for n in names + [d for d in dirs if os.path.islink(os.path.join(folder, d))])
+        atomic_write_json(tmp / MANIFEST, {"tool": self.tool, "outputs": sorted(outputs), FILES: files})
         kept = [e for e in sorted(self.path.iterdir()) if e.name not in (MANIFEST, LOCK) and not self.owns(e.name)]
         clash = [e.name for e in kept if os.path.lexists(tmp / e.name)]
         if clash:

@@ -76,6 +76,7 @@ def run_folder_state(recipe: Recipe, folder: OutputFolder, overwrite: bool,
     # under accelerate launch only process 0 writes (and locks); the others must not mistake its lock for another run's
     folder.check(check_lock=os.environ.get("RANK", "0") == "0")
     if overwrite:
+        folder.refuse_unrecorded()  # a file a user put inside model/ (or logs/ ...) would go with it
         return "overwrite", []
     if (out / "metrics.json").is_file():
         raise SsftError(f"{out} holds a finished run (metrics.json); pass --overwrite to train it again, "

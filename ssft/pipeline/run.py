@@ -113,6 +113,7 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
                      "processes": plan.args.world_size if plan.args.world_size > 1 else None}
             info = run_info(run, inputs, built, trained, evaluation, notes, plan.started, extra)
             write_finished_run(plan.folder.path, recipe, results, info, plan.default_checkpoints)
+            plan.folder.record_files()  # what this run wrote, told apart from files a user adds to model/ later
             save_indexes(inputs.bm25_indexes)  # the BM25 indexes built for this run, cached once it has succeeded
             print_summary(recipe, results, info, plan.folder.path, plan.started)
         return results
