@@ -10,7 +10,11 @@ The public API (``ssft.api``; imported on first use, so ``import ssft`` stays fa
     model.predict([("a query", "doc a")])          # one score per pair
     ssft.evaluate(model, "nfcorpus", split="test", first_stage="bm25", depth=100)
 
-and ``ssft.retrieve``, ``ssft.encode``, ``ssft.export``, ``ssft.mine``: what the console scripts run.
+    index = ssft.index(model, "nfcorpus")          # your own queries over a corpus (dataset, file or list of texts)
+    index.search(["vitamin d and bones"], top_k=10)  # [[{"corpus_id": "MED-10", "score": ...}, ...]]
+
+and ``ssft.retrieve``, ``ssft.encode``, ``ssft.export``, ``ssft.mine``: what the console scripts run;
+``ssft.load_dataset(name)`` gives a dataset's ``(corpus, queries, qrels)``, ``ssft.read_run`` a TREC run.
 """
 from __future__ import annotations
 
@@ -27,11 +31,13 @@ __version__ = "0.1.0"
 _LAZY = {
     "load": "ssft.api", "evaluate": "ssft.api", "encode": "ssft.api",
     "export": "ssft.api", "mine": "ssft.api", "Run": "ssft.api", "Ranker": "ssft.models.base",
+    "index": "ssft.api", "Index": "ssft.api", "load_dataset": "ssft.api", "read_run": "ssft.api",
 }
-__all__ = ["Ranker", "Run", "__version__", "encode", "evaluate", "export", "load", "mine", "retrieve", "train"]
+__all__ = ["Index", "Ranker", "Run", "__version__", "encode", "evaluate", "export", "index", "load", "load_dataset",
+           "mine", "read_run", "retrieve", "train"]
 
 if TYPE_CHECKING:  # editors and documentation tools see the names without importing them at run time
-    from ssft.api import Run, encode, evaluate, export, load, mine, retrieve, train
+    from ssft.api import Index, Run, encode, evaluate, export, index, load, load_dataset, mine, read_run, retrieve, train
     from ssft.models.base import Ranker
 
 

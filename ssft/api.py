@@ -36,9 +36,12 @@ from ssft.core.arguments import string_list, whole_number
 from ssft.core.errors import SsftError, user_path
 from ssft.core.hub import read_json_file, resolve_model
 from ssft.core.run_folder import unfinished_run_message
+from ssft.data.beir import load_dataset as _load_dataset
+from ssft.data.trec import read_run
 from ssft.models.base import Ranker, load_ranker, saved_model_folder
 from ssft.models.interop import openvino
 from ssft.models.interop.checkpoint import checkpoint_kind
+from ssft.pipeline.corpus_index import DEFAULT_TOKEN_K, Index, build_index, register_model_loader
 from ssft.pipeline.encode import encode_corpus
 from ssft.pipeline.evaluate import evaluate_datasets
 from ssft.pipeline.export import export_run
@@ -47,7 +50,8 @@ from ssft.pipeline.rerank import rerank
 from ssft.pipeline.retrieve import retrieve_corpus
 from ssft.pipeline.run import run_recipe
 
-__all__ = ["Ranker", "Run", "encode", "evaluate", "export", "load", "mine", "retrieve", "train"]
+__all__ = ["Index", "Ranker", "Run", "encode", "evaluate", "export", "index", "load", "load_dataset", "mine",
+           "read_run", "retrieve", "train"]
 
 # what kind of ranker an imported checkpoint becomes (``ssft.models.interop.checkpoint.checkpoint_kind``)
 IMPORTED_ARCHITECTURES = {"sequence-classification": "cross", "multi-vector": "colbert", "colbert-stanford": "colbert",
@@ -311,6 +315,67 @@ def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: 
                          build_index=index is not None, nprobe=nprobe, shard_size=shard_size, batch_size=batch_size,
                          passage_words=passage_words, passage_stride=passage_stride, precision=precision,
                          trust_remote_code=trust_remote_code, backend=backend)
+
+
+# ---------------------------------------------------------------- your own queries over your own corpus
+def index(model: str | Path | Ranker, corpus: str | Path | Sequence[str], path: str | Path | None = None, *,
+          ids: Sequence[str] | None = None, kind: str = "flat", batch_size: int = 64,
+          precision: str = precisions.DEFAULT, backend: str | None = None, token_k: int | None = None,
+          trust_remote_code: bool = False) -> Index:
+    """Index ``corpus`` with a dense or ColBERT ``model`` once, to search it with any query afterwards
+    (``Index.search``, shaped as sentence-transformers' ``util.semantic_search``).
+
+    Args:
+        model: a loaded ranker (``ssft.load``) or anything ``ssft.load`` takes; dense or ColBERT.
+        corpus: a dataset name, a BEIR folder, a ``.jsonl`` (``{"_id", "title", "text"}`` lines) or ``.tsv``
+            (``id<TAB>text`` or ``id<TAB>title<TAB>text``) file, or a list of texts.
+        path: a folder to keep the index in (written as ``ssft-encode`` writes one, reopened with
+            ``ssft.Index.load(path)``); None keeps it in memory only.
+        ids: one id per text of a list ``corpus`` (default: their positions, as ``semantic_search`` names them).
+        kind: the faiss index: ``flat`` (exact), ``ivf``, ``hnsw``, ``pq``, ``ivfpq`` or a factory string.
+        batch_size: texts encoded at once.
+        precision: auto, fp32, bf16 or int8 (int8 runs on OpenVINO, calibrated on the corpus).
+        backend: auto, torch or openvino (None: auto).
+        token_k: ColBERT only: document tokens fetched per query token (default 512).
+        trust_remote_code: allow a checkpoint's own code.
+
+    Returns:
+        An ``ssft.Index``: ``.search(queries, top_k=10)`` gives ``[[{"corpus_id", "score"}, ...], ...]``.
+
+    Examples:
+        >>> idx = ssft.index("sentence-transformers/all-MiniLM-L6-v2", ["bone health", "a recipe"])
+        >>> idx.search("vitamin d and bones", top_k=1)   # [[{"corpus_id": 0, "score": ...}]]
+    """
+    out = _output(path, "path")
+    model_name = str(model) if isinstance(model, (str, Path)) else None
+    return build_index(_model(model, trust_remote_code), corpus, out, ids=ids, kind=kind, model_name=model_name,
+                       batch_size=whole_number(batch_size, "batch_size"), precision=precision, backend=backend,
+                       token_k=whole_number(token_k, "token_k") if token_k is not None else DEFAULT_TOKEN_K,
+                       trust_remote_code=trust_remote_code)
+
+
+def load_dataset(name: str | Path, split: str | None = "test") -> tuple[dict[str, dict[str, str]], dict[str, str],
+                                                                         dict[str, dict[str, int]]]:
+    """A dataset's ``(corpus, queries, qrels)`` in BEIR's shapes: ``{doc id: {"title", "text"}}``, ``{query id:
+    text}``, ``{query id: {doc id: grade}}`` of ``split`` (None: no qrels, ``{}``).
+
+    Args:
+        name: a dataset name under ``$SSFT_DATA_HOME`` (e.g. ``nfcorpus``), a BEIR folder, or any dataset
+            ``ssft-eval --data`` takes.
+        split: the qrels split (``train``, ``dev``, ``test``), or None.
+
+    Returns:
+        ``(corpus, queries, qrels)``.
+    """
+    if not isinstance(name, (str, Path)) or not str(name).strip():
+        raise SsftError(f"name: expected a dataset name or folder, got {name!r}")
+    dataset = _load_dataset(str(name))
+    corpus = {d: {"title": doc.title, "text": doc.text} for d, doc in dataset.corpus.items()}
+    qrels = {q: dict(docs) for q, docs in dataset.qrels(split).items()} if split is not None else {}
+    return corpus, dict(dataset.queries), qrels
+
+
+register_model_loader(lambda name: load(name))
 
 
 # ---------------------------------------------------------------- export, mine

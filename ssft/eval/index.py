@@ -36,6 +36,7 @@ from ssft.models.corpus import corpus_difference, file_sha256, read_manifest, re
 
 INDEX_FILE = "index.faiss"
 INDEX_INFO = "index.json"
+CORPUS_FILE = "corpus.jsonl"  # a corpus of the user's own (ssft.index over a file or a list), kept with its index
 KINDS = ("flat", "ivf", "hnsw", "pq", "ivfpq")
 
 
@@ -263,5 +264,5 @@ def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None
     return SavedIndex(index, manifest["unit_ids"], info, manifest)
 
 
-__all__ = ["INDEX_FILE", "INDEX_INFO", "KINDS", "SavedIndex", "build_saved_index", "check_index", "encoding_difference",
-           "encoding_fingerprints", "factory_string", "index_rows", "load_index"]
+__all__ = ["CORPUS_FILE", "INDEX_FILE", "INDEX_INFO", "KINDS", "SavedIndex", "build_saved_index", "check_index",
+           "encoding_difference", "encoding_fingerprints", "factory_string", "index_rows", "load_index"]

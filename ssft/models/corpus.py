@@ -332,7 +332,7 @@ def encode_shards(model, unit_ids: list[str], texts: list[str], folder: Path, sh
 
 
 _DIFFERENCE_NAMES = {"weights": "model", "model": "int8 calibration", "corpus": "corpus texts", "units": "corpus size",
-                     "settings": "data folder or passage settings", "token_vectors": "single or token vectors"}
+                     "settings": "data folder, model path or passage settings", "token_vectors": "single or token vectors"}
 
 
 def _difference(found: dict, manifest: dict) -> str:

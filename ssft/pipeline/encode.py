@@ -20,19 +20,25 @@ from ssft.core import distributed
 from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
 from ssft.core.run_folder import ENCODE_MARKERS, ENCODE_OUTPUTS, OutputFolder
-from ssft.data.beir import load_dataset
-from ssft.eval.index import KINDS, build_saved_index, check_index
+from ssft.data.beir import IRDataset, load_dataset
+from ssft.data.corpus_file import write_corpus
+from ssft.eval.index import CORPUS_FILE, KINDS, build_saved_index, check_index
 from ssft.models.base import Ranker
 from ssft.models.corpus import corpus_units, encode_shards, multi_vector
 from ssft.models.interop import openvino
 from ssft.pipeline.sources import ModelInput, dataset_sources, whole_numbers
 
 
-def encode_corpus(model: str | Path | Ranker, data: str, output: Path, *, index: str = "flat", build_index: bool = True,
+def encode_corpus(model: str | Path | Ranker, data: str | IRDataset, output: Path, *, index: str = "flat",
+                  build_index: bool = True,
                   nprobe: int = 16, shard_size: int = 10_000, batch_size: int = 64, passage_words: int | None = None,
                   passage_stride: int | None = None, precision: str = precisions.DEFAULT,
-                  trust_remote_code: bool = False, backend: str | None = None) -> dict[str, Any]:
+                  trust_remote_code: bool = False, backend: str | None = None, model_name: str | None = None,
+                  extra_settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """Encode ``data``'s corpus into ``output`` and, with ``build_index``, build its ``index`` (module docstring).
+    ``data``: a dataset name or folder, or a corpus already read (``ssft.data.corpus_file.read_corpus``: a file or a
+    list of texts), which is then written beside the shards as ``corpus.jsonl``. ``model_name``: how the model is
+    loaded again (``Index.load``), recorded in encode.json (default: its path); ``extra_settings``: more of it.
     ``backend``: torch, openvino or auto (None: auto); int8 runs on openvino, calibrated on texts drawn from the
     corpus encoded.
     Returns ``{"output", "manifest" (the shards'), "index" (index.json's content, or None)}``."""
@@ -45,14 +51,17 @@ def encode_corpus(model: str | Path | Ranker, data: str, output: Path, *, index:
     # model or dataset read nor a folder around or inside one; under accelerate launch only the main process locks it
     main_process = os.environ.get("RANK", "0") == "0"
     source = ModelInput(model)
+    own = isinstance(data, IRDataset)  # a corpus of the user's own, kept in the folder
+    sources = () if own else dataset_sources(data, "the dataset folder being encoded")
     folder = OutputFolder(output, "ssft-encode", ENCODE_OUTPUTS, ENCODE_MARKERS, where="--output",
-                          sources=source.sources + dataset_sources(data, "the dataset folder being encoded"))
+                          sources=source.sources + sources)
     folder.check(check_lock=main_process)
     if index not in KINDS and not index[:1].isupper():  # a factory string starts with its first stage's name
         raise SsftError(f"--index: expected one of {', '.join(KINDS)} or a faiss index_factory string, got '{index}'")
     state = PartialState() if int(os.environ.get("WORLD_SIZE", "1")) > 1 else None  # accelerate launch: the group
-    dataset = load_dataset(data)
-    folder.add_sources((dataset.path, "the dataset folder being encoded"))
+    dataset = data if own else load_dataset(data)
+    if not own:
+        folder.add_sources((dataset.path, "the dataset folder being encoded"))
     ranker = source.load(trust_remote_code)
     late = multi_vector(ranker)
     if not ranker.full_retrieval and not late:
@@ -62,7 +71,11 @@ def encode_corpus(model: str | Path | Ranker, data: str, output: Path, *, index:
         ranker.to(state.device)
     unit_ids, texts = corpus_units(dataset, passage_words, passage_stride)
     ranker, _, _ = openvino.serve(ranker, backend, precision, texts, inputs=len(texts))  # int8: calibrated on them
-    settings = {"data": str(dataset.path), "passage_words": passage_words, "passage_stride": passage_stride}
+    settings = {"data": None if own else str(dataset.path), "passage_words": passage_words,
+                "passage_stride": passage_stride}
+    if model_name or source.path is not None:  # what Index.load serves the queries with when given no model
+        settings["model"] = str(model_name or source.path)
+    settings.update(extra_settings or {})
     if build_index and late:  # the token count is known once encoded: the kind is checked here, its size then
         check_index(index, 10**9, ranker.dim)
     elif build_index:  # an index too big to train on this corpus is refused before anything is encoded
@@ -74,6 +87,8 @@ def encode_corpus(model: str | Path | Ranker, data: str, output: Path, *, index:
     info = None
     try:
         manifest = encode_shards(ranker, unit_ids, texts, output, shard_size, batch_size, settings)
+        if own and distributed.rank() == 0:
+            write_corpus(dataset, Path(output) / CORPUS_FILE)
         if build_index and distributed.rank() == 0:  # every process's shards, merged into one index
             info = build_saved_index(output, index, nprobe=nprobe)
         distributed.barrier()

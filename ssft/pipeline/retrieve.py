@@ -27,8 +27,8 @@ from ssft.eval.retrieve import INDEX_KINDS, corpus_vectors, retrieve, tune_fusio
 from ssft.firststage.bm25 import BM25
 from ssft.models.base import Ranker
 from ssft.models.corpus import multi_vector
-from ssft.models.embedding_cache import weights_fingerprint
 from ssft.models.interop import openvino
+from ssft.pipeline.corpus_index import check_index_model
 from ssft.pipeline.rerank import metric_list
 from ssft.pipeline.sources import ModelInput, dataset_sources, result_folder, whole_numbers
 from ssft.teachers.dense import load_teacher, teacher_reference
@@ -141,19 +141,6 @@ def _write_outputs(folder, output: Path, overwrite: bool, fuse, run, per_query, 
         atomic_write_json(output / "metrics.json", results)
 
 
-def check_index_model(ranker: Ranker, manifest: dict, index_dir: Path | str, late: bool) -> None:
-    """Refused unless the index in ``index_dir`` (its encode.json ``manifest``) was encoded by ``ranker``'s
-    document tower: the same weights, whatever precision, backend or int8 calibration either serves at (the
-    queries may be served otherwise than the documents were encoded, the index's way by default)."""
-    source = ranker if late else ranker.document_source()
-    if "weights" not in manifest:
-        raise SsftError(f"--index-dir: {index_dir} was written by an earlier ssft-encode (its encode.json names no "
-                        f"model weights); encode it again into a new folder")
-    if weights_fingerprint(source) != manifest["weights"]:
-        raise SsftError(f"--index-dir: {index_dir} was encoded by another model (its encode.json names other "
-                        f"weights); run ssft-encode with this model")
-
-
 def _checked_flags(depth, batch_size, token_k, precision, backend, index, index_dir, passage_words, fusion,
                    tune_split) -> tuple[str, str, float | str | None]:
     """The flags checked before anything is read: (precision, backend, fusion) as asked or their defaults."""
@@ -229,4 +216,4 @@ def _fuse(ranker, dataset, qrels, tune_qrels, queries, run, fusion, split, metri
         write_run(sparse, output / run_file("bm25", split), tag="bm25")
 
 
-__all__ = ["check_index_model", "parse_fusion", "retrieve_corpus"]
+__all__ = ["parse_fusion", "retrieve_corpus"]

@@ -1,0 +1,120 @@
+"""Your own queries over your own corpus: ``ssft.index`` over a list, a file or a dataset, in memory or kept in a
+folder; ``Index.search`` shaped as sentence-transformers' ``util.semantic_search``; ``ssft.Index.load`` reopens it
+(or any ssft-encode folder) checked against the model's weights and the corpus."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import ssft
+from ssft.config.recipe import ModelConfig
+from ssft.config.registry import MODELS
+from ssft.core.errors import SsftError
+from tests.helpers import write_synthetic_beir
+
+pytest.importorskip("faiss")
+
+TEXTS = ["vitamin d and bone health in adults", "statin drugs lower cholesterol and heart risk",
+         "omega three fatty acids in fish oil", "added sugar and diabetes risk", "sleep duration and memory",
+         "coffee consumption and liver disease"]
+QUERIES = ["vitamin bones", "cholesterol statins", "coffee liver"]
+
+
+def _model(model_dir, architecture: str = "dense", nudge: float = 0.0):
+    torch.manual_seed(0)
+    options = {"colbert_dim": 16, "query_max_length": 12} if architecture == "colbert" else {}
+    cfg = ModelConfig(architecture=architecture, name=str(model_dir), max_length=32, **options)
+    model = MODELS.get(architecture).build(cfg, "full", {}).eval().requires_grad_(False)
+    if nudge:
+        with torch.no_grad():
+            next(model.parameters()).add_(nudge)
+    return model
+
+
+def _exhaustive(model, texts, queries, top_k):
+    """Every (query, document) scored by the model itself, best first: what a flat index must return."""
+    out = []
+    for query in queries:
+        scores = model.predict([(query, t) for t in texts])
+        order = np.argsort(-np.asarray(scores), kind="stable")[:top_k]
+        out.append([(int(i), float(scores[i])) for i in order])
+    return out
+
+
+@pytest.mark.parametrize("architecture", ["dense", "colbert"])
+def test_a_list_corpus_in_memory_searches_as_semantic_search(architecture, tiny_model_dir):
+    model = _model(tiny_model_dir, architecture)
+    index = ssft.index(model, TEXTS, precision="fp32", token_k=10_000)
+    hits = index.search(QUERIES, top_k=3)
+    assert len(hits) == 3 and all(len(h) == 3 and set(h[0]) == {"corpus_id", "score"} for h in hits)
+    assert all(isinstance(h["corpus_id"], int) for row in hits for h in row)  # positions, as semantic_search
+    expected = _exhaustive(model, TEXTS, QUERIES, 3)
+    for row, want in zip(hits, expected):
+        assert [h["corpus_id"] for h in row] == [i for i, _ in want]
+        np.testing.assert_allclose([h["score"] for h in row], [s for _, s in want], rtol=1e-3, atol=1e-3)
+    assert index.search("vitamin bones", top_k=1) == [hits[0][:1]]  # one query: one list
+    assert len(index) == 6 and index.search([], top_k=3) == []
+
+
+@pytest.mark.parametrize("architecture", ["dense", "colbert"])
+def test_an_index_kept_in_a_folder_reopens_and_refuses_another_model(architecture, tiny_model_dir, tmp_path):
+    _model(tiny_model_dir, architecture).save(tmp_path / "model")
+    ids = [f"doc-{i}" for i in range(len(TEXTS))]
+    built = ssft.index(str(tmp_path / "model"), TEXTS, tmp_path / "idx", ids=ids, precision="fp32", token_k=10_000)
+    assert {"corpus.jsonl", "encode.json", "index.faiss", "index.json", "shards"} <= {
+        p.name for p in (tmp_path / "idx").iterdir()}
+    hits = built.search(QUERIES, top_k=4)
+    assert {h["corpus_id"] for row in hits for h in row} <= set(ids)
+    reopened = ssft.Index.load(tmp_path / "idx", token_k=10_000)  # the model by the name it was given
+    assert reopened.search(QUERIES, top_k=4) == hits
+    with pytest.raises(SsftError, match="encoded by another model"):
+        ssft.Index.load(tmp_path / "idx", _model(tiny_model_dir, architecture, nudge=0.5))
+    corpus = tmp_path / "idx" / "corpus.jsonl"
+    corpus.write_text(corpus.read_text().replace("coffee", "tea"))
+    with pytest.raises(SsftError, match="the corpus changed since the index was built"):
+        ssft.Index.load(tmp_path / "idx")
+
+
+def test_files_and_datasets_as_corpora(tiny_model_dir, tmp_path):
+    model = _model(tiny_model_dir)
+    (tmp_path / "c.tsv").write_text("".join(f"d{i}\ttitle {i}\t{t}\n" for i, t in enumerate(TEXTS)))
+    with open(tmp_path / "c.jsonl", "w") as fh:
+        for i, t in enumerate(TEXTS):
+            fh.write(json.dumps({"_id": f"d{i}", "title": f"title {i}", "text": t}) + "\n")
+    tsv = ssft.index(model, tmp_path / "c.tsv", precision="fp32").search(QUERIES, top_k=6)
+    jsonl = ssft.index(model, str(tmp_path / "c.jsonl"), precision="fp32").search(QUERIES, top_k=6)
+    assert tsv == jsonl and tsv[0][0]["corpus_id"].startswith("d")
+    data = write_synthetic_beir(tmp_path / "beir", queries=6, docs=15)
+    index = ssft.index(model, str(data), precision="fp32")
+    assert len(index) == 15
+    (tmp_path / "bad.tsv").write_text("d1 only an id and no tab\n")
+    with pytest.raises(SsftError, match=r"bad\.tsv:1: expected id<TAB>text"):
+        ssft.index(model, tmp_path / "bad.tsv")
+    with pytest.raises(SsftError, match="ids: expected one id per text"):
+        ssft.index(model, TEXTS, ids=["a"])
+    with pytest.raises(SsftError, match="top_k"):
+        index.search("x", top_k=0)
+
+
+def test_an_ssft_encode_folder_is_an_index(tiny_model_dir, tiny_dataset, tmp_path):
+    """ssft-encode's folder and ssft.index's are the same thing: Index.load opens it, and its hits are
+    ssft-retrieve's run."""
+    from ssft.cli.encode import main as encode_main
+    from ssft.cli.retrieve import main as retrieve_main
+
+    _model(tiny_model_dir).save(tmp_path / "run" / "model")
+    assert encode_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--output", str(tmp_path / "index"),
+                        "--precision", "fp32"]) == 0
+    assert retrieve_main([str(tmp_path / "run"), "--data", str(tiny_dataset), "--split", "test", "--output",
+                          str(tmp_path / "ret"), "--depth", "3", "--index-dir", str(tmp_path / "index")]) == 0
+    index = ssft.Index.load(tmp_path / "index")
+    corpus, queries, qrels = ssft.load_dataset(str(tiny_dataset), split="test")
+    assert set(qrels) == {"q5", "q6"} and corpus["d1"]["title"] == "Vitamin D"
+    run = ssft.read_run(tmp_path / "ret" / "run.trec")
+    for qid in sorted(qrels):
+        hits = index.search(queries[qid], top_k=3)[0]
+        assert [h["corpus_id"] for h in hits] == list(run[qid])
+        np.testing.assert_allclose([h["score"] for h in hits], list(run[qid].values()), atol=1e-3)
