@@ -19,4 +19,9 @@ def cache_home() -> Path:
     return Path(os.environ.get("SSFT_CACHE", Path.home() / ".cache" / "ssft")).expanduser()
 
 
-__all__ = ["SPEC_FILE", "cache_home", "data_home"]
+def offline() -> bool:
+    """Whether the user said ssft runs offline (``HF_HUB_OFFLINE=1``): nothing is downloaded, from any source."""
+    return os.environ.get("HF_HUB_OFFLINE", "0") in ("1", "true", "TRUE", "yes")
+
+
+__all__ = ["SPEC_FILE", "cache_home", "data_home", "offline"]

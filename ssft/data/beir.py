@@ -321,6 +321,16 @@ def _candidate_folders(name_or_path: str) -> list[Path]:
     return folders
 
 
+def field_text(value: Any, what: str, where: str) -> str:
+    """A title or text field as a string: missing / null is empty, a number is written out; a list or an object is
+    refused (its Python repr would be ranked as the text)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise SsftError(f"{where}: the {what} is a JSON {type(value).__name__}, not a string")
+    return str(value)
+
+
 def _read_corpus(rows: Iterable[DocRow], where: str, warnings: list[str], as_id) -> dict[str, Document]:
     """Documents from (row, id, title, text) rows: ids checked and unique, empty documents counted, none refused."""
     corpus: dict[str, Document] = {}
@@ -329,7 +339,7 @@ def _read_corpus(rows: Iterable[DocRow], where: str, warnings: list[str], as_id)
         doc_id = _checked_id_at(as_id(ident), "document", row)
         if doc_id in corpus:
             raise SsftError(f"{row}: duplicate document id '{doc_id}'")
-        title, text = str(title or ""), str(text or "")
+        title, text = field_text(title, "title", row), field_text(text, "text", row)
         if not (title.strip() or text.strip()):
             empty_docs += 1
         corpus[doc_id] = Document(title, text)
@@ -346,7 +356,7 @@ def _read_queries(rows: Iterable[QueryRow], as_id) -> dict[str, str]:
         qid = _checked_id_at(as_id(ident), "query", row)
         if qid in queries:
             raise SsftError(f"{row}: duplicate query id '{qid}'")
-        queries[qid] = str(text or "")
+        queries[qid] = field_text(text, "text", row)
     return queries
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ssft.core.errors import SsftError
+from ssft.core.paths import offline
 from ssft.data.hub_layouts import IR_DATASETS, DocRow, Judged, LayoutSource, QrelRow, QueryRow
 
 PREFIXES = ("irds:", "ir_datasets:")
@@ -56,9 +57,49 @@ def split_of(dataset_id: str) -> str:
     return last if last in SPLIT_WORDS else "test"
 
 
+def _network_error(err: BaseException) -> bool:
+    """Whether ``err`` (or what caused it) is a failed connection: requests' / urllib3's / urllib's, or an OSError."""
+    seen = 0
+    while err is not None and seen < 10:
+        names = " ".join(k.__name__ for k in type(err).__mro__)
+        if isinstance(err, (ConnectionError, TimeoutError)) or any(
+                word in names for word in ("ConnectionError", "NameResolution", "MaxRetry", "URLError", "Timeout")):
+            return True
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return False
+
+
+def _remove_empty_folders(top: Path) -> None:
+    """The empty folders under ``top`` (and ``top``), deepest first: what a failed first download left behind."""
+    if not top.is_dir():
+        return
+    for folder in sorted((p for p in top.rglob("*") if p.is_dir() and not p.is_symlink()), key=lambda p: -len(p.parts)):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass  # not empty: a file is there
+    try:
+        top.rmdir()
+    except OSError:
+        pass
+
+
+def _remove_new_empty_folders(home: Path, before: set[str], home_existed: bool) -> None:
+    """The empty folders a failed download created in ``home`` (whose entries were ``before``), and ``home`` itself
+    when it was created too and is empty now."""
+    for entry in sorted(home.iterdir()) if home.is_dir() else []:
+        if entry.name not in before:
+            _remove_empty_folders(entry)
+    if not home_existed:
+        _remove_empty_folders(home)
+
+
 def _failed(dataset_id: str, home: Path, err: BaseException) -> SsftError:
-    text = str(err).strip().splitlines()
-    reason = text[0] if text else type(err).__name__
+    if _network_error(err):  # the transport's own text (hosts, pools, retries) is no help here
+        reason = f"the download failed, no network connection ({type(err).__name__})"
+    else:
+        text = str(err).strip().splitlines()
+        reason = text[0] if text else type(err).__name__
     return SsftError(f"ir_datasets '{dataset_id}': {reason} (ir_datasets downloads into {home} on first use, which "
                      f"needs a network; offline it reads only what is already there)")
 
@@ -78,8 +119,15 @@ def read_ir_datasets(dataset_id: str) -> LayoutSource:
         close = difflib.get_close_matches(dataset_id, list(module.registry), n=3)
         hint = f" (close: {', '.join(close)})" if close else " (ids: https://ir-datasets.com)"
         raise SsftError(f"ir_datasets '{dataset_id}': not an ir_datasets id{hint}")
-    dataset = module.load(dataset_id)
     home = Path(module.util.home_path())
+    top = home / dataset_id.split("/")[0]  # where ir_datasets keeps this collection's files
+    fresh = not top.exists()
+    if fresh and offline():  # nothing downloaded yet and no network to be asked: say so before ir_datasets tries
+        raise SsftError(f"ir_datasets '{dataset_id}': not downloaded ({top} does not exist) and HF_HUB_OFFLINE=1 keeps "
+                        f"ssft offline; run once with a network to download it, or give a BEIR folder")
+    home_existed = home.is_dir()
+    before = {p.name for p in home.iterdir()} if home_existed else set()  # what is there before a first download
+    dataset = module.load(dataset_id)
     lacking = [what for what, has in (("documents", dataset.has_docs()), ("queries", dataset.has_queries()),
                                       ("judgements (qrels)", dataset.has_qrels())) if not has]
     if lacking:
@@ -95,6 +143,8 @@ def read_ir_datasets(dataset_id: str) -> LayoutSource:
         except SsftError:
             raise
         except Exception as err:  # noqa: BLE001 -- a download, a parser or a missing file inside ir_datasets: one line
+            if fresh:  # a first download that failed leaves no empty folders behind
+                _remove_new_empty_folders(home, before, home_existed)
             raise _failed(dataset_id, home, err) from None
 
     def docs() -> Iterator[DocRow]:

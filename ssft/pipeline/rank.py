@@ -53,6 +53,9 @@ def rank_queries(model: str | Path | Ranker, data: str, first_stage: str, output
     _, run = first_stage_run(first_stage, dataset, indexes, queries, depth)
     candidates = top_k({q: docs for q, docs in run.items() if q in queries and docs}, depth)
     if not candidates:
+        if any(q in queries for q in run) or first_stage == "bm25":  # the queries are there; no document matched
+            raise SsftError(f"{first_stage}: found no candidate document for any of the {len(queries)} queries of "
+                            f"{where} (no query shares a word with the corpus); nothing to rank")
         raise SsftError(f"{first_stage}: none of its query ids is a query of {where}")
     if queries_file is not None and len(candidates) < len(queries):
         logger.warning("the first stage has candidates for %d of the %d queries of %s; the others are not ranked",

@@ -57,6 +57,15 @@ def _truncated_corpus_gz(w: World) -> list[str]:
     return _train(w)
 
 
+def _queries_file(name: str, content: str):
+    """ssft-rerank without --split ranking the queries of a file ``name`` (``--queries``)."""
+    def build(w: World) -> list[str]:
+        queries = w.file(name, content)
+        return [str(w.ranker), "--data", str(w.data), "--first-stage", "bm25", "--output", str(w.out),
+                "--queries", str(queries), "--depth", "6"]
+    return build
+
+
 def _appended(name: str, data: bytes, rerank: bool = False):
     def build(w: World) -> list[str]:
         _append_bytes(w.data / name, data)
@@ -142,6 +151,19 @@ CASES: list[tuple] = [
      "corpus.jsonl:7: document id 'doc 7' contains whitespace: TREC run files are whitespace-separated"),
     ("rerank-query-id-with-tab", "ssft.cli.rerank", _appended("queries.jsonl", b'{"_id": "q\\t7", "text": "x"}\n', rerank=True),
      "queries.jsonl:7: query id 'q\\t7' contains whitespace"),
+    # a text field that is a list or an object would be ranked as its Python repr
+    ("rerank-corpus-text-is-a-list", "ssft.cli.rerank",
+     _appended("corpus.jsonl", b'{"_id": "d7", "title": "t", "text": ["a", "b"]}\n', rerank=True),
+     "corpus.jsonl:7: the text is a JSON list, not a string"),
+    ("rerank-query-text-is-an-object", "ssft.cli.rerank",
+     _appended("queries.jsonl", b'{"_id": "q7", "text": {"en": "x"}}\n', rerank=True),
+     "queries.jsonl:7: the text is a JSON dict, not a string"),
+    ("rerank-queries-file-json-not-objects", "ssft.cli.rerank", _queries_file("queries.json", "vitamin d\ncoffee\n"),
+     "a .json file is read as BEIR's queries.jsonl"),
+    ("rerank-queries-file-text-is-a-list", "ssft.cli.rerank",
+     _queries_file("mine.jsonl", '{"_id": "u1", "text": ["vitamin", "d"]}\n'), "mine.jsonl:1: the text is a JSON list"),
+    ("rerank-queries-file-bm25-finds-nothing", "ssft.cli.rerank", _queries_file("mine.txt", "zyzzyva quokka\n"),
+     "bm25: found no candidate document for any of the 1 queries"),
     ("train-dataset-is-a-file", "ssft.cli.train", _dataset_is_a_file, "dataset.zip is a file, not a BEIR folder"),
     ("rerank-dataset-is-corpus-file", "ssft.cli.rerank", _rerank_dataset_is_corpus_file,
      "corpus.jsonl is a file, not a BEIR folder"),
