@@ -1,4 +1,8 @@
 """ssft-retrieve MODEL --data DATASET --split SPLIT --output OUT_DIR — full retrieval with a dense or ColBERT model.
+ssft-retrieve MODEL --corpus CORPUS --queries FILE --output OUT_DIR — your own queries, no qrels: the top-``depth``
+documents of CORPUS (a dataset, a BEIR folder, a .jsonl / .tsv file; or ``--index-dir`` built by ``ssft.index`` or
+ssft-encode) for each query of FILE, written as OUT_DIR/run.trec and OUT_DIR/results.jsonl (each query's text and
+top hits with ids, scores and titles), nothing evaluated (``ssft.pipeline.search``).
 
 Encodes the corpus with the document tower into a faiss index (flat inner product by default; ivf, hnsw,
 pq, ivfpq by ``--index``; on the GPU with faiss-gpu), retrieves the top-``depth`` documents of every query of
@@ -45,8 +49,15 @@ from ssft.core.errors import cli_entry, user_path
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser("ssft-retrieve", "Retrieve from a whole corpus with a trained dense or ColBERT model.")
     add_model_argument(parser)
-    parser.add_argument("--data", required=True, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
-    parser.add_argument("--split", required=True, help="qrels split whose queries are retrieved and evaluated")
+    parser.add_argument("--data", default=None, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
+    parser.add_argument("--split", default=None, help="qrels split whose queries are retrieved and evaluated")
+    parser.add_argument("--queries", type=user_path, default=None,
+                        help="without --split: a file of your own queries (queries.jsonl, id<TAB>text lines, or one "
+                             "query a line), retrieved from --corpus or --index-dir; writes run.trec and results.jsonl "
+                             "(each query's top hits with ids, scores and titles), nothing evaluated")
+    parser.add_argument("--corpus", default=None,
+                        help="with --queries: the corpus searched: a dataset name, a BEIR folder, or a .jsonl "
+                             "({_id, title, text} lines) or .tsv (id<TAB>text or id<TAB>title<TAB>text) file")
     parser.add_argument("--output", required=True, type=output_path, help="folder for run.trec and metrics.json")
     parser.add_argument("--depth", type=int, default=100, help="documents retrieved per query")
     parser.add_argument("--index", default="flat", help="flat (exact), ivf, hnsw, pq, ivfpq")
@@ -76,6 +87,27 @@ def main(argv: list[str] | None = None) -> int:
     from ssft.eval.rerank import format_table
     from ssft.pipeline.rerank import metric_list
     from ssft.pipeline.retrieve import retrieve_corpus
+    from ssft.pipeline.search import RESULTS_FILE, search_queries
+
+    if ns.split is None:  # your own queries, no qrels: nothing evaluated
+        if ns.queries is None:
+            parser.error("--split is required (a qrels split to evaluate), or --queries FILE with --corpus or "
+                         "--index-dir (your own queries, nothing evaluated)")
+        for flag, value in (("--fusion", ns.fusion), ("--tune-split", ns.tune_split),
+                            ("--documents-from", ns.documents_from), ("--passage-words", ns.passage_words)):
+            if value is not None:
+                parser.error(f"{flag}: for a --split with qrels; drop it with --queries alone")
+        run = search_queries(ns.model, ns.queries, ns.output, corpus=ns.corpus or ns.data, index_dir=ns.index_dir,
+                             depth=ns.depth, index=ns.index, batch_size=ns.batch_size, precision=ns.precision,
+                             backend=ns.backend, token_k=ns.token_k, overwrite=ns.overwrite,
+                             trust_remote_code=ns.trust_remote_code)
+        print(f"retrieved the top-{ns.depth} documents for {len(run)} queries: {ns.output / 'run.trec'}, "
+              f"{ns.output / RESULTS_FILE}")
+        return 0
+    if ns.queries is not None or ns.corpus is not None:
+        parser.error("--queries / --corpus: your own queries are retrieved without --split (no qrels)")
+    if ns.data is None:
+        parser.error("--data is required with --split")
 
     results = retrieve_corpus(
         ns.model, ns.data, ns.split, ns.output, depth=ns.depth, index=ns.index, index_dir=ns.index_dir,

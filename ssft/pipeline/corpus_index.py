@@ -95,6 +95,11 @@ class Index:
         self._per_doc = int(max(np.unique(self._doc_of, return_counts=True)[1])) if passages and unit_ids else 1
         self._positions = positions
 
+    @property
+    def late(self) -> bool:
+        """True for a ColBERT index (token vectors, MaxSim)."""
+        return self._late
+
     def __len__(self) -> int:
         """Documents in the index."""
         return len(self.dataset.corpus)

@@ -17,7 +17,7 @@ from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_json
 from ssft.core.output_names import per_query_file, run_file
-from ssft.core.run_folder import RETRIEVE_OUTPUTS
+from ssft.core.run_folder import RESULT_MARKERS, RETRIEVE_OUTPUTS
 from ssft.data.beir import load_dataset
 from ssft.data.trec import write_run
 from ssft.eval.colbert_index import DEFAULT_TOKEN_K, load_late_index, memory_late_index
@@ -168,7 +168,8 @@ def _result_folder(source: ModelInput, data: str, index_dir: Path | None, docume
         sources += ((index_dir, "the index folder being read (--index-dir)"),)
     if documents_from and Path(documents_from).exists():
         sources += ((Path(documents_from), "the --documents-from model being read"),)
-    return result_folder(output, "ssft-retrieve", RETRIEVE_OUTPUTS, overwrite, sources)
+    # finished: metrics.json, or run.trec alone (own queries without qrels: ssft.pipeline.search)
+    return result_folder(output, "ssft-retrieve", RETRIEVE_OUTPUTS, overwrite, sources, finished=RESULT_MARKERS)
 
 
 def _check_ranker(ranker: Ranker, name: str, late: bool, token_k: int | None, documents_from: str | None) -> None:

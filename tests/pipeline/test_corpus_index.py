@@ -118,3 +118,37 @@ def test_an_ssft_encode_folder_is_an_index(tiny_model_dir, tiny_dataset, tmp_pat
         hits = index.search(queries[qid], top_k=3)[0]
         assert [h["corpus_id"] for h in hits] == list(run[qid])
         np.testing.assert_allclose([h["score"] for h in hits], list(run[qid].values()), atol=1e-3)
+
+
+def test_retrieve_cli_own_queries_over_a_corpus_file(tiny_model_dir, tmp_path, capsys):
+    """ssft-retrieve MODEL --corpus FILE --queries FILE --output DIR: run.trec and a readable results.jsonl, no
+    qrels; the same hits from an index folder (--index-dir) and from Python."""
+    from ssft.cli.retrieve import main as retrieve_main
+
+    _model(tiny_model_dir).save(tmp_path / "model")
+    (tmp_path / "corpus.tsv").write_text("".join(f"d{i}\tTitle {i}\t{t}\n" for i, t in enumerate(TEXTS)))
+    (tmp_path / "queries.txt").write_text("\n".join(QUERIES) + "\n")
+    common = [str(tmp_path / "model"), "--queries", str(tmp_path / "queries.txt"), "--depth", "3", "--precision",
+              "fp32"]
+    assert retrieve_main(common + ["--corpus", str(tmp_path / "corpus.tsv"), "--output", str(tmp_path / "out")]) == 0
+    results = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert [r["query"] for r in results] == QUERIES and [r["query_id"] for r in results] == ["1", "2", "3"]
+    first = results[0]["hits"][0]
+    assert set(first) == {"rank", "corpus_id", "score", "title", "text"} and first["title"].startswith("Title ")
+    run = ssft.read_run(tmp_path / "out" / "run.trec")
+    assert list(run) == ["1", "2", "3"] and all(len(docs) == 3 for docs in run.values())
+    index = ssft.index(str(tmp_path / "model"), tmp_path / "corpus.tsv", tmp_path / "idx", precision="fp32")
+    assert retrieve_main(common + ["--index-dir", str(tmp_path / "idx"), "--output", str(tmp_path / "out2")]) == 0
+    kept = [json.loads(line) for line in (tmp_path / "out2" / "results.jsonl").read_text().splitlines()]
+    assert [[h["corpus_id"] for h in r["hits"]] for r in kept] == [[h["corpus_id"] for h in r["hits"]] for r in results]
+    np.testing.assert_allclose([h["score"] for r in kept for h in r["hits"]],  # float16 vectors kept on disk
+                               [h["score"] for r in results for h in r["hits"]], atol=2e-2)
+    hits = index.search(QUERIES, top_k=3)
+    assert [[h["corpus_id"] for h in row] for row in hits] == [list(run[q]) for q in ("1", "2", "3")]
+    # a finished result is not replaced without --overwrite, not even by a --split retrieval
+    capsys.readouterr()
+    assert retrieve_main(common + ["--corpus", str(tmp_path / "corpus.tsv"), "--output", str(tmp_path / "out")]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert retrieve_main([str(tmp_path / "model"), "--queries", str(tmp_path / "queries.txt"), "--output",
+                          str(tmp_path / "out3")]) == 2
+    assert "--corpus" in capsys.readouterr().err
