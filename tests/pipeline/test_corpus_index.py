@@ -152,3 +152,9 @@ def test_retrieve_cli_own_queries_over_a_corpus_file(tiny_model_dir, tmp_path, c
     assert retrieve_main([str(tmp_path / "model"), "--queries", str(tmp_path / "queries.txt"), "--output",
                           str(tmp_path / "out3")]) == 2
     assert "--corpus" in capsys.readouterr().err
+
+
+def test_the_search_names_are_public():
+    for name in ("index", "Index", "load_dataset", "read_run"):
+        assert name in ssft.__all__ and name in dir(ssft) and getattr(ssft, name).__doc__, name
+    assert ssft.Index.search.__doc__ and "semantic_search" in ssft.index.__doc__
