@@ -314,7 +314,8 @@ def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: 
     return encode_corpus(_model(model, trust_remote_code), dataset, out, index=index or "flat",
                          build_index=index is not None, nprobe=nprobe, shard_size=shard_size, batch_size=batch_size,
                          passage_words=passage_words, passage_stride=passage_stride, precision=precision,
-                         trust_remote_code=trust_remote_code, backend=backend)
+                         trust_remote_code=trust_remote_code, backend=backend,
+                         model_name=str(model) if isinstance(model, (str, Path)) else None)
 
 
 # ---------------------------------------------------------------- your own queries over your own corpus
