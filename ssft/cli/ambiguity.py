@@ -16,7 +16,8 @@ from ssft.core.errors import cli_entry
 
 @cli_entry("ssft-ambiguity")
 def main(argv: list[str] | None = None) -> int:
-    parser = make_parser("ssft-ambiguity", "Classify a dataset's queries as ambiguous / non-ambiguous (001 §5.1).")
+    parser = make_parser("ssft-ambiguity", "Classify a dataset's queries as ambiguous / non-ambiguous (the "
+                         "semi-Siamese paper's query-ambiguity analysis, section 5.1).")
     parser.add_argument("dataset", help="BEIR folder or name under $SSFT_DATA_HOME")
     parser.add_argument("--split", default="test", help="classify the queries of this qrels split")
     parser.add_argument("--method", default="senses", choices=METHODS, help="senses: WordNet sense count; confidence: "

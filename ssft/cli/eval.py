@@ -13,13 +13,13 @@ the model are loaded and checked before OUT is touched.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from ssft.cli._common import (
     add_backend_argument,
     add_precision_argument,
     backend_value,
+    make_parser,
     output_path,
     parse_args,
     precision_of,
@@ -30,7 +30,7 @@ from ssft.core.errors import cli_entry
 
 @cli_entry("ssft-eval")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ssft-eval", description="Evaluate a model on several datasets beside BM25.")
+    parser = make_parser("ssft-eval", "Evaluate a model on several datasets beside BM25.")
     parser.add_argument("model", help="ssft-train run folder (or its model/), or a sentence embedder's hub id / folder")
     parser.add_argument("--datasets", "--data", dest="datasets", required=True,
                         help="comma-separated datasets: BEIR folders or names under $SSFT_DATA_HOME, hub ids "

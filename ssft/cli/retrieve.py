@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                              "MaxSim (default 512)")
     add_metrics_argument(parser)
     add_batch_size_argument(parser)
-    parser.add_argument("--fusion", default=None, help="dense-sparse fusion with BM25 (003 Eq. 7): weight alpha >= 0, or 'auto'")
+    parser.add_argument("--fusion", default=None,
+                        help="dense-sparse fusion with BM25 (TCT-ColBERT's interpolation: alpha * BM25 + dense over "
+                             "the union of both lists): weight alpha >= 0, or 'auto'")
     parser.add_argument("--tune-split", default=None, help="with --fusion auto: the split alpha is tuned on (e.g. dev)")
     parser.add_argument("--tune-metric", default="nDCG@10", help="with --fusion auto: the metric alpha maximises")
     parser.add_argument("--documents-from", default=None,
