@@ -158,3 +158,28 @@ def test_the_search_names_are_public():
     for name in ("index", "Index", "load_dataset", "read_run"):
         assert name in ssft.__all__ and name in dir(ssft) and getattr(ssft, name).__doc__, name
     assert ssft.Index.search.__doc__ and "semantic_search" in ssft.index.__doc__
+
+
+@pytest.mark.integration
+def test_nfcorpus_with_minilm_gives_what_semantic_search_gives(monkeypatch):
+    """Real data and weights: 100 NFCorpus documents and 5 test queries, all-MiniLM-L6-v2 at fp32; the hits are
+    sentence-transformers' own util.semantic_search hits, the scores its cosines x the model's score scale (20)."""
+    st = pytest.importorskip("sentence_transformers")
+    from tests.conftest import SHARED_DATA
+
+    monkeypatch.setenv("SSFT_DATA_HOME", str(SHARED_DATA))
+    corpus, queries, qrels = ssft.load_dataset("nfcorpus", split="test")
+    assert len(corpus) == 3633 and len(qrels) == 323
+    ids = sorted(corpus)[:100]
+    texts = [f"{corpus[d]['title']} {corpus[d]['text']}".strip() for d in ids]
+    asked = [queries[q] for q in sorted(qrels)[:5]]
+    model = ssft.load("sentence-transformers/all-MiniLM-L6-v2", precision="fp32")
+    hits = ssft.index(model, texts, ids=ids, precision="fp32", backend="torch").search(asked, top_k=10)
+    from ssft.core.hub import resolve_model
+
+    reference = st.SentenceTransformer(str(resolve_model("sentence-transformers/all-MiniLM-L6-v2")), device="cpu")
+    expected = st.util.semantic_search(reference.encode(asked, convert_to_tensor=True),
+                                       reference.encode(texts, convert_to_tensor=True), top_k=10)
+    for got, want in zip(hits, expected):
+        assert [h["corpus_id"] for h in got[:5]] == [ids[w["corpus_id"]] for w in want[:5]]
+        np.testing.assert_allclose([h["score"] / 20 for h in got], [w["score"] for w in want], atol=2e-3)
