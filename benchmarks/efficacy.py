@@ -1,4 +1,4 @@
-"""Efficacy of the shipped recipes (issue 39, items 4 and 5): each recipe's trained model against BM25, the zero-shot
+"""Efficacy of the shipped recipes: each recipe's trained model against BM25, the zero-shot
 checkpoint, its own start and sentence-transformers' standard recipe, over seeds and datasets, with paired t-tests.
 
     SSFT_DATA_HOME=../shared/data python benchmarks/efficacy.py \
