@@ -10,6 +10,7 @@ folder, the previous one kept until the new one is in place; a user's own files 
 """
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import shutil
@@ -38,6 +39,7 @@ from ssft.models.interop.export import export_format, export_model
 from ssft.models.interop.openvino import write_openvino
 
 logger = logging.getLogger("ssft")
+BUILD_MARK = "ssft-build-"  # an export is built beside its folder in ".<name>.ssft-build-<random>"
 RUN_FILES = ("recipe.yaml", "metrics.json", "run_info.json", MANIFEST)  # a model/ folder inside one of these is a run's
 
 
@@ -132,7 +134,11 @@ def export_run(run_dir: str | Path, output: str | Path, fmt: str = "auto", overw
     out.claim(write_manifest=False)  # the lock; the folder is checked again under it (another export may have ended)
     tmp = None
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.path.name}.", dir=out.path.parent))
+        # a build folder of this output left by a killed export: no export of it runs now (we hold its lock)
+        for stale in out.path.parent.glob(f".{glob.escape(out.path.name)}.{BUILD_MARK}*"):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.path.name}.{BUILD_MARK}", dir=out.path.parent))
         info = export_model(ranker, tmp, fmt)
         if openvino:
             written = write_openvino(tmp)

@@ -59,3 +59,38 @@ def test_train_overwrite_refuses_a_users_file_inside_model(tmp_path, tiny_datase
     mine.unlink()
     again = ssft.train(recipe, overwrite=True)
     assert "test" in again.metrics
+
+
+def _killed_while_building(model: str, out: str) -> None:
+    """ssft-export killed (SIGKILL) once its export is built, before it is put in place (a spawned process)."""
+    import os
+    import signal
+
+    from ssft.pipeline import export as pipeline_export
+
+    real = pipeline_export.export_model
+
+    def build_then_die(ranker, folder, fmt):
+        real(ranker, folder, fmt)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    pipeline_export.export_model = build_then_die
+    pipeline_export.export_run(model, out)
+
+
+def test_a_killed_exports_build_folder_is_removed_by_the_next_export(saved_dense, tmp_path):
+    """An export killed while it builds leaves its hidden build folder beside the output; the next export into that
+    output, holding its lock, removes it."""
+    import multiprocessing
+    import signal
+
+    out = tmp_path / "export"
+    child = multiprocessing.get_context("spawn").Process(target=_killed_while_building, args=(str(saved_dense), str(out)))
+    child.start()
+    child.join(300)
+    assert child.exitcode == -signal.SIGKILL
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".export.")]
+    assert left, sorted(p.name for p in tmp_path.iterdir())  # the build folder the kill left behind
+    ssft.export(saved_dense, out)
+    assert (out / "modules.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dense", "export"]
