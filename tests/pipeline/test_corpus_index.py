@@ -154,6 +154,33 @@ def test_retrieve_cli_own_queries_over_a_corpus_file(tiny_model_dir, tmp_path, c
     assert "--corpus" in capsys.readouterr().err
 
 
+def test_a_passage_index_returns_documents_by_their_best_passage(tiny_model_dir, tmp_path):
+    """An ssft-encode folder of passages (--passage-words): hits name documents, each scored by its best passage."""
+    from ssft.data.corpus_file import read_corpus
+    from ssft.models.corpus import split_passages
+    from ssft.pipeline.encode import encode_corpus
+
+    model = _model(tiny_model_dir)
+    long = [" ".join([t] * 4) for t in TEXTS]
+    (tmp_path / "c.tsv").write_text("".join(f"d{i}\t{t}\n" for i, t in enumerate(long)))
+    model.save(tmp_path / "model")
+    encode_corpus(str(tmp_path / "model"), read_corpus(tmp_path / "c.tsv")[0], tmp_path / "idx", passage_words=8,
+                  precision="fp32")
+    hits = ssft.Index.load(tmp_path / "idx").search(QUERIES, top_k=6)
+    assert all(sorted(h["corpus_id"] for h in row) == [f"d{i}" for i in range(6)] for row in hits)
+    texts, owner = [], []
+    for i, text in enumerate(long):
+        for passage in split_passages(text, 8):
+            texts.append(passage)
+            owner.append(f"d{i}")
+    for row, passages in zip(hits, ssft.index(model, texts, precision="fp32").search(QUERIES, top_k=len(texts))):
+        best: dict[str, float] = {}
+        for h in passages:
+            best.setdefault(owner[h["corpus_id"]], h["score"])
+        assert [h["corpus_id"] for h in row] == list(best)
+        np.testing.assert_allclose([h["score"] for h in row], list(best.values()), atol=2e-2)
+
+
 def test_the_search_names_are_public():
     for name in ("index", "Index", "load_dataset", "read_run"):
         assert name in ssft.__all__ and name in dir(ssft) and getattr(ssft, name).__doc__, name
