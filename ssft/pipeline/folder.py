@@ -26,7 +26,9 @@ USER_TENSORBOARD_DIR = os.environ.get("TENSORBOARD_LOGGING_DIR")
 
 # recipe keys a resume may change with --resume-with-changes: optimiser settings (after a NaN stop, a lower learning
 # rate or a gradient clip continues from the last good checkpoint); anything else changes what the checkpoints mean
-RESUMABLE_CHANGES = ("training.learning_rate", "model.head_learning_rate", "training.max_grad_norm")
+# eval.backend too: it runs only the start's and the test split's scoring (validation stays on torch), and a resume
+# scores the start again when its run file was scored on another backend, so no table mixes two
+RESUMABLE_CHANGES = ("training.learning_rate", "model.head_learning_rate", "training.max_grad_norm", "eval.backend")
 
 
 def _differences(old: Any, new: Any, where: str = "") -> list[str]:
