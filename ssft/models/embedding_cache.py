@@ -11,7 +11,8 @@ A cache file is named by two fingerprints and holds nothing else than what they 
 - corpus fingerprint: SHA-256 of the ids and texts of the documents encoded, in order.
 
 Files live in ``$SSFT_CACHE/embeddings/`` (default ``~/.cache/ssft``), are safetensors (no pickle), written
-under a temporary name and renamed, and are checked against both fingerprints and the id list on reading.
+under a temporary name and renamed, and are checked against both fingerprints, the id list and, for per-token
+representations, the tokens per document (their fingerprint in the metadata) on reading.
 The cache is used only for a frozen ranker (no parameter requires grad: a loaded model, or the trained model
 once training is over), so training-time validation never hashes a model whose weights change every step.
 ``SSFT_EMBEDDING_CACHE=0`` turns it off.
@@ -36,7 +37,7 @@ from ssft.models.encoded import Encoded
 
 logger = logging.getLogger(__name__)
 
-FORMAT = "ssft-document-embeddings/1"
+FORMAT = "ssft-document-embeddings/2"  # /2: the tokens per document inside the metadata's fingerprints
 
 
 def cache_dir() -> Path:
@@ -134,13 +135,19 @@ def _read(path: Path, doc_ids: list[str], model_fp: str, corpus_fp: str):
     if "mask" not in tensors:
         return [Encoded(vectors[i : i + 1]) for i in range(vectors.shape[0])]
     mask, lengths = tensors["mask"].bool(), tensors["lengths"].tolist()
-    if len(lengths) != len(doc_ids):
+    # the token counts cut the vectors into documents: other counts (same total) would be other documents' tokens
+    if len(lengths) != len(doc_ids) or sum(lengths) != vectors.shape[0] or meta.get("tokens") != _tokens(lengths):
         return None
     out, start = [], 0
     for n in lengths:
         out.append(Encoded(vectors[start : start + n].unsqueeze(0), mask[start : start + n].unsqueeze(0)))
         start += n
     return out
+
+
+def _tokens(lengths: list[int]) -> str:
+    """Hex SHA-256 of the tokens per document of a multi-vector entry, as its metadata records them."""
+    return hashlib.sha256(json.dumps([int(n) for n in lengths]).encode()).hexdigest()
 
 
 def _write(path: Path, doc_ids: list[str], reps: list, model_fp: str, corpus_fp: str) -> None:
@@ -151,6 +158,8 @@ def _write(path: Path, doc_ids: list[str], reps: list, model_fp: str, corpus_fp:
                    "mask": torch.cat([r.mask[0] for r in reps]).to(torch.uint8).contiguous(),
                    "lengths": torch.tensor([r.vectors.shape[1] for r in reps], dtype=torch.long)}
     meta = {"format": FORMAT, "model": model_fp, "corpus": corpus_fp, "doc_ids": json.dumps(doc_ids)}
+    if "lengths" in tensors:
+        meta["tokens"] = _tokens(tensors["lengths"].tolist())
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
     os.close(fd)

@@ -152,3 +152,25 @@ def test_queries_served_otherwise_than_the_index_are_served(tiny_model_dir, tiny
     if pytest.importorskip("openvino"):
         assert retrieved("openvino", "--backend", "openvino") == 0
         assert retrieved("int8", "--precision", "int8") == 0
+
+
+def test_an_embedding_cache_entry_records_its_tokens_per_document(tmp_path, monkeypatch):
+    """A multi-vector cache entry whose token counts were changed (same total) is a miss, never other documents'
+    tokens."""
+    from safetensors.torch import load_file, safe_open, save_file
+
+    from ssft.models import embedding_cache
+    from ssft.models.encoded import Encoded
+
+    monkeypatch.setenv("SSFT_CACHE", str(tmp_path))
+    reps = [Encoded(torch.randn(1, n, 4), torch.ones(1, n, dtype=torch.bool)) for n in (2, 5)]
+    path = embedding_cache.cache_path("m" * 64, "c" * 64)
+    embedding_cache._write(path, ["a", "b"], reps, "m" * 64, "c" * 64)
+    read = embedding_cache._read(path, ["a", "b"], "m" * 64, "c" * 64)
+    assert [r.vectors.shape[1] for r in read] == [2, 5]
+    with safe_open(str(path), framework="pt") as fh:
+        meta = fh.metadata()
+    tensors = load_file(str(path))
+    tensors["lengths"] = torch.tensor([5, 2])
+    save_file(tensors, str(path), metadata=meta)
+    assert embedding_cache._read(path, ["a", "b"], "m" * 64, "c" * 64) is None
