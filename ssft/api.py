@@ -201,6 +201,14 @@ def _model_path(model: Any, name: str = "model") -> Path:
     return user_path(str(model))
 
 
+def _dataset(dataset: Any) -> str:
+    """A dataset named by a string (a BEIR folder or name, a hub or ir_datasets id) or a ``Path``; else a one-line
+    error naming the argument."""
+    if not isinstance(dataset, (str, Path)) or not str(dataset).strip():
+        raise SsftError(f"dataset: expected a dataset name or path, got {dataset!r}"[:200])
+    return str(dataset)
+
+
 def _output(output: Any, name: str = "output", required: bool = False) -> Path | None:
     """``output`` as a path; None means "write nothing" where that is allowed, else it is refused (never a folder
     named ``None``)."""
@@ -245,6 +253,8 @@ def evaluate(model: str | Path | Ranker, dataset: str | Sequence[str], split: st
     if split is None or not isinstance(split, str):
         raise SsftError(f"split: evaluate scores a split with qrels (e.g. 'test'), got {split!r}; to rank queries "
                         f"without qrels use model.rank({{query id: text}}, candidate run, corpus={{id: text}})")
+    if isinstance(dataset, Path):
+        dataset = str(dataset)
     if dataset is None or isinstance(dataset, (bytes, Mapping)) or not isinstance(dataset, (str, Sequence)):
         raise SsftError(f"dataset: expected a dataset name or path, or a list of them, got {type(dataset).__name__}")
     if not isinstance(dataset, str):
@@ -287,7 +297,7 @@ def retrieve(model: str | Path | Ranker, dataset: str, split: str = "test", dept
     if split is None or not isinstance(split, str):
         raise SsftError(f"split: retrieve scores a split with qrels (e.g. 'test'), got {split!r}")
     whole_number(depth, "depth")
-    return retrieve_corpus(_model(model, trust_remote_code), dataset, split, out, depth=depth,
+    return retrieve_corpus(_model(model, trust_remote_code), _dataset(dataset), split, out, depth=depth,
                            index=index, index_dir=None if index_dir is None else user_path(str(index_dir)),
                            passage_words=passage_words, passage_stride=passage_stride, metrics=metrics,
                            fusion=None if fusion is None else str(fusion), tune_split=tune_split,
@@ -311,7 +321,7 @@ def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: 
         >>> ssft.encode("runs/dense", "scifact", output="index/", index="flat")["index"]["vectors"]
     """
     out = _output(output, required=True)
-    return encode_corpus(_model(model, trust_remote_code), dataset, out, index=index or "flat",
+    return encode_corpus(_model(model, trust_remote_code), _dataset(dataset), out, index=index or "flat",
                          build_index=index is not None, nprobe=nprobe, shard_size=shard_size, batch_size=batch_size,
                          passage_words=passage_words, passage_stride=passage_stride, precision=precision,
                          trust_remote_code=trust_remote_code, backend=backend,
@@ -412,7 +422,7 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
     """
     if model is None and not bm25:
         raise SsftError("mine: give a dense model, or bm25=True")
-    return mine_negatives(dataset, _output(output, required=True), split=split,
+    return mine_negatives(_dataset(dataset), _output(output, required=True), split=split,
                           model=openvino.serving_copy(model) if isinstance(model, Ranker) else model, depth=depth,
                           range_min=range_min,
                           range_max=range_max, absolute_margin=absolute_margin, relative_margin=relative_margin,
@@ -421,4 +431,4 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
                           teacher=None if teacher is None else user_path(str(teacher)), pooling=pooling,
                           max_length=max_length, query_max_length=query_max_length, batch_size=batch_size,
                           overwrite=overwrite, trust_remote_code=trust_remote_code,
-                          command=["ssft.mine", dataset, str(output)])
+                          command=["ssft.mine", str(dataset), str(output)])

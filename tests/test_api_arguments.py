@@ -215,3 +215,23 @@ def test_a_ranking_without_qrels_is_not_replaced_by_a_split_rerank(saved, tiny_d
     assert main([str(saved["cross"]), "--data", str(tiny_dataset), "--first-stage", "bm25", "--split", "test",
                  "--output", str(out), "--depth", "6", "--precision", "fp32", "--overwrite"]) == 0
     assert "test" in json.loads((out / "metrics.json").read_text())
+
+
+@pytest.mark.parametrize("call, culprit", [
+    (lambda m, d, o: ssft.retrieve(m, None), "dataset"),
+    (lambda m, d, o: ssft.retrieve(m, d, depth="5"), "depth"),
+    (lambda m, d, o: ssft.retrieve(m, d, batch_size="8"), "batch-size"),
+    (lambda m, d, o: ssft.encode(m, None, output=o), "dataset"),
+    (lambda m, d, o: ssft.encode(m, d, output=o, shard_size="10"), "shard-size"),
+    (lambda m, d, o: ssft.mine(None, o / "mined.jsonl"), "dataset"),
+    (lambda m, d, o: ssft.mine(d, o / "mined.jsonl", depth="5"), "depth"),
+    (lambda m, d, o: ssft.evaluate(None, d), "model"),
+    (lambda m, d, o: ssft.load(5), "model"),
+    (lambda m, d, o: ssft.train(None), "recipe"),
+], ids=["retrieve-dataset-None", "retrieve-depth-str", "retrieve-batch-str", "encode-dataset-None",
+        "encode-shard-str", "mine-dataset-None", "mine-depth-str", "evaluate-model-None", "load-int", "train-None"])
+def test_every_entry_point_refuses_a_wrong_type_in_one_line(saved, tiny_dataset, tmp_path, call, culprit):
+    with pytest.raises(SsftError) as err:
+        call(saved["dense"], str(tiny_dataset), tmp_path / "out")
+    assert culprit in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "out").exists()
