@@ -21,7 +21,9 @@ def whole_number(value: Any, name: str, minimum: int = 1, allow_none: bool = Fal
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < minimum:
         more = " or None" if allow_none else ""
-        raise _error(f"{name} must be a whole number >= {minimum}{more}, got {value!r}")
+        # "must be >= 1" first: the words the CLI has always used for a flag below its minimum
+        kind = "" if isinstance(value, numbers.Integral) and not isinstance(value, bool) else "a whole number "
+        raise _error(f"{name} must be {kind}>= {minimum}{more}, got {value!r}")
     return int(value)
 
 

@@ -167,7 +167,7 @@ def _bad(tmp_path, tiny_dataset, tiny_model_dir, saved_cross):
         "hub-offline": ([str(tiny_model_dir), "--datasets", f"{data},BeIR/nfcorpus"],
                         "dataset 'BeIR/nfcorpus': offline (HF_HUB_OFFLINE=1) and nothing of it is in the datasets cache"),
         "twice": ([str(tiny_model_dir), "--datasets", f"{data},{data}"], f"--datasets: {data} named twice"),
-        "depth": ([str(tiny_model_dir), "--datasets", str(data), "--depth", "0"], "--depth must be a whole number >= 1"),
+        "depth": ([str(tiny_model_dir), "--datasets", str(data), "--depth", "0"], "--depth must be >= 1"),
         "metric": ([str(tiny_model_dir), "--datasets", str(data), "--metrics", "nDCG@10,nope@3"], "--metrics"),
         "first-stage": ([str(tiny_model_dir), "--datasets", str(data), "--first-stage", "dense"],
                         "argument --first-stage: invalid choice"),
