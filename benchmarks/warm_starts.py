@@ -89,6 +89,9 @@ def main() -> int:
     p.add_argument("--arms", default=",".join(ARMS))
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--out", default="", help="a JSON file for the figures (default: none)")
+    p.add_argument("--results", default="", help="a JSON file an earlier run wrote with --out: report its figures "
+                                                 "instead of measuring again (--measured-at: the commit they are from)")
+    p.add_argument("--measured-at", default="", help="with --results: the commit the figures were measured at")
     p.add_argument("--write", action="store_true", help="write BENCHMARKS.md § warm_starts")
     a = p.parse_args()
     arms = [x for x in a.arms.split(",") if x]
@@ -97,11 +100,11 @@ def main() -> int:
             p.error(f"--arms: unknown arm '{arm}' ({', '.join(ARMS)})")
     if a.split == "test":
         p.error("--split: the starts are compared on a validation split, not on test")
-    results: dict[str, dict] = {}
+    results: dict[str, dict] = json.loads(Path(a.results).read_text()) if a.results else {}
     with tempfile.TemporaryDirectory() as tmp:
-        data = subset(a.dataset, a.split, a.max_queries, Path(tmp) / a.dataset)
-        documents = [d.full_text for d in load_dataset(a.dataset).corpus.values()]
-        for arm in arms:
+        data = None if a.results else subset(a.dataset, a.split, a.max_queries, Path(tmp) / a.dataset)
+        documents = [] if a.results else [d.full_text for d in load_dataset(a.dataset).corpus.values()]
+        for arm in [] if a.results else arms:
             started, cpu = time.perf_counter(), time.process_time()
             ranker, note = build(arm, documents, a.seed)
             metrics = ssft.evaluate(ranker, str(data), split=a.split, first_stage="bm25", depth=a.depth,
@@ -115,7 +118,9 @@ def main() -> int:
     bm25 = next(iter(results.values()))["bm25"] if results else float("nan")
     lines = ["## How each architecture ranks before training (warm starts)", "",
              f"{MODEL}, {a.dataset} {a.split} (first {a.max_queries} judged queries), reranking the BM25 top-{a.depth}, "
-             f"fp32, torch, nothing trained. BM25 on the same queries: nDCG@10 {bm25:.4f}.", "",
+             f"fp32, torch, nothing trained. BM25 on the same queries: nDCG@10 {bm25:.4f}."
+             + (f" Measured at commit {a.measured_at}." if a.measured_at else ""), "",
+             "CPU s: CPU-seconds of the process for the arm (model build, PCA fit, encoding and scoring).", "",
              "| start | nDCG@10 | × dense | CPU s |", "|---|---:|---:|---:|"]
     dense = results.get("dense", {}).get("nDCG@10")
     for arm, r in results.items():
