@@ -7,7 +7,7 @@ and the largest score difference are reported. For a cross-encoder, ssft then bu
 export (``model.name`` = the export folder, ``head: classifier``): before any training it must score as the exported
 model (what epoch 0 of a run started from it evaluates).
 
-``--epoch0`` does that through ``ssft-train`` itself: a run of ``--epoch0-recipe`` (the quickstart's settings) with
+``--epoch0`` does that through ``ssft-train`` itself: a run of ``--epoch0-recipe`` (the cross-encoder recipe's settings) with
 ``model.name`` = the cross export and ``model.head: classifier``, one training step, scores its starting model on its
 validation queries (epoch 0 of run_info.json's ``validation_history``); sentence-transformers' ``CrossEncoder`` scores
 the same validation candidates (the run's resolved recipe: the same dev queries, the same BM25 top-k) from the export,
@@ -17,7 +17,7 @@ pair by pair with the CrossEncoder's scores.
 Every ssft side scores in fp32 (``--precision fp32``, ``eval.precision=fp32``), as sentence-transformers does. ``ssft-rerank``
 runs in a subprocess beside the sentence-transformers scoring (each on ``OMP_NUM_THREADS`` threads).
 
-    python benchmarks/export_roundtrip.py --cross-run runs/quickstart --colbert-run runs/ss_lora_colbert \
+    python benchmarks/export_roundtrip.py --cross-run runs/cross_lora_nfcorpus --colbert-run runs/ss_lora_colbert \
         --data nfcorpus --split test --depth 100 --epoch0 --out /tmp/export_roundtrip
 """
 from __future__ import annotations
@@ -232,7 +232,7 @@ def main() -> int:
                         help="queries (the first by id) the new cross model built from the export scores (CPU time)")
     parser.add_argument("--epoch0", action="store_true",
                         help="ssft-train from the cross export: its epoch-0 validation against the CrossEncoder's")
-    parser.add_argument("--epoch0-recipe", type=Path, default=ROOT / "recipes" / "quickstart.yaml")
+    parser.add_argument("--epoch0-recipe", type=Path, default=ROOT / "recipes" / "cross_lora_nfcorpus.yaml")
     parser.add_argument("--epoch0-test-queries", type=int, default=10,
                         help="test queries of the epoch-0 run (its start and end are scored on them; CPU time)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/export_roundtrip"))
@@ -319,7 +319,8 @@ def main() -> int:
         *[f"- {n}" for n in notes + ns.note], "",
         f"Command: `OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} SSFT_DATA_HOME=../shared/data HF_HUB_OFFLINE=1 "
         "python benchmarks/export_roundtrip.py " + " ".join(shlex.quote(a) for a in sys.argv[1:] if a != "--no-write") + "`",
-        "(runs: `ssft-train recipes/quickstart.yaml` and `ssft-train recipes/ss_lora_colbert.yaml training.max_steps=30`)."])
+        "(runs: `ssft-train recipes/cross_lora_nfcorpus.yaml` and "
+        "`ssft-train recipes/ss_lora_colbert.yaml training.max_steps=30`)."])
     print(body)
     if not ns.no_write:
         write_section("export_roundtrip", body)

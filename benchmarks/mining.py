@@ -23,7 +23,7 @@ Each part saves its result under --out and is skipped when the result exists (re
 BENCHMARKS.md is written from whatever parts have results.
 
 ``--dataset nfcorpus`` runs the NFCorpus comparison instead (parts ``nf_mine``, ``nf_random``, ``nf_mined``; section
-'mining_nfcorpus'): ``recipes/quickstart.yaml`` (MiniLM cross-encoder, LoRA, listwise CE, 400 train queries x 1
+'mining_nfcorpus'): ``recipes/cross_lora_nfcorpus.yaml`` (MiniLM cross-encoder, LoRA, listwise CE, 400 train queries x 1
 positive, 3 negatives, 2 epochs + the start on 60 dev queries, test = BM25 top-20 of the 323 test queries, BM25
 interpolation tuned on dev) as it is (random negatives), and the same recipe trained from ``data.train`` = a dataset
 ``ssft-mine`` wrote from the zero-shot MiniLM over all NFCorpus train queries (every judged document excluded, ranks
@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 PARTS = ("mine", "zeroshot", "bm25", "mined", "inbatch", "cross", "scored", "margin_mse")
 NF_PARTS = ("nf_mine", "nf_random", "nf_mined", "nf_mine_deep", "nf_mined_deep")
-QUICKSTART = ROOT / "recipes" / "quickstart.yaml"
+CROSS_RECIPE = ROOT / "recipes" / "cross_lora_nfcorpus.yaml"  # the MiniLM cross-encoder with LoRA
 logger = logging.getLogger("mining_bench")
 
 
@@ -100,14 +100,14 @@ def mine(out: Path, name: str, extra: list[str], dataset: str = "scifact") -> di
     return json.loads((out / f"{name}.mining.json").read_text())
 
 
-def run_quickstart(out: Path, name: str, overrides: list[str]) -> dict:
-    """recipes/quickstart.yaml with ``overrides``: metrics.json (model, BM25, interpolation, start) and what run_info
+def run_cross_recipe(out: Path, name: str, overrides: list[str]) -> dict:
+    """recipes/cross_lora_nfcorpus.yaml with ``overrides``: metrics.json (model, BM25, interpolation, start) and what run_info
     says of the validation by epoch and the training."""
     from ssft.config.recipe import load_recipe
     from ssft.pipeline.run import run_recipe
 
     folder = out / name
-    recipe = load_recipe(QUICKSTART, [f"training.output_dir={folder}", "training.report_to=[]", *overrides])
+    recipe = load_recipe(CROSS_RECIPE, [f"training.output_dir={folder}", "training.report_to=[]", *overrides])
     started = time.time()
     results = run_recipe(recipe)
     info = json.loads((folder / "run_info.json").read_text())
@@ -118,7 +118,7 @@ def run_quickstart(out: Path, name: str, overrides: list[str]) -> dict:
 
 
 def chance(out: Path, name: str, shuffles: int = 20) -> dict:
-    """nDCG@10 of BM25's test top-20 (the run the quickstart reranks) in a random order: mean and range of
+    """nDCG@10 of BM25's test top-20 (the run the cross-encoder recipe reranks) in a random order: mean and range of
     ``shuffles`` seeded shuffles — the level a model that learnt nothing scores."""
     import random
     import statistics
@@ -142,14 +142,14 @@ def chance(out: Path, name: str, shuffles: int = 20) -> dict:
 
 
 def training_pairs(mined_file: Path) -> dict:
-    """The (query, positive) pairs each arm trains on: the quickstart's draw from the BEIR qrels and the same draw
+    """The (query, positive) pairs each arm trains on: the cross-encoder recipe's draw from the BEIR qrels and the same draw
     (``TrainSource.subsample``) from the mined rows; how many queries and pairs they share."""
     from ssft.config.recipe import load_recipe
     from ssft.data.beir import load_dataset
     from ssft.data.examples import build_examples, subsample_queries
     from ssft.data.hf_sources import load_train_source
 
-    d = load_recipe(QUICKSTART).data
+    d = load_recipe(CROSS_RECIPE).data
     dataset = load_dataset("nfcorpus")
     qrels = subsample_queries(dataset.qrels(d.train_split), d.max_train_queries, d.sample_seed)
     beir = {(ex.qid, ex.positive) for ex in build_examples(qrels, list(dataset.corpus), None, d.min_relevance,
@@ -157,6 +157,7 @@ def training_pairs(mined_file: Path) -> dict:
     source = load_train_source(str(mined_file), dataset)
     rows = source.subsample(d.max_train_queries, d.max_positives_per_query, d.sample_seed).examples
     mined = {(ex.qid, ex.positive) for ex in rows}
+    # "quickstart_pairs": the random arm's pairs (the key results saved by earlier invocations use)
     return {"quickstart_pairs": len(beir), "mined_pairs": len(mined), "mined_rows": len(rows),
             "mined_queries_all": len({ex.qid for ex in source.examples}), "train_queries": len(dataset.qrels(d.train_split)),
             "queries_shared": len({q for q, _ in beir} & {q for q, _ in mined}), "pairs_shared": len(beir & mined),
@@ -185,7 +186,7 @@ def main() -> int:
     parser.add_argument("--parts", default=None, help="comma-separated parts (default: all of the dataset's)")
     parser.add_argument("--write-only", action="store_true", help="only write the BENCHMARKS.md section")
     parser.add_argument("--dataset", default="scifact", choices=("scifact", "nfcorpus"),
-                        help="scifact: the dense comparison; nfcorpus: the quickstart cross-encoder, random vs mined")
+                        help="scifact: the dense comparison; nfcorpus: the cross-encoder recipe, random vs mined")
     parser.add_argument("--nf-range-min", type=int, default=11, help="nfcorpus: best rank a mined negative may have")
     parser.add_argument("--nf-range-max", type=int, default=50, help="nfcorpus: worst rank a mined negative may have")
     parser.add_argument("--nf-deep-range", default="51,100",
@@ -247,7 +248,7 @@ def nf_filters(ns, ranks: tuple[int, int]) -> list[str]:
 
 
 def nfcorpus(ns) -> int:
-    """The NFCorpus parts: mine, the quickstart as it is, the quickstart on the mined rows; then the section."""
+    """The NFCorpus parts: mine, the cross-encoder recipe as it is, the same on the mined rows; then the section."""
     parts = [p for p in (ns.parts or ",".join(NF_PARTS)).split(",") if p] if not ns.write_only else []
     ranges = nf_ranges(ns)
     for part in parts:
@@ -260,10 +261,10 @@ def nfcorpus(ns) -> int:
             result = mine(ns.out, f"nf_mined{suffix}", nf_filters(ns, ranges[suffix]), dataset="nfcorpus")
             result["training_pairs"] = training_pairs(mined_file)
         elif part == "nf_random":
-            result = run_quickstart(ns.out, part, [])
+            result = run_cross_recipe(ns.out, part, [])
             result["chance"] = chance(ns.out, part)
         elif part in ("nf_mined", "nf_mined_deep"):
-            result = run_quickstart(ns.out, part, [f"data.train={mined_file}"])
+            result = run_cross_recipe(ns.out, part, [f"data.train={mined_file}"])
         else:
             raise SystemExit(f"unknown part {part} (nfcorpus: {', '.join(NF_PARTS)})")
         save(ns.out, part, result)
@@ -281,13 +282,13 @@ def write_nfcorpus(ns) -> None:
     r = {p: saved(ns.out, p) for p in NF_PARTS}
     ranges = nf_ranges(ns)
     lines = [
-        "## The quickstart cross-encoder on NFCorpus: random vs mined (filtered) negatives",
+        "## The cross-encoder LoRA recipe on NFCorpus: random vs mined (filtered) negatives",
         "",
         f"`SSFT_DATA_HOME=../shared/data OMP_NUM_THREADS=1 python benchmarks/mining.py --dataset nfcorpus --out OUT "
         f"--relative-margin {ns.relative_margin} --pool {ns.pool} --nf-range-min {ns.nf_range_min} --nf-range-max "
         f"{ns.nf_range_max} --nf-deep-range {ns.nf_deep_range} --nf-min-negatives {ns.nf_min_negatives}` (CPU, 2 cores "
         "shared with other jobs, one thread per run; the parts ran as separate processes with `--parts`). Every row is "
-        "`recipes/quickstart.yaml` unchanged (all-MiniLM-L6-v2 cross-encoder, LoRA r16, listwise CE, 128 tokens, 400 "
+        "`recipes/cross_lora_nfcorpus.yaml` unchanged (all-MiniLM-L6-v2 cross-encoder, LoRA r16, listwise CE, 128 tokens, 400 "
         "train queries × 1 positive × 3 negatives, batch 8, 2 epochs = 100 steps, seed 42; best of the start and 2 "
         "epochs on 60 dev queries; test = BM25 top-20 of the 323 test queries reranked, and the interpolation with "
         "BM25's score, weight tuned on dev); a mined row only adds `data.train=<the mined file>`, which the recipe's "
@@ -304,7 +305,7 @@ def write_nfcorpus(ns) -> None:
         c = r["nf_random"]["chance"]
         lines.append(f"| chance: BM25's top-20 shuffled ({c['shuffles']} seeds) | {c['mean']:.4f} "
                      f"({c['min']:.3f}–{c['max']:.3f}) | — | — | — | — | — |")
-    labels = {"nf_random": "random (the quickstart as it is)"}
+    labels = {"nf_random": "random (the recipe as it is)"}
     for suffix, (lo, hi) in ranges.items():
         labels[f"nf_mined{suffix}"] = (f"mined by zero-shot MiniLM, ranks {lo}–{hi}, relative margin "
                                        f"{ns.relative_margin:g} (`data.train`, ids form)")
@@ -343,7 +344,7 @@ def write_nfcorpus(ns) -> None:
             lines += ["", f"What this arm trains on: the recipe's subsample keeps {t['mined_rows']} rows "
                       f"({t['mined_pairs']} (query, positive) pairs, {t['pool_per_row']} mined negatives per row, 3 "
                       f"drawn per epoch); {t['queries_shared']} of its queries and {t['pairs_shared']} of its pairs are "
-                      f"the quickstart's ({t['quickstart_pairs']} pairs)"
+                      f"in the random arm's draw ({t['quickstart_pairs']} pairs)"
                       + (f": {t['train_queries'] - t['mined_queries_all']} of the {t['train_queries']} train queries "
                          "lost every row to the filters, which changes the seeded draw over the sorted queries."
                          if t["mined_queries_all"] < t["train_queries"] else ".")]

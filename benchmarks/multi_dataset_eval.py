@@ -1,15 +1,15 @@
 """One model on several datasets in one ``ssft-eval`` call: nDCG@10 / R@100 per dataset and their mean, BM25 beside it.
 
     SSFT_DATA_HOME=../shared/data python benchmarks/multi_dataset_eval.py \
-        --quickstart-run /tmp/h6/quickstart [--datasets nfcorpus,scifact,cranfield] [--write]
+        --cross-run runs/cross_lora_nfcorpus [--datasets nfcorpus,scifact,cranfield] [--write]
 
 Runs two ``ssft-eval`` commands (each its own process, timed) and writes their tables into BENCHMARKS.md
 (§ multi_dataset_eval) with the commands, the commit, the CPU and the date:
 
 - zero-shot ``sentence-transformers/all-MiniLM-L6-v2`` (dense, mean pooling, cosine), full retrieval of each corpus,
   top-100, fp32 (``--minilm-args`` to change);
-- the quickstart model (``ssft-train recipes/quickstart.yaml``: a LoRA cross-encoder trained on 400 NFCorpus
-  queries), reranking the BM25 top-20 as the quickstart recipe does, at ``auto`` precision (``--quickstart-args``).
+- the cross-encoder of ``ssft-train recipes/cross_lora_nfcorpus.yaml`` (all-MiniLM-L6-v2 with LoRA, trained on 400
+  NFCorpus queries), reranking the BM25 top-20 as that recipe does, at ``auto`` precision (``--cross-args``).
 
 ``--reuse PARTS`` reports those parts' earlier results (under ``--out``) without running them again.
 """
@@ -30,22 +30,23 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quickstart-run", default=str(ROOT / "runs" / "quickstart"), help="the trained quickstart run folder")
+    p.add_argument("--cross-run", default=str(ROOT / "runs" / "cross_lora_nfcorpus"),
+                   help="the trained run folder of recipes/cross_lora_nfcorpus.yaml")
     p.add_argument("--datasets", default="nfcorpus,scifact,cranfield")
     p.add_argument("--out", default=str(ROOT / "runs" / "bench" / "multi_dataset_eval"))
     p.add_argument("--minilm-args", default="--first-stage full --depth 100 --precision fp32")
-    p.add_argument("--quickstart-args", default="--first-stage bm25 --depth 20")
-    p.add_argument("--parts", default="minilm,quickstart")
+    p.add_argument("--cross-args", default="--first-stage bm25 --depth 20")
+    p.add_argument("--parts", default="minilm,cross")
     p.add_argument("--reuse", default="", help="parts (comma-separated) whose earlier result under --out is reported "
                                                "as it is, without running them again")
     p.add_argument("--write", action="store_true", help="write the section of BENCHMARKS.md")
     a = p.parse_args()
     out = Path(a.out)
-    models = {"minilm": (MINILM, a.minilm_args), "quickstart": (a.quickstart_run, a.quickstart_args)}
+    models = {"minilm": (MINILM, a.minilm_args), "cross": (a.cross_run, a.cross_args)}
     runs = []
     for part in [x for x in a.parts.split(",") if x]:
         if part not in models:
-            p.error(f"--parts: unknown part '{part}' (minilm, quickstart)")
+            p.error(f"--parts: unknown part '{part}' (minilm, cross)")
         model, extra = models[part]
         folder = out / part
         command = ["ssft-eval", model, "--datasets", a.datasets, "--output", str(folder), *shlex.split(extra), "--overwrite"]

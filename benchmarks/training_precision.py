@@ -6,7 +6,7 @@ are evaluated alike, at the recipe's ``eval.precision`` (``auto`` unless overrid
 training's. The arms run one after the other, alternating per seed, each in its own ``ssft-train`` process.
 
     SSFT_DATA_HOME=../shared/data python benchmarks/training_precision.py \
-        --recipes recipes/quickstart.yaml,recipes/dense_scifact.yaml --seeds 42 --out /tmp/training_precision
+        --recipes recipes/cross_lora_nfcorpus.yaml,recipes/dense_scifact.yaml --seeds 42 --out /tmp/training_precision
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def summary(out: Path) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--recipes", default="recipes/quickstart.yaml,recipes/dense_scifact.yaml")
+    parser.add_argument("--recipes", default="recipes/cross_lora_nfcorpus.yaml,recipes/dense_scifact.yaml")
     parser.add_argument("--seeds", default="42")
     parser.add_argument("--out", type=Path, default=Path("/tmp/training_precision"))
     parser.add_argument("--note", action="append", default=[], help="a line for the section (machine load, commit)")
