@@ -18,9 +18,11 @@ def build(tiny_model_dir, method, cls=TwinBert, **options):
     torch.manual_seed(0)
     cfg = ModelConfig(architecture=cls.architecture, name=str(tiny_model_dir), max_length=48, query_max_length=16)
     model = cls.build(cfg, method, options)
-    with torch.no_grad():  # LoRA B starts at zero (A would get no gradient): move every adapter off its init
+    # LoRA B and the cosine-started combiner's output layer start at zero (what feeds them would get no gradient at the
+    # first step): move them off their init
+    with torch.no_grad():
         for n, p in model.named_parameters():
-            if "lora_B" in n:
+            if "lora_B" in n or n.startswith("combiner.out."):
                 p.normal_(0, 0.1)
     return model
 
