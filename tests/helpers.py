@@ -3,9 +3,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from ssft.models import load_ranker
+
+
+def _torch_runs_bf16() -> bool:
+    """Whether torch's CPU kernels (oneDNN) compute bfloat16 here at all: not on a CPU without AVX-512."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+# a test that asks torch for bf16 explicitly: on a CPU whose oneDNN has no bf16 kernels it cannot run at all
+needs_torch_bf16 = pytest.mark.skipif(not _torch_runs_bf16(), reason="this CPU's oneDNN has no bfloat16 kernels "
+                                                                      "(no AVX-512): torch cannot compute bf16 here")
 
 
 def load_script(path: Path):

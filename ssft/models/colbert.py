@@ -181,8 +181,8 @@ class ColBert(BiEncoder):
         finally:
             self.train(was_training)
         tokens = torch.cat(states)
-        if tokens.shape[0] < self.dim:
-            return None  # too few token states to span colbert_dim directions: the default start stays
+        if min(tokens.shape) < self.dim:
+            return None  # fewer token states or hidden dimensions than colbert_dim directions: the default start stays
         # centred: the directions in which the token states differ (all share a large common component)
         _, singular, directions = torch.linalg.svd(tokens - tokens.mean(0), full_matrices=False)
         with torch.no_grad():

@@ -11,6 +11,7 @@ from torch import nn
 
 from ssft.adapters import cpu_kernels
 from ssft.adapters.cpu_kernels import _DenseGeluForward, _LinearForward, remove_cpu_kernels, use_cpu_kernels
+from tests.helpers import needs_torch_bf16
 
 pytestmark = pytest.mark.skipif(not cpu_kernels.available(), reason="this torch build has no oneDNN linear kernels")
 
@@ -126,6 +127,7 @@ def test_autocast_and_other_dtypes_take_the_original_forward(monkeypatch):
     assert calls == []
 
 
+@needs_torch_bf16
 def test_a_bf16_model_takes_the_fast_path_and_computes_as_its_plain_forward(monkeypatch):
     """ssft's bf16 inference runs bf16 weights (ssft.core.precision.BF16Weights): the fused kernels serve it too."""
     model = tiny_bert().to(torch.bfloat16)

@@ -15,7 +15,7 @@ from ssft.losses import PairwiseSoftmaxLoss
 from ssft.models.twin import TwinBert
 from ssft.training.callbacks.best_epoch import BestEpochCallback, evaluate_start
 from ssft.training.trainer import RankingTrainer
-from tests.helpers import write_synthetic_beir
+from tests.helpers import needs_torch_bf16, write_synthetic_beir
 
 DESTROY = 5.0  # a learning rate that wrecks a full fine-tune in a few AdamW steps
 
@@ -114,6 +114,7 @@ def test_run_reports_start_and_hands_back_the_starting_model(tiny_model_dir, syn
     assert "hands back the STARTING weights" in capsys.readouterr().out
 
 
+@needs_torch_bf16
 @pytest.mark.parametrize("architecture, loss", [("colbert", None), ("dense", "contrastive")])
 def test_a_run_that_hands_back_its_start_reports_one_row_twice(architecture, loss, tiny_model_dir, synthetic, tmp_path,
                                                               monkeypatch):
@@ -189,6 +190,7 @@ def test_a_resumed_run_reads_the_start_it_scored_before_the_kill(tmp_path):
     assert metrics == pytest.approx(evaluate_run(qrels, run, ["nDCG@10", "RR@10"])[0]) and metrics["RR@10"] == 0.75
 
 
+@needs_torch_bf16
 def test_a_resumed_run_scores_its_start_again_when_the_file_was_scored_in_another_precision(tiny_model_dir, synthetic,
                                                                                            tmp_path):
     """One precision per table across a resume: a start run file scored in another precision than the run's (a

@@ -87,6 +87,8 @@ def test_a_narrow_colbert_projection_starts_from_the_corpus_token_states(tiny_mo
     default = torch.nn.functional.normalize(random.projection.weight.detach(), dim=-1)
     assert kept > (tokens @ default.T).pow(2).sum()
     assert fitted.fit_start(DOCUMENTS) is None  # fitted once
+    wider = ColBert.build(ModelConfig(**config, colbert_dim=48), "full", {})  # more dimensions than the hidden size
+    assert wider.fit_start(DOCUMENTS * 3) is None  # no 48 principal directions of 32-wide states: the default start
 
 
 def _recipe(model_dir, dataset, out, **training):
