@@ -14,7 +14,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import gpu_check  # noqa: E402
 
+from tests.helpers import needs_torch_bf16  # noqa: E402
 
+
+@needs_torch_bf16  # the dry run trains and serves bf16 on the CPU
 def test_dry_run_passes_and_writes_every_section(tmp_path):
     out = tmp_path / "gpu_check.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
