@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from ssft.config.recipe import ModelConfig
+from ssft.config.registry import MODELS
 from ssft.models import load_ranker
 
 
@@ -103,3 +105,16 @@ def write_synthetic_beir(root: Path, queries: int = 60, docs: int = 80, seed: in
         (root / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n"
                                                      + "".join(f"{q}\t{rels[q]}\t1\n" for q in qids))
     return root
+
+
+def tiny_frozen_ranker(model_dir, architecture: str = "dense", nudge: float = 0.0):
+    """A frozen ranker of ``architecture`` (dense or colbert, 16 dimensions) on the tiny model, seeded; ``nudge`` moves
+    its first weight (another model's encoding)."""
+    torch.manual_seed(0)
+    options = {"colbert_dim": 16, "query_max_length": 12} if architecture == "colbert" else {}
+    cfg = ModelConfig(architecture=architecture, name=str(model_dir), max_length=32, **options)
+    model = MODELS.get(architecture).build(cfg, "full", {}).eval().requires_grad_(False)
+    if nudge:
+        with torch.no_grad():
+            next(model.parameters()).add_(nudge)
+    return model

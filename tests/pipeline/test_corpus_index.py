@@ -7,13 +7,10 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 import ssft
-from ssft.config.recipe import ModelConfig
-from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
-from tests.helpers import write_synthetic_beir
+from tests.helpers import tiny_frozen_ranker, write_synthetic_beir
 
 pytest.importorskip("faiss")
 
@@ -24,14 +21,7 @@ QUERIES = ["vitamin bones", "cholesterol statins", "coffee liver"]
 
 
 def _model(model_dir, architecture: str = "dense", nudge: float = 0.0):
-    torch.manual_seed(0)
-    options = {"colbert_dim": 16, "query_max_length": 12} if architecture == "colbert" else {}
-    cfg = ModelConfig(architecture=architecture, name=str(model_dir), max_length=32, **options)
-    model = MODELS.get(architecture).build(cfg, "full", {}).eval().requires_grad_(False)
-    if nudge:
-        with torch.no_grad():
-            next(model.parameters()).add_(nudge)
-    return model
+    return tiny_frozen_ranker(model_dir, architecture, nudge)
 
 
 def _exhaustive(model, texts, queries, top_k):
