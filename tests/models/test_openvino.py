@@ -174,7 +174,9 @@ def test_backend_choices_and_refusals(towers, monkeypatch):
     assert backend.resolve_backend("auto", prompt) == "torch"  # auto never picks what cannot convert
     with pytest.raises(SsftError, match="method 'prompt' cannot run on OpenVINO"):
         backend.resolve_backend("openvino", prompt)
-    with pytest.raises(SsftError, match="method 'prompt' cannot run on OpenVINO"):
+    # int8 asked of a method that cannot convert names what the user gave (--precision), never a --backend they did not
+    with pytest.raises(SsftError, match=r"^--precision int8: int8 serves on OpenVINO only, and method 'prompt' cannot "
+                                        r"run on OpenVINO.*; serve it at fp32 or bf16 on torch$"):
         backend.resolve_backend("auto", prompt, precision="int8")
 
 

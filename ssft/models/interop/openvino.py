@@ -122,6 +122,9 @@ def resolve_backend(backend: str, ranker, where: str = "--backend", inputs: int 
     check_serving(backend, precision, where)
     why = refusal(ranker)
     if precision == "int8":
+        if why is not None:  # the user asked for int8, not for a backend: name what they gave
+            raise SsftError(f"{'--precision' if where.startswith('--') else 'precision'} int8: int8 serves on OpenVINO "
+                            f"only, and {why.split(';')[0]}; serve it at fp32 or bf16 on torch")
         backend = "openvino"
     if backend == "torch":
         return "torch"
