@@ -108,7 +108,12 @@ def test_twin_pooling_and_scorers(tiny_model_dir):
     combiner = mean.combiner
     v = torch.maximum(q, d)
     expected = (v @ combiner.residual.weight.T + combiner.residual.bias + v) @ combiner.out.weight.T + combiner.out.bias
-    torch.testing.assert_close(mean.score(Encoded(q), Encoded(d)), expected.squeeze(-1))
+    # the default combiner starts as the cosine: 20 x cosine beside TwinBERT's network (its output layer at zero)
+    expected = expected.squeeze(-1) + combiner.cosine_scale * F.cosine_similarity(q, d)
+    torch.testing.assert_close(mean.score(Encoded(q), Encoded(d)), expected)
+    published = build(tiny_model_dir, "twin", combiner_start="random").combiner  # TwinBERT's combiner alone
+    expected = (v @ published.residual.weight.T + published.residual.bias + v) @ published.out.weight.T + published.out.bias
+    torch.testing.assert_close(published(q, d), expected.squeeze(-1))
     cosine = build(tiny_model_dir, "twin", scorer="cosine")
     dot = build(tiny_model_dir, "twin", scorer="dot")
     assert cosine.combiner is None and not cosine.head_parameters()
