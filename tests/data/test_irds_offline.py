@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -44,26 +45,26 @@ def _fake_ir_datasets(home, monkeypatch) -> list[str]:
     return calls
 
 
-def test_an_ir_datasets_id_offline_is_refused_before_any_download(tmp_path, monkeypatch):
+def _refused_load(tmp_path, monkeypatch, offline: str) -> tuple[list, Path, str]:
+    """Load an ir_datasets id through the stand-in with HF_HUB_OFFLINE=``offline``: (its download calls, its home
+    folder, the one-line error the load raised)."""
     home = tmp_path / "irds"
     home.mkdir()
     calls = _fake_ir_datasets(home, monkeypatch)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", offline)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SsftError) as err:
         load_dataset("beir/scifact/test")
-    assert "not downloaded" in str(err.value) and "HF_HUB_OFFLINE" in str(err.value) and "\n" not in str(err.value)
+    return calls, home, str(err.value)
+
+
+def test_an_ir_datasets_id_offline_is_refused_before_any_download(tmp_path, monkeypatch):
+    calls, home, message = _refused_load(tmp_path, monkeypatch, "1")
+    assert "not downloaded" in message and "HF_HUB_OFFLINE" in message and "\n" not in message
     assert calls == [] and list(home.iterdir()) == []
 
 
 def test_a_failed_first_download_names_the_failure_and_leaves_no_folders(tmp_path, monkeypatch):
-    home = tmp_path / "irds"
-    home.mkdir()
-    calls = _fake_ir_datasets(home, monkeypatch)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(SsftError) as err:
-        load_dataset("beir/scifact/test")
-    message = str(err.value)
+    calls, home, message = _refused_load(tmp_path, monkeypatch, "0")
     assert calls and "no network connection" in message and "HTTPSConnectionPool" not in message
     assert list(home.iterdir()) == []
