@@ -24,18 +24,22 @@ import copy
 import functools
 import json
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub.constants import HF_HUB_CACHE
+
 from ssft.config.recipe import ModelConfig, Recipe, apply_override, load_recipe, recipe_from_dict
 from ssft.config.registry import MODELS
 from ssft.core import precision as precisions
 from ssft.core.arguments import string_list, whole_number
-from ssft.core.errors import SsftError, user_path
-from ssft.core.hub import read_json_file, resolve_model
-from ssft.core.run_folder import unfinished_run_message
+from ssft.core.errors import SsftError, closest, user_path
+from ssft.core.hub import ALIASES, PIP_SHIPPED, PIP_SPLIT_ZIP, is_router_folder, read_json_file, resolve_model
+from ssft.core.paths import SPEC_FILE
+from ssft.core.run_folder import refuse_overlap, unfinished_run_message
 from ssft.data.beir import load_dataset as _load_dataset
 from ssft.data.trec import read_run
 from ssft.models.base import Ranker, load_ranker, saved_model_folder
@@ -56,6 +60,8 @@ __all__ = ["Index", "Ranker", "Run", "encode", "evaluate", "export", "index", "l
 # what kind of ranker an imported checkpoint becomes (``ssft.models.interop.checkpoint.checkpoint_kind``)
 IMPORTED_ARCHITECTURES = {"sequence-classification": "cross", "multi-vector": "colbert", "colbert-stanford": "colbert",
                           "sentence-transformers": "dense", "transformers": "dense"}
+# what a folder holding a model has (one of): a checkpoint, a sentence-transformers model, a saved ssft model, a run
+MODEL_MARKERS = ("config.json", "modules.json", SPEC_FILE, "model")
 
 
 # ---------------------------------------------------------------- train
@@ -160,24 +166,21 @@ def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_
     """
     precision = precisions.check(precision, "precision")
     backend = openvino.check_serving(backend or ("openvino" if precision == "int8" else "torch"), precision, "backend")
-    if isinstance(model, Ranker):
-        ranker = openvino.serving_copy(model)  # served as asked; the caller's ranker stays as it was
-    else:
-        path = _model_path(model)
-        folder = saved_model_folder(path)
-        if folder is None and unfinished_run_message(path) is not None:
-            raise SsftError(unfinished_run_message(path))
-        ranker = (load_ranker(folder, trust_remote_code=trust_remote_code) if folder is not None
-                  else _import_checkpoint(str(model), trust_remote_code))
+    # a loaded ranker: a copy served as asked (the caller's stays as it was); a saved model: its path
+    ranker = model_input(model, trust_remote_code)
+    if not isinstance(ranker, Ranker):
+        ranker = load_ranker(saved_model_folder(ranker), trust_remote_code=trust_remote_code)
     ranker.eval()
     ranker.requires_grad_(False)
     ranker, _, _ = openvino.serve(ranker, backend, precision, calibration, where="backend")
     return ranker
 
 
-def _import_checkpoint(name: str, trust_remote_code: bool) -> Ranker:
+def _import_checkpoint(name: str, trust_remote_code: bool, pooling: str | None = None, max_length: int | None = None,
+                       query_max_length: int | None = None) -> Ranker:
     """A checkpoint ssft did not save, as the ranker its files describe (the lengths its sentence-transformers config
-    gives, else 256 tokens; a bi-encoder's queries as long as its documents, as sentence-transformers encodes them)."""
+    gives, else 256 tokens; a bi-encoder's queries as long as its documents, as sentence-transformers encodes them).
+    ``pooling``, ``max_length``, ``query_max_length``: set instead of those (None: as just said; pooling mean)."""
     folder = resolve_model(name)
     kind, _ = checkpoint_kind(folder)
     architecture = IMPORTED_ARCHITECTURES.get(kind, "dense")
@@ -187,9 +190,16 @@ def _import_checkpoint(name: str, trust_remote_code: bool) -> Ranker:
         value = read_json_file(st_config)
         if isinstance(value, dict) and isinstance(value.get("max_seq_length"), int) and value["max_seq_length"] > 0:
             length = value["max_seq_length"]
-    query_length = ModelConfig.query_max_length if architecture == "colbert" else length
+    for flag, given in (("max_length", max_length), ("query_max_length", query_max_length)):
+        if given is not None:
+            whole_number(given, flag)
+    if pooling is not None and architecture != "dense":
+        raise SsftError(f"pooling: {name} imports as a '{architecture}' model; pooling applies to a dense checkpoint")
+    length = max_length or length
+    query_length = query_max_length or (ModelConfig.query_max_length if architecture == "colbert" else length)
+    options = {} if pooling is None else {"pooling": pooling}
     cfg = ModelConfig(architecture=architecture, name=name, max_length=length, query_max_length=query_length,
-                      trust_remote_code=trust_remote_code)
+                      trust_remote_code=trust_remote_code, options=options)
     return MODELS.get(architecture).build(cfg, "full", {})
 
 
@@ -199,6 +209,90 @@ def _model_path(model: Any, name: str = "model") -> Path:
         raise SsftError(f"{name}: expected a loaded ranker (ssft.load), a folder or a hub id, got "
                         f"{type(model).__name__}")
     return user_path(str(model))
+
+
+def _looks_like_a_path(text: str) -> bool:
+    """A name only a folder can be (``/abs``, ``./x``, ``~/x``, ``a/b/c``, ``x/``), never a hub id (``org/name``)."""
+    return (os.path.isabs(text) or text.startswith((".", "~")) or text.count("/") > 1 or text.endswith("/")
+            or os.sep != "/" and os.sep in text)
+
+
+def _known_model_names(name: str) -> list[str]:
+    """What a mistyped model name may have meant: the hub ids and aliases ssft finds offline, the models of the
+    local Hugging Face cache, and the folders beside the one named."""
+    names = [*ALIASES, *ALIASES.values(), *PIP_SHIPPED, *PIP_SPLIT_ZIP]
+    try:
+        names += [entry.name[len("models--"):].replace("--", "/") for entry in Path(HF_HUB_CACHE).glob("models--*")]
+    except OSError:
+        pass
+    parent = Path(name).expanduser().parent
+    try:
+        names += [str(parent / entry.name) if str(parent) != "." else entry.name for entry in parent.iterdir()
+                  if entry.is_dir() and any((entry / marker).exists() for marker in MODEL_MARKERS)]
+    except OSError:
+        pass
+    return names
+
+
+def model_input(model: str | Path | Ranker, trust_remote_code: bool = False, *, output: str | Path | None = None,
+                output_flag: str = "output", name: str = "model", pooling: str | None = None,
+                max_length: int | None = None, query_max_length: int | None = None) -> Path | Ranker:
+    """The one resolver of a model argument, for every API function and console script that takes one: whatever
+    ``ssft.load`` takes, as the pipelines take it.
+
+    Args:
+        model: a loaded ranker; a run folder of ssft-train or a saved ssft model folder; or a checkpoint ssft imports,
+            by folder or hub id (offline: from the local Hugging Face cache or a pip-shipped copy).
+        trust_remote_code: allow a checkpoint's own code.
+        output: the output the command writes, refused where it is, holds or lies inside an imported checkpoint's
+            folder (a saved model's folder is refused by the command itself).
+        output_flag: how error messages name ``output`` (``--output`` on the command line).
+        name: how error messages name ``model``.
+        pooling: a dense checkpoint's pooling (mean or cls; None: mean).
+        max_length: a checkpoint's document tokens (None: its sentence-transformers max_seq_length, else 256).
+        query_max_length: a checkpoint's query tokens (None: as its documents; ColBERT 32).
+
+    Returns:
+        A copy of a loaded ranker (serving switches its precision and backend; the caller's stays as it was), the
+        path of a saved ssft model (loaded by the command after its cheaper checks, never written into), or an
+        imported checkpoint as a ranker (in eval mode, every weight frozen).
+    """
+    if isinstance(model, Ranker):
+        return openvino.serving_copy(model)
+    path = _model_path(model, name)
+    if saved_model_folder(path) is not None:
+        return path
+    unfinished = unfinished_run_message(path)
+    if unfinished is not None:
+        raise SsftError(unfinished)
+    text = str(model)
+    if path.exists():
+        if not (path.is_dir() and ((path / "config.json").is_file() or is_router_folder(path))):
+            raise SsftError(f"{path}: no trained model: not a run folder or saved ssft model (expected "
+                            f"{path}/model/{SPEC_FILE}), nor a checkpoint (config.json)")
+        if output is not None:
+            refuse_overlap(Path(output), [(path, "the model folder being read")], output_flag)
+    elif _looks_like_a_path(text):
+        raise SsftError(f"{name} not found: {path}: no such folder (a run folder, a saved ssft model or a "
+                        f"checkpoint folder){closest(text, _known_model_names(text))}")
+    try:
+        ranker = _import_checkpoint(text, trust_remote_code, pooling, max_length, query_max_length)
+    except SsftError as err:
+        if str(err).startswith(f"model '{text}' not found"):
+            raise SsftError(f"{err}{closest(text, _known_model_names(text))}") from None
+        raise
+    ranker.eval()
+    ranker.requires_grad_(False)
+    return ranker
+
+
+def model_label(model: str | Path | Ranker) -> str | None:
+    """How tables name a model given by path or hub id (its folder's or repository's last part; a run's model/: the
+    run's); None for a loaded ranker."""
+    if isinstance(model, Ranker):
+        return None
+    path = Path(str(model).rstrip("/"))
+    return path.parent.name if path.name == "model" and saved_model_folder(path) is not None else path.name
 
 
 def _dataset(dataset: Any) -> str:
@@ -217,21 +311,6 @@ def _output(output: Any, name: str = "output", required: bool = False) -> Path |
     if not isinstance(output, (str, Path)) or not str(output).strip():
         raise SsftError(f"{name}: expected a folder path (a string or a Path), got {output!r}")
     return user_path(str(output))
-
-
-def _model(model: str | Path | Ranker, trust_remote_code: bool) -> str | Path | Ranker:
-    """What the pipelines take: a copy of a loaded ranker (serving switches its precision and backend; the caller's
-    stays as it was), a saved ssft model by its path (so what it reads is never written into), anything else
-    imported by ``load``."""
-    if isinstance(model, Ranker):
-        return openvino.serving_copy(model)
-    path = _model_path(model)
-    if unfinished_run_message(path) is not None and saved_model_folder(path) is None:
-        return path  # the pipeline names the unfinished run in its own one-line error
-    if saved_model_folder(path) is not None or (path.exists() and not (path / "config.json").exists()
-                                                and not (path / "modules.json").exists()):
-        return path  # a saved model, or a folder the pipeline names in its own one-line error
-    return load(model, trust_remote_code=trust_remote_code)
 
 
 # ---------------------------------------------------------------- evaluate, retrieve, encode
@@ -259,14 +338,15 @@ def evaluate(model: str | Path | Ranker, dataset: str | Sequence[str], split: st
         raise SsftError(f"dataset: expected a dataset name or path, or a list of them, got {type(dataset).__name__}")
     if not isinstance(dataset, str):
         kwargs = {} if metrics is None else {"metrics": string_list(metrics, "metrics")}
-        given = model if isinstance(model, Ranker) else _model_path(model)
-        return evaluate_datasets(given, list(dataset), first_stage=first_stage, depth=depth, split=split,
-                                 batch_size=batch_size, precision=precision, output_dir=out, overwrite=overwrite,
-                                 trust_remote_code=trust_remote_code, backend=backend, **kwargs)
+        return evaluate_datasets(model_input(model, trust_remote_code, output=out), list(dataset),
+                                 first_stage=first_stage, depth=depth, split=split, batch_size=batch_size,
+                                 precision=precision, output_dir=out, overwrite=overwrite,
+                                 trust_remote_code=trust_remote_code, backend=backend, model_name=model_label(model),
+                                 **kwargs)
     if not isinstance(first_stage, (str, Path)):
         raise SsftError(f"first_stage: expected bm25, full or a TREC run file, got {type(first_stage).__name__}")
     whole_number(depth, "depth")
-    ranker = _model(model, trust_remote_code)
+    ranker = model_input(model, trust_remote_code, output=out)
     if first_stage == "full":
         return retrieve_corpus(ranker, dataset, split, out, depth=depth, metrics=metrics, batch_size=batch_size,
                                precision=precision, overwrite=overwrite, trust_remote_code=trust_remote_code,
@@ -297,7 +377,7 @@ def retrieve(model: str | Path | Ranker, dataset: str, split: str = "test", dept
     if split is None or not isinstance(split, str):
         raise SsftError(f"split: retrieve scores a split with qrels (e.g. 'test'), got {split!r}")
     whole_number(depth, "depth")
-    return retrieve_corpus(_model(model, trust_remote_code), _dataset(dataset), split, out, depth=depth,
+    return retrieve_corpus(model_input(model, trust_remote_code, output=out), _dataset(dataset), split, out, depth=depth,
                            index=index, index_dir=None if index_dir is None else user_path(str(index_dir)),
                            passage_words=passage_words, passage_stride=passage_stride, metrics=metrics,
                            fusion=None if fusion is None else str(fusion), tune_split=tune_split,
@@ -321,7 +401,7 @@ def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: 
         >>> ssft.encode("runs/dense", "scifact", output="index/", index="flat")["index"]["vectors"]
     """
     out = _output(output, required=True)
-    return encode_corpus(_model(model, trust_remote_code), _dataset(dataset), out, index=index or "flat",
+    return encode_corpus(model_input(model, trust_remote_code, output=out), _dataset(dataset), out, index=index or "flat",
                          build_index=index is not None, nprobe=nprobe, shard_size=shard_size, batch_size=batch_size,
                          passage_words=passage_words, passage_stride=passage_stride, precision=precision,
                          trust_remote_code=trust_remote_code, backend=backend,
@@ -359,7 +439,8 @@ def index(model: str | Path | Ranker, corpus: str | Path | Sequence[str], path: 
     """
     out = _output(path, "path")
     model_name = str(model) if isinstance(model, (str, Path)) else None
-    return build_index(_model(model, trust_remote_code), corpus, out, ids=ids, kind=kind, model_name=model_name,
+    ranker = model_input(model, trust_remote_code, output=out, output_flag="path")
+    return build_index(ranker, corpus, out, ids=ids, kind=kind, model_name=model_name,
                        batch_size=whole_number(batch_size, "batch_size"), precision=precision, backend=backend,
                        token_k=whole_number(token_k, "token_k") if token_k is not None else DEFAULT_TOKEN_K,
                        trust_remote_code=trust_remote_code)
@@ -401,8 +482,14 @@ def export(run: str | Path | Run, output: str | Path, format: str = "auto", over
     Examples:
         >>> ssft.export(run, "exports/quickstart")["loader"]        # e.g. 'CrossEncoder'
     """
-    source = run.output_dir if isinstance(run, Run) else _model_path(run, "run")
-    return export_run(source, _output(output, required=True), format, overwrite=overwrite, push_to_hub=push_to_hub,
+    out = _output(output, required=True)
+    source = run.output_dir if isinstance(run, Run) else model_input(run, trust_remote_code, output=out, name="run")
+    if isinstance(source, Ranker):  # a checkpoint ssft imports: saved as the ssft model it reads as, then exported
+        with tempfile.TemporaryDirectory(prefix="ssft-export-") as tmp:
+            source.save(Path(tmp) / "model")
+            return export_run(Path(tmp) / "model", out, format, overwrite=overwrite, push_to_hub=push_to_hub,
+                              trust_remote_code=trust_remote_code, private=private)
+    return export_run(source, out, format, overwrite=overwrite, push_to_hub=push_to_hub,
                       trust_remote_code=trust_remote_code, private=private)
 
 
@@ -410,8 +497,9 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
          bm25: bool = True, depth: int = 100, *, range_min: int = 1, range_max: int | None = None,
          absolute_margin: float | None = None, relative_margin: float | None = None, max_score: float | None = None,
          num_negatives: int | None = None, min_negatives: int = 1, min_relevance: int = 1, form: str | None = None,
-         teacher: str | Path | None = None, pooling: str = "mean", max_length: int = 256, query_max_length: int = 64,
-         batch_size: int = 64, overwrite: bool = False, trust_remote_code: bool = False) -> dict[str, Any]:
+         teacher: str | Path | None = None, pooling: str | None = None, max_length: int | None = None,
+         query_max_length: int | None = None, batch_size: int = 64, overwrite: bool = False,
+         trust_remote_code: bool = False, command: Sequence[str] | None = None) -> dict[str, Any]:
     """Mine hard negatives for the judged queries of ``split`` (``ssft-mine``): BM25 (no ``model``) or a dense
     ``model`` over the whole corpus, filtered (rank range, margins to the positive, maximum score, at most
     ``num_negatives``), optionally rescored by a ``teacher`` run; writes ``output`` (.jsonl, the form ``data.train``
@@ -422,13 +510,18 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
     """
     if model is None and not bm25:
         raise SsftError("mine: give a dense model, or bm25=True")
-    return mine_negatives(_dataset(dataset), _output(output, required=True), split=split,
-                          model=openvino.serving_copy(model) if isinstance(model, Ranker) else model, depth=depth,
-                          range_min=range_min,
+    out = _output(output, required=True)
+    miner = None
+    if model is not None:
+        miner = model_input(model, trust_remote_code, output=out, pooling=pooling, max_length=max_length,
+                            query_max_length=query_max_length)
+        if isinstance(miner, Ranker) and not miner.full_retrieval:
+            raise SsftError(f"model: {model_label(model) or 'the model'} is a '{miner.architecture}' model; mining "
+                            f"over the corpus needs a dense model (or BM25)")
+    return mine_negatives(_dataset(dataset), out, split=split, model=miner, depth=depth, range_min=range_min,
                           range_max=range_max, absolute_margin=absolute_margin, relative_margin=relative_margin,
                           max_score=max_score, num_negatives=num_negatives, min_negatives=min_negatives,
                           min_relevance=min_relevance, form=form,
-                          teacher=None if teacher is None else user_path(str(teacher)), pooling=pooling,
-                          max_length=max_length, query_max_length=query_max_length, batch_size=batch_size,
+                          teacher=None if teacher is None else user_path(str(teacher)), batch_size=batch_size,
                           overwrite=overwrite, trust_remote_code=trust_remote_code,
-                          command=["ssft.mine", str(dataset), str(output)])
+                          command=list(command) if command is not None else ["ssft.mine", str(dataset), str(output)])

@@ -34,10 +34,25 @@ def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def add_model_argument(parser: argparse.ArgumentParser, help_text: str = "a run folder of ssft-train, or its model/ "
-                       "folder (a saved ssft model)") -> None:
-    """The positional ``model`` every command that reads a trained model takes (once named ``run_dir``)."""
-    parser.add_argument("model", type=user_path, metavar="model", help=help_text)
+MODEL_HELP = ("the model: a run folder of ssft-train, a saved ssft model folder (a run's model/), or a checkpoint ssft "
+              "imports by folder or hub id (a sentence-transformers model, a cross-encoder, a PyLate / ColBERT model, "
+              "e.g. sentence-transformers/all-MiniLM-L6-v2; offline: from the local Hugging Face cache)")
+
+
+def add_model_argument(parser: argparse.ArgumentParser, optional: bool = False, extra: str = "") -> None:
+    """The positional ``model`` of every command that reads a model, with one help text (``MODEL_HELP``); resolved
+    by ``model_argument`` after parsing. ``optional``: it may be left out (``ssft-mine --bm25``)."""
+    parser.add_argument("model", metavar="model", nargs="?" if optional else None, default=None,
+                        help=MODEL_HELP + extra)
+
+
+def model_argument(ns: argparse.Namespace, output: Path | None = None, **overrides):
+    """The positional model resolved as ``ssft.load`` resolves it (``ssft.api.model_input``): a saved ssft model's
+    path, or a checkpoint imported as a ranker; a name not found is one line (with a close name, where there is
+    one). ``output``: the command's ``--output``, refused inside an imported checkpoint's folder."""
+    from ssft.api import model_input
+
+    return model_input(ns.model, ns.trust_remote_code, output=output, output_flag="--output", **overrides)
 
 
 def add_metrics_argument(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,6 @@
-"""ssft-ambiguity DATASET --split S [--output FILE.tsv [--overwrite]]: classify a dataset's queries as ambiguous /
-non-ambiguous (001 §5.1; ``ssft.analysis.ambiguity``).
+"""ssft-ambiguity --data DATASET --split S [--output FILE.tsv [--overwrite]]: classify a dataset's queries as
+ambiguous / non-ambiguous (001 §5.1; ``ssft.analysis.ambiguity``). The dataset is ``--data`` (``--dataset``), as in
+every other command; the positional form of earlier releases is refused with the new spelling.
 
 ``--output`` (``--out`` before this release, still accepted with a deprecation line) follows the output-file rule of
 ``ssft.core.run_folder`` (``ssft.pipeline.ambiguity``): never inside the dataset folder being classified; an existing
@@ -7,6 +8,7 @@ file is replaced only with ``--overwrite`` and only when it is an ssft-ambiguity
 one ssft-ambiguity writes); a lock file beside it keeps out a second writer."""
 from __future__ import annotations
 
+import argparse
 import sys
 
 from ssft.analysis.ambiguity import EXCLUDED, METHODS, NON_AMBIGUOUS, POS_TAGS, AmbiguityRule, format_counts
@@ -17,8 +19,10 @@ from ssft.core.errors import cli_entry
 @cli_entry("ssft-ambiguity")
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser("ssft-ambiguity", "Classify a dataset's queries as ambiguous / non-ambiguous (the "
-                         "semi-Siamese paper's query-ambiguity analysis, section 5.1).")
-    parser.add_argument("dataset", help="BEIR folder or name under $SSFT_DATA_HOME")
+                         "query-ambiguity analysis of semi-Siamese fine-tuning).")
+    parser.add_argument("--data", "--dataset", dest="dataset", default=None,
+                        help="BEIR folder, or dataset name under $SSFT_DATA_HOME (required)")
+    parser.add_argument("positional_dataset", nargs="?", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--split", default="test", help="classify the queries of this qrels split")
     parser.add_argument("--method", default="senses", choices=METHODS, help="senses: WordNet sense count; confidence: "
                         "pywsd Lesk sense confidence in the BM25 top-k titles")
@@ -34,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier ssft-ambiguity --output file (never a file ssft-ambiguity did not write)")
     ns = parse_args(parser, argv)
+    if ns.positional_dataset is not None:
+        parser.error(f"the dataset is named by --data: ssft-ambiguity --data {ns.positional_dataset} ...")
+    if ns.dataset is None:
+        parser.error("the following arguments are required: --data")
     where = "--out" if ns.deprecated_output is not None else "--output"
     renamed_flag(ns, "ssft-ambiguity", "--out", "--output")
     from ssft.pipeline.ambiguity import label_queries

@@ -15,6 +15,7 @@ a folder inside one; locked (``.ssft.lock``) while it is written.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from ssft.cli._common import (
     add_backend_argument,
@@ -24,6 +25,7 @@ from ssft.cli._common import (
     add_trust_argument,
     backend_value,
     make_parser,
+    model_argument,
     output_path,
     parse_args,
     precision_value,
@@ -52,10 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging("INFO")
     from ssft.pipeline.encode import encode_corpus
 
-    result = encode_corpus(ns.model, ns.data, ns.output, index=ns.index, build_index=not ns.no_index, nprobe=ns.nprobe,
+    model = model_argument(ns, ns.output)
+    result = encode_corpus(model, ns.data, ns.output, index=ns.index, build_index=not ns.no_index, nprobe=ns.nprobe,
                            shard_size=ns.shard_size, batch_size=ns.batch_size, passage_words=ns.passage_words,
                            passage_stride=ns.passage_stride, precision=precision_value(ns),
-                           trust_remote_code=ns.trust_remote_code, backend=backend_value(ns))
+                           trust_remote_code=ns.trust_remote_code, backend=backend_value(ns),
+                           model_name=None if isinstance(model, Path) else ns.model)
     manifest, info = result["manifest"], result["index"]
     if info is not None:
         print(f"{info['vectors']} vectors ({manifest['precision']}) in {manifest['shards']} shard(s), index "

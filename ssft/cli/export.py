@@ -1,14 +1,15 @@
 """ssft-export MODEL --output DIR [--format auto|cross-encoder|sentence-transformers|multi-vector|openvino] [--overwrite]
 [--push-to-hub REPO_ID]
 
-Writes a trained run's model (or a saved model folder) in the format sentence-transformers, PyLate and transformers
-load: cross → a sequence-classification folder (CrossEncoder, AutoModelForSequenceClassification), twin / dense → a
-SentenceTransformer folder (a Router when query and document towers differ), colbert → a MultiVectorEncoder folder;
-LoRA merged first, with a model card. Methods a standard forward cannot express are refused in one line. The folder
-is written under a temporary name beside DIR and renamed into place: never half-written (``ssft.pipeline.export``).
-DIR follows the output-folder rule of ``ssft.core.run_folder``: new, empty or an earlier ssft-export (``--overwrite``
-replaces only what ssft-export wrote); never the run being exported, its model/, a folder holding it, a folder inside
-it, ``.`` or a folder above it; locked while written.
+Writes a trained run's model (or a saved model folder, or a checkpoint ssft imports: by folder or hub id) in the
+format sentence-transformers, PyLate and transformers load: cross → a sequence-classification folder (CrossEncoder,
+AutoModelForSequenceClassification), twin / dense → a SentenceTransformer folder (a Router when query and document
+towers differ), colbert → a MultiVectorEncoder folder; LoRA merged first, with a model card (a training run's recipe
+and metrics in it). Methods a standard forward cannot express are refused in one line. The folder is written under a
+temporary name beside DIR and renamed into place: never half-written (``ssft.pipeline.export``). DIR follows the
+output-folder rule of ``ssft.core.run_folder``: new, empty or an earlier ssft-export (``--overwrite`` replaces only
+what ssft-export wrote); never the model being exported, its run folder, a folder holding it, a folder inside it,
+``.`` or a folder above it; locked while written.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ FORMAT_CHOICES = ("auto", "cross-encoder", "sentence-transformers", "multi-vecto
 
 @cli_entry("ssft-export")
 def main(argv: list[str] | None = None) -> int:
-    parser = make_parser("ssft-export", "Export a trained ssft model for sentence-transformers / transformers / PyLate.")
+    parser = make_parser("ssft-export", "Export a model for sentence-transformers / transformers / PyLate.")
     add_model_argument(parser)
     parser.add_argument("--output", required=True, type=output_path,
                         help="folder to write the exported model into (new, empty, or an earlier ssft-export)")

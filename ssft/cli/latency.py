@@ -1,4 +1,4 @@
-"""ssft-latency RUN --data D: query (and document) encoding latency of a trained bi-encoder (``ssft.eval.latency``)."""
+"""ssft-latency MODEL --data D: query (and document) encoding latency of a bi-encoder (``ssft.eval.latency``)."""
 from __future__ import annotations
 
 import sys
@@ -10,6 +10,7 @@ from ssft.cli._common import (
     add_trust_argument,
     backend_value,
     make_parser,
+    model_argument,
     parse_args,
     precision_value,
 )
@@ -18,7 +19,7 @@ from ssft.core.errors import cli_entry, user_path
 
 @cli_entry("ssft-latency")
 def main(argv: list[str] | None = None) -> int:
-    parser = make_parser("ssft-latency", "Query encoding latency of a trained bi-encoder.")
+    parser = make_parser("ssft-latency", "Query encoding latency of a bi-encoder.")
     add_model_argument(parser)
     parser.add_argument("--data", required=True, help="BEIR folder or dataset name; its queries are timed")
     parser.add_argument("--split", default=None, help="take the queries of this qrels split (default: all queries)")
@@ -36,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     from ssft.eval.latency import format_latency
     from ssft.pipeline.latency import batch_size_list, model_latency
 
-    results = model_latency(ns.model, ns.data, split=ns.split, batch_sizes=batch_size_list(ns.batch_sizes),
+    results = model_latency(model_argument(ns, ns.output), ns.data, split=ns.split,
+                            batch_sizes=batch_size_list(ns.batch_sizes),
                             repeats=ns.repeats, threads=ns.threads, tower=ns.tower, max_queries=ns.max_queries,
                             precision=precision_value(ns), trust_remote_code=ns.trust_remote_code,
                             backend=backend_value(ns))

@@ -1,8 +1,8 @@
-"""ssft-mine --data DATASET --split SPLIT --output FILE.jsonl (--model MODEL | --bm25) — hard negatives for training.
+"""ssft-mine (MODEL | --bm25) --data DATASET --split SPLIT --output FILE.jsonl — hard negatives for training.
 
 Retrieves the top-``--depth`` documents of every judged query of the split with a miner — a dense model over the
-whole corpus with faiss (``--model``: an ssft run folder / model folder of architecture 'dense', or a sentence
-embedder by hub id or folder, e.g. sentence-transformers/all-MiniLM-L6-v2, with ``--pooling``), or BM25 (``--bm25``,
+whole corpus with faiss (MODEL: anything ``ssft.load`` takes: an ssft run folder / model folder of architecture
+'dense', or a sentence embedder by hub id or folder, e.g. sentence-transformers/all-MiniLM-L6-v2), or BM25 (``--bm25``,
 the index cached under $SSFT_CACHE) — and keeps, per (query, judged positive), the candidates that pass the
 false-negative filters (``ssft.eval.mining``: rank range, absolute / relative margin to the positive's score,
 maximum score, at most ``--num-negatives``). ``--teacher RUN`` rescores the kept (query, document) pairs with an
@@ -19,23 +19,36 @@ from __future__ import annotations
 
 import sys
 
-from ssft.cli._common import add_batch_size_argument, add_trust_argument, make_parser, output_path, parse_args, setup_logging
+from ssft.cli._common import (
+    add_batch_size_argument,
+    add_model_argument,
+    add_trust_argument,
+    make_parser,
+    output_path,
+    parse_args,
+    setup_logging,
+)
 from ssft.core.errors import cli_entry, user_path
 
 
 @cli_entry("ssft-mine")
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser("ssft-mine", "Mine hard negatives for training queries.")
+    add_model_argument(parser, optional=True, extra="; a dense model mines over the whole corpus (or --bm25)")
     parser.add_argument("--data", required=True, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
     parser.add_argument("--split", default="train", help="qrels split whose queries are mined")
     parser.add_argument("--output", required=True, type=output_path,
                         help="the dataset to write (.jsonl; never inside the dataset folder being mined)")
-    miner = parser.add_mutually_exclusive_group(required=True)
-    miner.add_argument("--model", help="dense miner: an ssft run / model folder, or a sentence embedder by name or folder")
-    miner.add_argument("--bm25", action="store_true", help="BM25 miner (bm25s, English stopwords)")
-    parser.add_argument("--pooling", default="mean", help="pooling of a --model given by name (mean or cls)")
-    parser.add_argument("--max-length", type=int, default=256, help="document tokens of a --model given by name")
-    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens of a --model given by name")
+    parser.add_argument("--bm25", action="store_true", help="BM25 miner (bm25s, English stopwords) instead of a model")
+    parser.add_argument("--model", dest="deprecated_model", default=None,
+                        help="old spelling of the positional model (deprecated)")
+    parser.add_argument("--pooling", default=None, choices=("mean", "cls"),
+                        help="pooling of a checkpoint given by folder or hub id (default: mean)")
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="document tokens of a checkpoint (default: its sentence-transformers max_seq_length, "
+                             "else 256)")
+    parser.add_argument("--query-max-length", type=int, default=None,
+                        help="query tokens of a checkpoint (default: as its documents)")
     parser.add_argument("--depth", type=int, default=100, help="candidates retrieved per query")
     parser.add_argument("--range-min", type=int, default=1, help="best rank a negative may have (1 = top)")
     parser.add_argument("--range-max", type=int, default=None, help="worst rank a negative may have (default --depth)")
@@ -47,17 +60,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-relevance", type=int, default=1, help="qrels grade counted as a positive")
     parser.add_argument("--form", default=None, choices=("ids", "scored"),
                         help="output form (default: scored with --teacher, else ids)")
-    parser.add_argument("--teacher", type=user_path, default=None, help="an ssft run that rescores the kept pairs")
+    parser.add_argument("--teacher", type=user_path, default=None,
+                        help="an ssft run (or saved model) that rescores the kept pairs")
     add_batch_size_argument(parser)
     add_trust_argument(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier ssft-mine --output and its .mining.json (never a file ssft-mine did not write)")
     ns = parse_args(parser, argv)
+    if ns.deprecated_model is not None:
+        if ns.model is not None:
+            parser.error("--model is the old spelling of the positional model: give the model once")
+        print("ssft-mine: deprecated: --model MODEL is now the positional model (ssft-mine MODEL --data ...); --model "
+              "will be removed in the next release", file=sys.stderr)
+        ns.model = ns.deprecated_model
+    if (ns.model is None) == (not ns.bm25):
+        parser.error("name one miner: a dense model (ssft-mine MODEL --data ...) or --bm25")
     setup_logging("INFO")
-    from ssft.pipeline.mine import mine_negatives, mining_summary
+    from ssft.api import mine
+    from ssft.pipeline.mine import mining_summary
 
-    options = {k: v for k, v in vars(ns).items() if k not in ("data", "output", "bm25")}
-    info = mine_negatives(ns.data, ns.output, **options, command=["ssft-mine", *(argv if argv is not None else sys.argv[1:])])
+    options = {k: v for k, v in vars(ns).items() if k not in ("data", "output", "split", "bm25", "deprecated_model")}
+    info = mine(ns.data, ns.output, ns.split, **options,
+                command=["ssft-mine", *(argv if argv is not None else sys.argv[1:])])
     print(mining_summary(info))
     return 0
 

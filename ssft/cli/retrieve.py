@@ -38,6 +38,7 @@ from ssft.cli._common import (
     add_precision_argument,
     add_trust_argument,
     make_parser,
+    model_argument,
     output_path,
     parse_args,
     setup_logging,
@@ -47,7 +48,7 @@ from ssft.core.errors import cli_entry, user_path
 
 @cli_entry("ssft-retrieve")
 def main(argv: list[str] | None = None) -> int:
-    parser = make_parser("ssft-retrieve", "Retrieve from a whole corpus with a trained dense or ColBERT model.")
+    parser = make_parser("ssft-retrieve", "Retrieve from a whole corpus with a dense or ColBERT model.")
     add_model_argument(parser)
     parser.add_argument("--data", default=None, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
     parser.add_argument("--split", default=None, help="qrels split whose queries are retrieved and evaluated")
@@ -99,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                             ("--documents-from", ns.documents_from), ("--passage-words", ns.passage_words)):
             if value is not None:
                 parser.error(f"{flag}: for a --split with qrels; drop it with --queries alone")
-        run = search_queries(ns.model, ns.queries, ns.output, corpus=ns.corpus or ns.data, index_dir=ns.index_dir,
+        run = search_queries(model_argument(ns, ns.output), ns.queries, ns.output, corpus=ns.corpus or ns.data,
+                             index_dir=ns.index_dir,
                              depth=ns.depth, index=ns.index, batch_size=ns.batch_size, precision=ns.precision,
                              backend=ns.backend, token_k=ns.token_k, overwrite=ns.overwrite,
                              trust_remote_code=ns.trust_remote_code)
@@ -112,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--data is required with --split")
 
     results = retrieve_corpus(
-        ns.model, ns.data, ns.split, ns.output, depth=ns.depth, index=ns.index, index_dir=ns.index_dir,
+        model_argument(ns, ns.output), ns.data, ns.split, ns.output, depth=ns.depth, index=ns.index,
+        index_dir=ns.index_dir,
         passage_words=ns.passage_words, passage_stride=ns.passage_stride, metrics=ns.metrics, fusion=ns.fusion,
         tune_split=ns.tune_split, tune_metric=ns.tune_metric, documents_from=ns.documents_from,
         teacher_pooling=ns.teacher_pooling, batch_size=ns.batch_size, precision=ns.precision, backend=ns.backend,

@@ -59,6 +59,7 @@ FIRST_STAGES = ("bm25", "full")
 DEFAULT_METRICS = ("nDCG@10", "R@100")
 BM25_DEPTH = 100  # BM25's own ranking is evaluated at least this deep (R@100)
 TEST = "paired t-test over the judged queries, two-sided (ssft.eval.significance.paired_ttest)"
+NOT_TESTED = {"pvalue": None, "statistic": None, "mark": ""}  # a metric not computed for the model (beyond_depth)
 
 
 def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDataset], *, first_stage: str = "bm25",
@@ -66,13 +67,14 @@ def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDatase
                       batch_size: int = 64, precision: str = "auto", output_dir: str | Path | None = None,
                       overwrite: bool = False, trust_remote_code: bool = False, pooling: str = "mean",
                       max_length: int = 256, query_max_length: int = 64,
-                      backend: str = openvino.DEFAULT_BACKEND) -> dict[str, Any]:
+                      backend: str = openvino.DEFAULT_BACKEND, model_name: str | None = None) -> dict[str, Any]:
     """Evaluate ``model`` on every dataset of ``datasets`` beside BM25 (module docstring); returns what ``eval.json``
     holds and, with ``output_dir``, writes ``eval.json``, ``eval.md`` and ``eval.png`` there. ``model``: a saved ssft
     model or run folder, a sentence embedder's hub id / folder (``pooling``, ``max_length``, ``query_max_length`` apply
     to it), or a loaded ranker. ``overwrite``: replace an earlier ``ssft-eval`` result in ``output_dir``. ``backend``:
     torch, openvino or auto (``ssft.models.interop.openvino.serve``: the job is every dataset's reranked pairs or
-    corpus; int8 runs on openvino, calibrated on each dataset's queries paired with its documents)."""
+    corpus; int8 runs on openvino, calibrated on each dataset's queries paired with its documents). ``model_name``:
+    how the table names a loaded ranker (default: its class)."""
     metrics = string_list(metrics, "--metrics")
     _check_settings(datasets, first_stage, depth, batch_size, metrics)
     precision_mod.check(precision, "precision")
@@ -95,7 +97,8 @@ def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDatase
         loaded.append((name, dataset, qrels))
         if folder is not None:
             folder.add_sources((dataset.path, f"the dataset being evaluated ({loaded[-1][0]})"))
-    ranker, model_name = _load_model(model, trust_remote_code, pooling, max_length, query_max_length)
+    ranker, shown = _load_model(model, trust_remote_code, pooling, max_length, query_max_length)
+    model_name = model_name if model_name and not isinstance(model, (str, Path)) else shown
     if first_stage == "full" and not getattr(ranker, "full_retrieval", False):
         raise SsftError(f"--first-stage full: full retrieval needs a single-vector dense model (architecture 'dense'), "
                         f"not '{getattr(ranker, 'architecture', type(ranker).__name__)}'; use --first-stage bm25")
@@ -188,6 +191,7 @@ def _evaluate(ranker, model_name: str, loaded: list[tuple[str, IRDataset, Qrels]
               split: str, metrics: list[str], batch_size: int, precision: str, indexes: list) -> dict[str, Any]:
     # the ranker serves for good (ssft.models.interop.openvino.serve); ``precision``: what its torch side computes in
     scorer = None if first_stage == "full" else prediction_trainer(ranker, batch_size, None, precision).score
+    beyond = beyond_depth(metrics, depth)
     rows = []
     for name, dataset, qrels in loaded:
         started = time.perf_counter()
@@ -205,20 +209,38 @@ def _evaluate(ranker, model_name: str, loaded: list[tuple[str, IRDataset, Qrels]
             model_run = _rerank(scorer, dataset, qrels, candidates, depth)
         model_scores, model_per_query = evaluate_run(qrels, model_run, metrics)
         bm25_scores, bm25_per_query = evaluate_run(qrels, sparse, metrics)
+        for m in beyond:  # the model ranked only the top-depth: no value to set beside BM25's deeper ranking
+            model_scores[m] = None
         rows.append({
             "dataset": name, "identity": dataset_identity(dataset), "split": split,
             "queries": len(model_per_query), "documents": len(dataset.corpus),
             "model": model_scores, "bm25": bm25_scores,
-            "significance": {m: _test(model_per_query, bm25_per_query, m) for m in metrics},
+            "significance": {m: NOT_TESTED if m in beyond else _test(model_per_query, bm25_per_query, m)
+                             for m in metrics},
             "seconds": round(time.perf_counter() - started, 1), "warnings": list(dataset.warnings),
         })
-        logger.info("%s: %s", name, ", ".join(f"{m} {model_scores[m]:.4f} (BM25 {bm25_scores[m]:.4f})" for m in metrics))
-    mean = {side: {m: sum(r[side][m] for r in rows) / len(rows) for m in metrics} for side in ("model", "bm25")}
+        logger.info("%s: %s", name, ", ".join(f"{m} {_value(model_scores[m], 4)} (BM25 {bm25_scores[m]:.4f})"
+                                              for m in metrics))
+    mean = {side: {m: None if side == "model" and m in beyond else sum(r[side][m] for r in rows) / len(rows)
+                   for m in metrics} for side in ("model", "bm25")}
     what = (f"reranking the BM25 top-{depth}" if first_stage == "bm25"
             else f"full retrieval of the corpus, top-{depth} (faiss flat, exact)")
     return {"model": model_name, "first_stage": first_stage, "depth": depth, "bm25_depth": max(depth, BM25_DEPTH),
             "split": split, "metrics": metrics, "precision": precision_mod.served_as(ranker), "what": what, "test": TEST,
+            "not_computed": {m: f"its cutoff is deeper than the depth ({depth})" for m in beyond},
             "datasets": rows, "mean": mean}
+
+
+def beyond_depth(metrics: Sequence[str], depth: int) -> list[str]:
+    """The metrics whose cutoff exceeds ``depth`` (R@100 of a top-5 ranking): the model ranks only its top-``depth``,
+    so its value would measure the depth, not the model; they are not computed for the model (nor tested)."""
+    return [name for name, measure in zip(metrics, parse_measures(list(metrics), "--metrics"))
+            if isinstance(measure.params.get("cutoff"), int) and measure.params["cutoff"] > depth]
+
+
+def _value(value: float | None, digits: int) -> str:
+    """A metric's value, or n/a where it is not computed (``beyond_depth``)."""
+    return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def _rerank(score, dataset: IRDataset, qrels: Qrels, sparse: Run, depth: int) -> Run:
@@ -253,16 +275,26 @@ def markdown_table(result: dict[str, Any]) -> str:
     for row in result["datasets"]:
         cells = [f"`{row['dataset']}` ({row['split']})", f"{row['queries']:,}", f"{row['documents']:,}"]
         for m in metrics:
-            cells += [f"{row['bm25'][m]:.3f}", f"{row['model'][m]:.3f}{row['significance'][m]['mark']}"]
+            cells += [f"{row['bm25'][m]:.3f}", f"{_value(row['model'][m], 3)}{row['significance'][m]['mark']}"]
         lines.append("| " + " | ".join(cells) + " |")
     cells = ["mean", "", ""]
     for m in metrics:
-        cells += [f"{result['mean']['bm25'][m]:.3f}", f"{result['mean']['model'][m]:.3f}"]
+        cells += [f"{result['mean']['bm25'][m]:.3f}", _value(result['mean']['model'][m], 3)]
     lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(f"{model}: {result['what']}, {result['precision']}; BM25: bm25s top-{result['bm25_depth']}. "
                  f"\\* / \\*\\*: p <= 0.05 / 0.01, {result['test']}.")
+    not_computed = result.get("not_computed") or {}
+    if not_computed:
+        lines.append(f"n/a: {', '.join(not_computed)} not computed for {model} (a cutoff deeper than the "
+                     f"{result['depth']} documents it ranks per query; run with --depth {_deepest(not_computed)} "
+                     f"or more), nor tested.")
     return "\n".join(lines)
+
+
+def _deepest(metrics: Sequence[str]) -> int:
+    """The deepest cutoff of ``metrics`` (ir_measures names with a cutoff)."""
+    return max(measure.params["cutoff"] for measure in parse_measures(list(metrics), "--metrics"))
 
 
 def plot_eval(result: dict[str, Any], path: Path) -> Path:
@@ -278,11 +310,13 @@ def plot_eval(result: dict[str, Any], path: Path) -> Path:
     for i, metric in enumerate(metrics):
         ax = fig.add_subplot(1, len(metrics), i + 1)
         bm25 = [r["bm25"][metric] for r in result["datasets"]] + [result["mean"]["bm25"][metric]]
-        model = [r["model"][metric] for r in result["datasets"]] + [result["mean"]["model"][metric]]
+        model = [r["model"][metric] or 0.0 for r in result["datasets"]] + [result["mean"]["model"][metric] or 0.0]
         marks = [r["significance"][metric]["mark"] for r in result["datasets"]] + [""]
         xs = list(range(len(labels)))
         ax.bar([x - width / 2 for x in xs], bm25, width, label="BM25", color="#9e9e9e")
         bars = ax.bar([x + width / 2 for x in xs], model, width, label=result["model"], color="#1f77b4")
+        if metric in (result.get("not_computed") or {}):
+            marks = ["n/a"] * len(marks)
         for bar, mark in zip(bars, marks):
             if mark:
                 ax.annotate(mark, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom")
@@ -298,4 +332,5 @@ def plot_eval(result: dict[str, Any], path: Path) -> Path:
     return path
 
 
-__all__ = ["DEFAULT_METRICS", "EVAL_OUTPUTS", "FIRST_STAGES", "TOOL", "evaluate_datasets", "markdown_table", "plot_eval"]
+__all__ = ["DEFAULT_METRICS", "EVAL_OUTPUTS", "FIRST_STAGES", "TOOL", "beyond_depth", "evaluate_datasets", "markdown_table",
+           "plot_eval"]

@@ -88,7 +88,7 @@ CASES = [
     ("train-no-arguments", "ssft.cli.train", lambda w: [], "required: recipe"),
     ("train-unknown-flag", "ssft.cli.train", lambda w: _train(w, "--bogus"), "unrecognized arguments: --bogus"),
     # ---- ssft-rerank
-    ("rerank-run-folder-missing", "ssft.cli.rerank", lambda w: w.rerank(run_dir=w.root / "no-run"), "run folder not found"),
+    ("rerank-run-folder-missing", "ssft.cli.rerank", lambda w: w.rerank(run_dir=w.root / "no-run"), "model not found"),
     ("rerank-run-without-model", "ssft.cli.rerank", _rerank_no_model, "no trained model"),
     ("rerank-corrupt-weights", "ssft.cli.rerank", _rerank_corrupt_weights, "the saved model cannot be loaded"),
     ("rerank-spec-not-json", "ssft.cli.rerank", lambda w: _rerank_spec(w, "{architecture: cross"),

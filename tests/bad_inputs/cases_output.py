@@ -255,7 +255,7 @@ LABELS_HEADER = "query_id\ttext\twords\tlemma\tsenses\tconfidence\tlabel\n"  # w
 def _ambiguity(w: World, out: Path, *extra: str, content: str | None = None) -> list[str]:
     if content is not None:
         out.write_text(content)
-    return [str(w.data), "--split", "test", "--out", str(out), *extra]
+    return ["--data", str(w.data), "--split", "test", "--output", str(out), *extra]
 
 
 def _encode(w: World, output: Path, model: Path | None = None) -> list[str]:
@@ -351,7 +351,7 @@ CONTRACT_CASES = [
     ("mine-output-locked", "ssft.cli.mine", _mine_locked, "is being written by another ssft-mine process"),
     ("mine-output-is-a-folder", "ssft.cli.mine", lambda w: (w.out.mkdir(), (w.out / "x.jsonl").mkdir(),
                                                           _mine(w, w.out / "x.jsonl"))[2], "is a folder, not a file"),
-    # ---- ssft-ambiguity --out: never a file it did not write, never inside the dataset
+    # ---- ssft-ambiguity --output: never a file it did not write, never inside the dataset
     ("ambiguity-out-over-a-user-file", "ssft.cli.ambiguity",
      lambda w: _ambiguity(w, w.root / "labels.tsv", "--overwrite", content="my,own,table\n"),
      "labels.tsv exists and ssft-ambiguity did not write it"),

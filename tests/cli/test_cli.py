@@ -36,7 +36,7 @@ def test_train_cli_errors(tmp_path, tiny_dataset, recipe, overrides, expected):
 def test_rerank_cli_errors(tmp_path, tiny_dataset):
     result = run_cli("ssft.cli.rerank", str(tmp_path / "nope"), "--data", str(tiny_dataset), "--first-stage", "bm25",
                      "--split", "test", "--output", str(tmp_path / "o"))
-    assert result.returncode == 2 and "run folder not found" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "model not found" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "o").exists()
 
 
@@ -71,14 +71,14 @@ training: {{output_dir: {out}, num_train_epochs: 2, per_device_train_batch_size:
         assert again["test"][metric] == pytest.approx(value, abs=1e-6)
     assert again["bm25"] == pytest.approx(metrics["bm25"])  # run.bm25.test.trec reads as bm25 again
     # a first stage covering one of the two judged test queries: averaged over both (the other scores 0),
-    # or over the run's own queries with --queries run
+    # or over the run's own queries with --average-over run
     one = tmp_path / "one.trec"
     one.write_text("".join(line + "\n" for line in (out / "run.bm25.test.trec").read_text().splitlines()
                            if line.startswith("q6 ")))
     results = {}
     for scope in ("judged", "run"):
         result = run_cli("ssft.cli.rerank", str(out), "--data", str(tiny_dataset), "--first-stage", str(one), "--split", "test",
-                         "--output", str(tmp_path / f"rerank-{scope}"), "--depth", "6", "--queries", scope)
+                         "--output", str(tmp_path / f"rerank-{scope}"), "--depth", "6", "--average-over", scope)
         assert result.returncode == 0, result.stderr[-3000:]
         results[scope] = json.loads((tmp_path / f"rerank-{scope}" / "metrics.json").read_text())["one"]
     assert results["judged"]["R@100"] == pytest.approx(results["run"]["R@100"] / 2)
@@ -114,8 +114,7 @@ def _console_scripts() -> dict[str, str]:
 
 
 SCRIPTS = _console_scripts()
-# ssft-eval is another change in progress; it joins the list once it takes make_parser
-CONSISTENT = {name: module for name, module in SCRIPTS.items() if name != "ssft-eval"}
+CONSISTENT = SCRIPTS
 
 
 @pytest.mark.parametrize("name", sorted(CONSISTENT))
@@ -149,7 +148,8 @@ def test_every_console_script_has_version_and_help_on_every_flag(name, monkeypat
     assert "autocast" not in parser.format_help()
 
 
-@pytest.mark.parametrize("name", ["ssft-rerank", "ssft-retrieve", "ssft-export", "ssft-encode", "ssft-latency"])
+@pytest.mark.parametrize("name", ["ssft-rerank", "ssft-retrieve", "ssft-export", "ssft-encode", "ssft-latency",
+                                  "ssft-eval"])
 def test_the_model_argument_is_positional_model(name, capsys):
     import importlib
 
@@ -177,7 +177,7 @@ def test_ambiguity_out_still_works_with_a_deprecation_line(tmp_path, tiny_datase
     user_file = tmp_path / "labels.tsv"
     user_file.write_text("my,own,table\n")
     for flag in ("--out", "--output"):
-        result = run_cli("ssft.cli.ambiguity", str(tiny_dataset), "--split", "test", flag, str(user_file))
+        result = run_cli("ssft.cli.ambiguity", "--data", str(tiny_dataset), "--split", "test", flag, str(user_file))
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and lines[-1].startswith("ssft-ambiguity: error: ") and \
             "labels.tsv exists and ssft-ambiguity did not write it" in lines[-1], result.stderr
@@ -185,5 +185,5 @@ def test_ambiguity_out_still_works_with_a_deprecation_line(tmp_path, tiny_datase
         assert deprecation == (["ssft-ambiguity: deprecated: --out is now --output; --out will be removed in the next "
                                 "release"] if flag == "--out" else [])
     assert user_file.read_text() == "my,own,table\n"
-    both = run_cli("ssft.cli.ambiguity", str(tiny_dataset), "--out", str(user_file), "--output", str(user_file))
+    both = run_cli("ssft.cli.ambiguity", "--data", str(tiny_dataset), "--out", str(user_file), "--output", str(user_file))
     assert both.returncode == 2 and "--out is the old spelling of --output" in both.stderr

@@ -68,7 +68,10 @@ def test_full_retrieval_on_two_datasets(tmp_path, two_datasets, tiny_model_dir, 
     model = set_precision(_dense(tiny_model_dir), "fp32")
     for row, spec in zip(result["datasets"], two_datasets):
         (bm25, bm25_pq), (want, want_pq) = _expected(spec, lambda d, q, s, r: retrieve(model, d, q, 10, 64))
-        assert row["bm25"] == pytest.approx(bm25) and row["model"] == pytest.approx(want)
+        # R@100 of a top-10 retrieval is not computed (its cutoff is deeper than the depth), nor tested
+        assert row["bm25"] == pytest.approx(bm25) and row["model"] == {"nDCG@10": pytest.approx(want["nDCG@10"]),
+                                                                       "R@100": None}
+        assert row["significance"]["R@100"] == {"pvalue": None, "statistic": None, "mark": ""}
         test = paired_ttest({q: v["nDCG@10"] for q, v in want_pq.items()},
                             {q: v["nDCG@10"] for q, v in bm25_pq.items()}, alternative="two-sided")
         if math.isnan(test.pvalue):
@@ -76,6 +79,8 @@ def test_full_retrieval_on_two_datasets(tmp_path, two_datasets, tiny_model_dir, 
         else:
             assert row["significance"]["nDCG@10"]["pvalue"] == pytest.approx(test.pvalue)
     assert result["datasets"][1]["identity"]["layout"] == "hub-mteb"
+    assert result["mean"]["model"]["R@100"] is None and result["not_computed"] == {"R@100": "its cutoff is deeper than "
+                                                                                             "the depth (10)"}
     for side in ("model", "bm25"):
         assert result["mean"][side]["nDCG@10"] == pytest.approx(
             sum(r[side]["nDCG@10"] for r in result["datasets"]) / 2)
@@ -95,18 +100,19 @@ def test_rerank_bm25_with_a_saved_cross_encoder(tmp_path, tiny_dataset, saved_cr
     from ssft.pipeline.evaluate import evaluate_datasets
     from ssft.training.prediction import prediction_trainer
 
-    result = evaluate_datasets(saved_cross, [str(tiny_dataset)], first_stage="bm25", depth=3, precision="fp32")
+    result = evaluate_datasets(saved_cross, [str(tiny_dataset)], first_stage="bm25", depth=10, precision="fp32")
     score = prediction_trainer(load_ranker(saved_cross), 64, None, "fp32").score
 
     def rerank(dataset, queries, sparse, qrels):
-        first = BM25(dataset, cache=False).search(queries, 3)  # what ssft-rerank --first-stage bm25 --depth 3 reranks
-        pairs = PairDataset(top_k({q: first[q] for q in qrels if first.get(q)}, 3), 3, dataset)
+        first = BM25(dataset, cache=False).search(queries, 10)  # what ssft-rerank --first-stage bm25 --depth 10 reranks
+        pairs = PairDataset(top_k({q: first[q] for q in qrels if first.get(q)}, 10), 10, dataset)
         return pairs.to_run(score(pairs))
 
     (bm25, _), (want, _) = _expected(str(tiny_dataset), rerank)
     row = result["datasets"][0]
-    assert row["model"] == pytest.approx(want) and row["bm25"] == pytest.approx(bm25)
-    assert result["model"] == saved_cross.parent.name and "BM25 top-3" in result["what"]
+    assert row["model"] == {"nDCG@10": pytest.approx(want["nDCG@10"]), "R@100": None}  # R@100: deeper than the depth
+    assert row["bm25"] == pytest.approx(bm25)
+    assert result["model"] == saved_cross.parent.name and "BM25 top-10" in result["what"]
 
 
 def test_output_folder_contract(tmp_path, tiny_dataset, tiny_model_dir):
@@ -216,9 +222,10 @@ def test_rerank_row_is_what_ssft_rerank_gives(tmp_path, saved_cross):
                                                + "\n" for i, w in zip(range(1, 13), "abcdefghijkl")))
     (data / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": "vitamin"}) + "\n" for i in (1, 2)))
     (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td9\t1\nq2\td1\t1\n")
+    # metrics whose cutoff is within the depth (a deeper one is n/a in ssft-eval's table)
     result = evaluate_datasets(saved_cross, [str(data)], first_stage="bm25", depth=4, precision="fp32",
-                               metrics=["nDCG@10", "R@100", "RR@10"])
+                               metrics=["nDCG@4", "R@4", "RR@4"])
     assert rerank([str(saved_cross), "--data", str(data), "--first-stage", "bm25", "--split", "test", "--output",
-                   str(tmp_path / "rr"), "--depth", "4", "--precision", "fp32", "--metrics", "nDCG@10,R@100,RR@10"]) == 0
+                   str(tmp_path / "rr"), "--depth", "4", "--precision", "fp32", "--metrics", "nDCG@4,R@4,RR@4"]) == 0
     metrics = json.loads((tmp_path / "rr" / "metrics.json").read_text())
     assert result["datasets"][0]["model"] == pytest.approx(metrics["test"], abs=1e-9)
