@@ -78,10 +78,14 @@ class TrainingGroups(Dataset):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
 
+    def item_texts(self) -> list[tuple[str, str]]:
+        """Per item, its query and positive (the negatives change every epoch): what
+        ``training.train_sampling_strategy: group_by_length`` measures in tokens to group batches by."""
+        return [(self.dataset.queries[ex.qid], self.dataset.corpus[ex.positive].full_text) for ex in self.examples]
+
     def lengths(self) -> list[int]:
-        """Per item, the characters of its query and positive (the negatives change every epoch): what
-        ``training.train_sampling_strategy: group_by_length`` groups batches by."""
-        return [len(self.dataset.queries[ex.qid]) + len(self.dataset.corpus[ex.positive].full_text) for ex in self.examples]
+        """Per item, the characters of its query and positive (``item_texts``); the trainer groups by tokens."""
+        return [len(q) + len(d) for q, d in self.item_texts()]
 
     def query_texts(self) -> list[str]:
         """The distinct query texts of the items, in item order."""
@@ -110,8 +114,8 @@ class TextGroups(TrainingGroups):
     texts come with the rows; a row with fewer negatives than ``num_negatives`` is topped up with random
     documents of the recipe's corpus."""
 
-    def lengths(self) -> list[int]:
-        return [len(ex.query) + len(ex.positive) for ex in self.examples]
+    def item_texts(self) -> list[tuple[str, str]]:
+        return [(ex.query, ex.positive) for ex in self.examples]
 
     def query_texts(self) -> list[str]:
         return list(dict.fromkeys(ex.query for ex in self.examples))
@@ -147,9 +151,8 @@ class ScoredGroups(TrainingGroups):
                 raise SsftError(f"data.train: {name}: column 'document_ids', row {row}: {len(ex.document_ids)} "
                                 f"documents{left}, fewer than 1 + data.num_negatives = {1 + num_negatives}")
 
-    def lengths(self) -> list[int]:
-        return [len(self.dataset.queries[ex.qid]) + len(self.dataset.corpus[ex.document_ids[0]].full_text)
-                for ex in self.examples]
+    def item_texts(self) -> list[tuple[str, str]]:
+        return [(self.dataset.queries[ex.qid], self.dataset.corpus[ex.document_ids[0]].full_text) for ex in self.examples]
 
     def __getitem__(self, i: int) -> dict:
         ex = self.examples[i]

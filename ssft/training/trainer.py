@@ -24,6 +24,21 @@ from ssft.training.objectives import Objective, objective_for
 logger = logging.getLogger(__name__)
 
 
+def token_lengths(ranker, items: list[tuple[str, str]]) -> list[int]:
+    """Per (query, document) item, the tokens the ranker computes for it: each text's token count (its
+    ``TokenCache``, each distinct text tokenised once) cut at the query / document length. For a cross-encoder,
+    whose pair shares ``max_length``, the sum is cut at it. Characters where the ranker has no token cache."""
+    if not hasattr(ranker, "token_cache"):
+        return [len(q) + len(d) for q, d in items]
+    cache = ranker.token_cache()
+    queries = [n for _, n in cache.ids([q for q, _ in items])]
+    documents = [n for _, n in cache.ids([d for _, d in items])]
+    q_max, d_max = ranker.query_max_length, ranker.max_length
+    if getattr(ranker, "bi_encoder", True):
+        return [min(q, q_max) + min(d, d_max) for q, d in zip(queries, documents)]
+    return [min(q + d, d_max) for q, d in zip(queries, documents)]
+
+
 def warmup_steps_for(args, num_training_steps: int) -> tuple[int, int]:
     """(the warm-up steps a run of ``num_training_steps`` gets, the steps ``training.warmup_steps`` asks for: a whole
     number of steps, or below 1 a fraction of the run). The warm-up never takes more than half the run: the first step
@@ -83,13 +98,13 @@ class RankingTrainer(CheckpointedTrainer):
 
     # ------------------------------------------------------------ batching
     def _get_train_sampler(self, train_dataset=None):
-        # training.train_sampling_strategy: group_by_length batches queries of similar length together (less
-        # padding); the Trainer can only read lengths from a datasets column or tokenised items, the training
-        # groups give theirs (query + positive, in characters) themselves
+        # training.train_sampling_strategy: group_by_length batches items of similar length together (less
+        # padding); the Trainer can only read lengths from a datasets column or tokenised items, so the training
+        # groups give their texts (query + positive) and they are counted here in the ranker's tokens
         dataset = train_dataset if train_dataset is not None else self.train_dataset
-        if self.args.train_sampling_strategy == "group_by_length" and hasattr(dataset, "lengths"):
+        if self.args.train_sampling_strategy == "group_by_length" and hasattr(dataset, "item_texts"):
             return LengthGroupedSampler(self.args.train_batch_size * self.args.gradient_accumulation_steps,
-                                        lengths=dataset.lengths())
+                                        lengths=token_lengths(self.model, dataset.item_texts()))
         return super()._get_train_sampler(train_dataset)
 
     def _get_eval_sampler(self, eval_dataset):

@@ -18,13 +18,10 @@ def test_group_by_length_batches_training_groups_by_length(tiny_model_dir, tmp_p
 
     from ssft.data.beir import load_dataset
     from ssft.data.examples import RankerCollator, TrainingGroups, build_examples
-    from ssft.training.trainer import RankingTrainer
+    from ssft.training.trainer import RankingTrainer, token_lengths
 
     ds = load_dataset(str(write_synthetic_beir(tmp_path / "beir", queries=60, docs=80)))
     groups = TrainingGroups(build_examples(ds.qrels("train"), list(ds.corpus), None), ds, 1)
-    lengths = groups.lengths()
-    assert len(lengths) == len(groups)
-    assert lengths[0] == len(groups[0]["query"]) + len(groups[0]["documents"][0])
     args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, report_to=[], use_cpu=True,
                              remove_unused_columns=False, train_sampling_strategy="group_by_length")
     from ssft.config.recipe import ModelConfig
@@ -36,6 +33,11 @@ def test_group_by_length_batches_training_groups_by_length(tiny_model_dir, tmp_p
                              loss=ContrastiveLoss())
     sampler = trainer._get_train_sampler()
     assert isinstance(sampler, LengthGroupedSampler)
+    # grouped by the ranker's tokens (query cut at query_max_length, document at max_length), not characters
+    lengths = token_lengths(ranker, groups.item_texts())
+    query, document = groups[0]["query"], groups[0]["documents"][0]
+    count = lambda text: len(ranker.tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    assert lengths[0] == min(count(query), ranker.query_max_length) + min(count(document), ranker.max_length)
     order = list(sampler)
     assert sorted(order) == list(range(len(groups)))
     # the longest item leads the first batch (LengthGroupedSampler's rule) and each megabatch is sorted longest first
@@ -44,6 +46,55 @@ def test_group_by_length_batches_training_groups_by_length(tiny_model_dir, tmp_p
     for start in range(0, len(order), megabatch):
         chunk = [lengths[i] for i in order[start : start + megabatch]]
         assert chunk == sorted(chunk, reverse=True) or start == 0
+
+
+class _VariedItems(torch.utils.data.Dataset):
+    """Training items whose documents run from 1 to 40 words: what grouping by tokens is for."""
+
+    def __init__(self, n: int = 96):
+        import random
+
+        rng = random.Random(0)
+        self.items = [("vitamin d", " ".join(["bone"] * rng.randint(1, 40))) for _ in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"query": self.items[i][0], "documents": [self.items[i][1]]}
+
+    def item_texts(self) -> list[tuple[str, str]]:
+        return list(self.items)
+
+
+def test_grouping_by_tokens_sees_each_example_once_and_pads_less(tiny_model_dir, tmp_path):
+    """An epoch under ``group_by_length`` holds the same examples as the default shuffled one (each once), and its
+    batches compute fewer padded token positions."""
+    from transformers import TrainingArguments
+
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
+    from ssft.data.examples import RankerCollator
+    from ssft.losses import ContrastiveLoss
+    from ssft.training.trainer import RankingTrainer, token_lengths
+
+    ranker = MODELS.get("dense").build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=32), "full", {})
+    items = _VariedItems()
+    lengths = token_lengths(ranker, items.item_texts())
+    assert len(set(lengths)) > 10
+
+    def batches(strategy: str) -> list[list[int]]:
+        args = TrainingArguments(output_dir=str(tmp_path / strategy), per_device_train_batch_size=8, report_to=[],
+                                 use_cpu=True, remove_unused_columns=False, train_sampling_strategy=strategy)
+        trainer = RankingTrainer(model=ranker, args=args, train_dataset=items, data_collator=RankerCollator(ranker),
+                                 loss=ContrastiveLoss())
+        order = list(trainer._get_train_sampler())
+        return [order[i : i + 8] for i in range(0, len(order), 8)]
+
+    grouped, shuffled = batches("group_by_length"), batches("random")
+    assert sorted(i for b in grouped for i in b) == sorted(i for b in shuffled for i in b) == list(range(len(items)))
+    padded = lambda bs: sum(len(b) * max(lengths[i] for i in b) for b in bs)  # noqa: E731
+    assert padded(grouped) < 0.8 * padded(shuffled)
 
 
 def test_predictions_keep_pair_order_under_group_by_length(tiny_model_dir, tiny_dataset, tmp_path):
