@@ -88,13 +88,13 @@ def count_document_encodes(model_dir: Path, dataset, depth: int = 100) -> dict:
     model = load_ranker(model_dir)
     model.requires_grad_(False)
     counted = {"document": 0, "query": 0}
-    encode = model.encode
+    encode = model.encode_tokens
 
     def counting_encode(input_ids, attention_mask, tower):
         counted[tower] += int(input_ids.shape[0])
         return encode(input_ids, attention_mask, tower)
 
-    model.encode = counting_encode
+    model.encode_tokens = counting_encode
     torch.set_num_threads(2)
     out = {"pairs": pairs, "unique_documents": unique_docs}
     previous_cache = os.environ.get("SSFT_CACHE")
@@ -136,11 +136,11 @@ def hidden_prefix_overhead(dataset, repeats: int = 15, batch: int = 32, length: 
     with torch.inference_mode():
         for m in models.values():
             m.eval()
-            m.encode(tokens["input_ids"], tokens["attention_mask"], "document")  # warm-up
+            m.encode_tokens(tokens["input_ids"], tokens["attention_mask"], "document")  # warm-up
         for _ in range(repeats):
             for name, m in models.items():
                 started = time.perf_counter()
-                m.encode(tokens["input_ids"], tokens["attention_mask"], "document")
+                m.encode_tokens(tokens["input_ids"], tokens["attention_mask"], "document")
                 times[name].append(time.perf_counter() - started)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"median_seconds": med, "batch": batch, "length": length, "repeats": repeats,

@@ -303,8 +303,8 @@ class _Pair:
     def tokenize_queries(self, texts):
         return self.a.tokenize_queries(texts)
 
-    def encode(self, input_ids, attention_mask, tower):
-        return (self.a if tower == "query" else self.b).encode(input_ids, attention_mask, "query")
+    def encode_tokens(self, input_ids, attention_mask, tower):
+        return (self.a if tower == "query" else self.b).encode_tokens(input_ids, attention_mask, "query")
 
     def _to_device(self, batch):
         return batch

@@ -318,7 +318,7 @@ def score_texts(ranker, architecture: str, queries: list[str], documents: list[s
                 inputs.pop("group_size")
                 out.append(ranker(**inputs).float().reshape(-1).cpu())
             else:
-                vectors = ranker.encode(inputs["d_input_ids"], inputs["d_attention_mask"], "document").vectors
+                vectors = ranker.encode_tokens(inputs["d_input_ids"], inputs["d_attention_mask"], "document").vectors
                 out.append(vectors.float().reshape(len(items), -1)[:, :8].reshape(-1).cpu())
     return torch.cat(out)
 

@@ -29,7 +29,7 @@ def _tower_functions(model, tower: str):
             return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
 
     def encode(batch):
-        return model.encode(batch["input_ids"], batch["attention_mask"], tower).vectors
+        return model.encode_tokens(batch["input_ids"], batch["attention_mask"], tower).vectors
 
     return tokenize, encode
 

@@ -19,7 +19,7 @@ import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -50,8 +50,9 @@ from ssft.core.hub import (
 )
 from ssft.core.io import replace_folder
 from ssft.core.paths import SPEC_FILE
-from ssft.core.precision import inference, model_precision
+from ssft.core.precision import inference, model_precision, parse_served, served_as
 from ssft.data.tokens import TokenCache
+from ssft.models.batching import check_flag, inference_progress, length_batches, pair_lengths_of
 from ssft.models.interop.checkpoint import (
     Pretrained,
     account_weights,
@@ -537,47 +538,133 @@ class Ranker(nn.Module):
         self.backbone = Backbone(self.backbone.model.merge_and_unload(), "full")
 
     # ------------------------------------------------------------ the public inference interface (``ssft.load``)
-    def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
-        """One score per ``(query, document)`` pair, in the order given (a float32 numpy array): what ssft-rerank
-        scores them (higher is more relevant). Runs without gradient at the ranker's precision (``ssft.load``'s
-        ``precision``; fp32 for a ranker built otherwise), ``batch_size`` pairs at a time, longest first so each
-        batch pads little.
+    # sentence-transformers' call shapes (``CrossEncoder.predict`` / ``rank``, ``SentenceTransformer.encode_query`` /
+    # ``encode_document`` / ``encode`` / ``similarity``), with ssft's scores: what ssft-rerank scores, unscaled where
+    # a model scales (a dense model's scores are ``score_scale`` x its vectors' dot product, 20 x cosine by default)
+    def __repr__(self) -> str:
+        backend, precision = parse_served(served_as(self))
+        return (f"{type(self).__name__}(architecture={self.architecture!r}, base_model={self.spec.get('base_model')!r}, "
+                f"method={self.spec.get('method')!r}, precision={precision!r}, backend={backend!r}, "
+                f"max_length={self.max_length}, query_max_length={self.query_max_length})")
 
-        >>> model.predict([("vitamin d", "bone health and vitamin d"), ("vitamin d", "a recipe")])
-        array([ 3.1, -2.4], dtype=float32)"""
+    def predict(self, pairs: Sequence[tuple[str, str]] | tuple[str, str], batch_size: int = 32,
+                activation_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                show_progress_bar: bool | None = None, convert_to_numpy: bool = True,
+                convert_to_tensor: bool = False) -> np.ndarray | torch.Tensor | list[torch.Tensor] | np.float32:
+        """One score per ``(query, document)`` pair, in the order given: what ssft-rerank scores them (higher is
+        more relevant), in sentence-transformers' shape (``CrossEncoder.predict``). Runs without gradient at the
+        ranker's precision (``ssft.load``'s ``precision``; fp32 for a ranker built otherwise), ``batch_size`` pairs
+        at a time, longest first by exact token count so each batch pads little (a bi-encoder encodes each distinct
+        query and document once).
+
+        Args:
+            pairs: a list of (query, document) pairs of strings, or one pair.
+            batch_size: pairs (a bi-encoder: texts) per forward pass.
+            activation_fn: a callable applied to the scores (a float32 tensor), e.g. ``torch.nn.Sigmoid()``; None
+                returns the raw scores (ssft's scores are logits: unlike sentence-transformers' ``CrossEncoder``,
+                no sigmoid is applied by default).
+            show_progress_bar: None: progress past 256 items (a bar on a terminal or in a notebook, else
+                ``ssft.progress`` log lines); True: a bar; False: none.
+            convert_to_numpy: a float32 numpy array (the default); False: a list of 0-d tensors.
+            convert_to_tensor: one float32 tensor (overrides ``convert_to_numpy``).
+
+        Returns:
+            The scores, shape (len(pairs),); for one pair a scalar (a numpy float32, or a 0-d tensor).
+
+        Examples:
+            >>> model.predict([("vitamin d", "bone health and vitamin d"), ("vitamin d", "a recipe")])
+            array([ 3.1, -2.4], dtype=float32)
+            >>> model.predict(("vitamin d", "bone health and vitamin d"))
+            np.float32(3.1)
+        """
         if pairs is None or isinstance(pairs, (str, Mapping)):
             raise SsftError(f"predict: pairs: expected a list of (query, document) pairs of strings, got "
                             f"{type(pairs).__name__}")
-        pairs = [_pair(p, i) for i, p in enumerate(pairs)]
+        single = isinstance(pairs, (tuple, list)) and len(pairs) > 0 and isinstance(pairs[0], str)
+        if single:
+            pairs = [_pair(pairs, 0, "predict: pairs: one pair")]
+        else:
+            pairs = [_pair(p, i) for i, p in enumerate(pairs)]
         _check_batch_size(batch_size)
-        scores = np.zeros(len(pairs), dtype=np.float32)
-        order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i][0]) - len(pairs[i][1]))
-        with self._serving() as model:
-            for start in range(0, len(order), batch_size):
-                rows = order[start : start + batch_size]
+        show = check_flag(show_progress_bar, "predict: show_progress_bar")
+        to_numpy, to_tensor = _flag(convert_to_numpy, "predict: convert_to_numpy"), _flag(convert_to_tensor,
+                                                                                              "predict: convert_to_tensor")
+        _check_activation(activation_fn, "predict")
+        scores = _activated(self._pair_scores(pairs, batch_size, show), activation_fn, "predict")
+        out = _scores_out(scores, to_numpy, to_tensor)
+        return out[0] if single else out
+
+    def _pair_scores(self, pairs: list[tuple[str, str]], batch_size: int, show: bool | None) -> torch.Tensor:
+        """Hook: float32 scores of ``pairs`` in their order (a cross-encoder: batches of pairs by token count)."""
+        lengths = self.pair_token_lengths([q for q, _ in pairs], [d for _, d in pairs])
+        with self._serving() as model, inference_progress("scoring pairs", len(pairs), "pairs", show) as bar:
+            device = _device_of(model)
+            scores = torch.zeros(len(pairs), dtype=torch.float32, device=device)
+            for rows in length_batches(lengths, batch_size):
                 batch = model.tokenize([pairs[i][0] for i in rows], [pairs[i][1] for i in rows])
-                device = _device_of(model)
                 out = model(**{k: v.to(device) for k, v in batch.items()})
-                scores[rows] = out.float().cpu().numpy().reshape(-1)
+                scores[torch.tensor(rows, device=device)] = out.float().reshape(-1)
+                bar.update(len(rows))
         return scores
 
+    def pair_token_lengths(self, queries: list[str], documents: list[str]) -> list[int]:
+        """Tokens of each (query, document) pair as ``tokenize`` builds its row (``ssft.models.batching``): the
+        order ``predict`` batches pairs in. Each distinct text is tokenised once, its ids kept for the batches.
+
+        Args:
+            queries: the first text of each pair.
+            documents: the second text of each pair.
+
+        Returns:
+            One count per pair.
+        """
+        return pair_lengths_of(self.tokenizer, self.token_cache(), queries, documents, self.max_length)
+
     def rank(self, query: str | Mapping[str, str], documents: Sequence[str] | Mapping[str, Any],
-             top_k: int | None = None, batch_size: int = 32, *,
+             top_k: int | None = None, return_documents: bool = False, batch_size: int = 32,
+             show_progress_bar: bool | None = None,
+             activation_fn: Callable[[torch.Tensor], torch.Tensor] | None = None, *,
              corpus: Mapping[str, str] | None = None) -> list[dict[str, Any]] | dict[str, dict[str, float]]:
         """``documents`` ranked for ``query``, best first, in sentence-transformers' shape (``CrossEncoder.rank``):
-        ``[{"corpus_id": index into documents, "score": float}, ...]``; ``top_k`` keeps the best k (all by default).
+        ``[{"corpus_id": index into documents, "score": float}, ...]`` (ties in input order), each hit with its
+        ``"text"`` when ``return_documents``. The scores are ``predict``'s (a dense model's: ``score_scale`` x the
+        dot product of its vectors, 20 x cosine by default).
 
         Many queries at once, no qrels needed: ``query`` a dict of query id → text, ``documents`` a candidate run
         (query id → document ids, e.g. ``ssft.data.trec.read_run``'s dict of id → first-stage score) and ``corpus``
         document id → text; returns the run re-scored, query id → {document id: score} best first.
 
-        >>> model.rank("vitamin d", ["a recipe", "bone health and vitamin d"], top_k=1)
-        [{'corpus_id': 1, 'score': 3.1}]
-        >>> model.rank({"q1": "vitamin d"}, {"q1": {"d7": 12.0, "d2": 9.5}}, corpus={"d2": "...", "d7": "..."})
-        {'q1': {'d2': 3.1, 'd7': -0.4}}"""
+        Args:
+            query: one query, or a dict of query id → text (with a candidate run and ``corpus``).
+            documents: the texts to rank (``corpus_id`` is a position in it), or a candidate run.
+            top_k: keep the best k (None: all).
+            return_documents: add each hit's ``"text"`` (one query only).
+            batch_size: texts or pairs per forward pass.
+            show_progress_bar: as ``predict``'s.
+            activation_fn: as ``predict``'s: a callable applied to the scores before they are sorted.
+            corpus: document id → text, with a candidate run.
+
+        Returns:
+            The hits, best first; or, for a candidate run, query id → {document id: score}.
+
+        Examples:
+            >>> model.rank("vitamin d", ["a recipe", "bone health and vitamin d"], top_k=1)
+            [{'corpus_id': 1, 'score': 3.1}]
+            >>> model.rank("vitamin d", ["a recipe", "bone health and vitamin d"], top_k=1, return_documents=True)
+            [{'corpus_id': 1, 'score': 3.1, 'text': 'bone health and vitamin d'}]
+            >>> model.rank({"q1": "vitamin d"}, {"q1": {"d7": 12.0, "d2": 9.5}}, corpus={"d2": "...", "d7": "..."})
+            {'q1': {'d2': 3.1, 'd7': -0.4}}
+        """
         top_k = whole_number(top_k, "rank: top_k", allow_none=True)
+        return_documents = _flag(return_documents, "rank: return_documents")
+        _check_batch_size(batch_size)
+        show = check_flag(show_progress_bar, "rank: show_progress_bar")
+        _check_activation(activation_fn, "rank")
         if isinstance(query, Mapping):
-            return self._rank_run(query, documents, corpus, top_k, batch_size)
+            if return_documents:
+                raise SsftError("rank: return_documents applies to one query with a list of documents; a candidate "
+                                "run's scores are keyed by document id")
+            return self._rank_run(query, documents, corpus, top_k, batch_size, show, activation_fn)
         if not isinstance(query, str):
             raise SsftError(f"rank: the query must be a string, got {type(query).__name__}")
         text(query, "rank: query")
@@ -585,17 +672,26 @@ class Ranker(nn.Module):
             raise SsftError("rank: documents is a dict; with one query give a list of texts (corpus_id is then its "
                             "position), or pass a dict of queries, a candidate run as documents and corpus=")
         documents = _texts(documents, "rank: documents")
-        scores = self._rank_scores(query, documents, batch_size)
-        order = sorted(range(len(documents)), key=lambda i: (-float(scores[i]), i))
-        return [{"corpus_id": i, "score": float(scores[i])} for i in order[:top_k]]
+        return self._ranked(query, documents, top_k, return_documents, batch_size, show, activation_fn)
+
+    def _ranked(self, query: str, documents: list[str], top_k: int | None, return_documents: bool, batch_size: int,
+                show: bool | None, activation_fn) -> list[dict[str, Any]]:
+        scores = _activated(self._rank_scores(query, documents, batch_size, show), activation_fn, "rank")
+        values = scores.float().cpu().reshape(-1).tolist()
+        order = sorted(range(len(documents)), key=lambda i: (-values[i], i))
+        hits = [{"corpus_id": i, "score": values[i]} for i in order[:top_k]]
+        if return_documents:
+            for hit in hits:
+                hit["text"] = documents[hit["corpus_id"]]
+        return hits
 
     def _rank_run(self, queries: Mapping[str, str], run: Any, corpus: Mapping[str, str] | None, top_k: int | None,
-                  batch_size: int) -> dict[str, dict[str, float]]:
+                  batch_size: int, show: bool | None = None, activation_fn=None) -> dict[str, dict[str, float]]:
         """``rank`` over a candidate run: each query's candidates scored as ``rank`` scores them."""
         if not isinstance(run, Mapping) or corpus is None or not isinstance(corpus, Mapping):
             raise SsftError("rank: with a dict of queries, documents is a candidate run (query id -> document ids) "
                             "and corpus a dict of document id -> text")
-        out: dict[str, dict[str, float]] = {}
+        jobs: list[tuple[str, list[str]]] = []
         for qid in sorted(run):
             if qid not in queries:
                 raise SsftError(f"rank: query '{qid}' of the candidate run is not among the queries")
@@ -608,26 +704,94 @@ class Ranker(nn.Module):
             missing = next((d for d in doc_ids if d not in corpus), None)
             if missing is not None:
                 raise SsftError(f"rank: document '{missing}' (a candidate of query '{qid}') is not in corpus")
-            if not doc_ids:
-                continue
-            ranked = self.rank(queries[qid], [corpus[d] for d in doc_ids], top_k, batch_size)
-            out[qid] = {doc_ids[hit["corpus_id"]]: hit["score"] for hit in ranked}
+            if doc_ids:
+                jobs.append((qid, doc_ids))
+        out: dict[str, dict[str, float]] = {}
+        total = sum(len(doc_ids) for _, doc_ids in jobs)
+        with inference_progress("ranking candidates", total, "pairs", show) as bar:
+            for qid, doc_ids in jobs:
+                query = text(queries[qid], f"rank: query '{qid}'")
+                documents = _texts([corpus[d] for d in doc_ids], f"rank: the documents of query '{qid}'")
+                ranked = self._ranked(query, documents, top_k, False, batch_size, False, activation_fn)
+                out[qid] = {doc_ids[hit["corpus_id"]]: hit["score"] for hit in ranked}
+                bar.update(len(doc_ids))
         return out
 
-    def _rank_scores(self, query: str, documents: list[str], batch_size: int) -> np.ndarray:
-        """Hook: the scores ``rank`` sorts (a bi-encoder encodes the query once)."""
-        return self.predict([(query, d) for d in documents], batch_size)
+    def _rank_scores(self, query: str, documents: list[str], batch_size: int, show: bool | None = None) -> torch.Tensor:
+        """Hook: the float32 scores ``rank`` sorts (a bi-encoder encodes the query once)."""
+        return self._pair_scores([(query, d) for d in documents], batch_size, show)
 
-    def encode_query(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray | list[np.ndarray]:
-        """Query embeddings (bi-encoders; sentence-transformers' ``encode_query``): a float32 array (texts, dim), or
-        for multi-vector models (ColBERT) one (tokens, dim) array per text. A cross-encoder scores pairs only."""
-        raise SsftError(f"encode_query: a '{self.architecture}' model scores (query, document) pairs together and has no "
-                        f"separate embeddings; use predict or rank, or a bi-encoder (twin, colbert, dense)")
+    def _no_embeddings(self, what: str) -> SsftError:
+        return SsftError(f"{what}: a '{self.architecture}' model scores (query, document) pairs together and has no "
+                         f"separate embeddings; use predict or rank, or a bi-encoder (twin, colbert, dense)")
 
-    def encode_document(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray | list[np.ndarray]:
-        """Document embeddings (bi-encoders; sentence-transformers' ``encode_document``): as ``encode_query``."""
-        raise SsftError(f"encode_document: a '{self.architecture}' model scores (query, document) pairs together and "
-                        f"has no separate embeddings; use predict or rank, or a bi-encoder (twin, colbert, dense)")
+    def encode_query(self, texts: str | Sequence[str], batch_size: int = 32, show_progress_bar: bool | None = None,
+                     convert_to_numpy: bool = True, convert_to_tensor: bool = False,
+                     normalize_embeddings: bool = False) -> np.ndarray | torch.Tensor | list:
+        """Query embeddings (bi-encoders; sentence-transformers' ``encode_query``). A cross-encoder scores pairs
+        only: an SsftError.
+
+        Args:
+            texts: one text or a list of texts.
+            batch_size: texts per forward pass.
+            show_progress_bar: as ``predict``'s.
+            convert_to_numpy: float32 numpy (the default); False: a list of tensors.
+            convert_to_tensor: one tensor (overrides ``convert_to_numpy``).
+            normalize_embeddings: L2-normalise each vector.
+
+        Returns:
+            See ``BiEncoder.encode_query``.
+        """
+        raise self._no_embeddings("encode_query")
+
+    def encode_document(self, texts: str | Sequence[str], batch_size: int = 32, show_progress_bar: bool | None = None,
+                        convert_to_numpy: bool = True, convert_to_tensor: bool = False,
+                        normalize_embeddings: bool = False) -> np.ndarray | torch.Tensor | list:
+        """Document embeddings (bi-encoders; sentence-transformers' ``encode_document``): as ``encode_query``.
+
+        Args:
+            texts: one text or a list of texts.
+            batch_size: texts per forward pass.
+            show_progress_bar: as ``predict``'s.
+            convert_to_numpy: float32 numpy (the default); False: a list of tensors.
+            convert_to_tensor: one tensor (overrides ``convert_to_numpy``).
+            normalize_embeddings: L2-normalise each vector.
+
+        Returns:
+            See ``BiEncoder.encode_document``.
+        """
+        raise self._no_embeddings("encode_document")
+
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32, show_progress_bar: bool | None = None,
+               convert_to_numpy: bool = True, convert_to_tensor: bool = False,
+               normalize_embeddings: bool = False) -> np.ndarray | torch.Tensor | list:
+        """Embeddings of a symmetric bi-encoder (sentence-transformers' ``encode``): see ``BiEncoder.encode``.
+
+        Args:
+            texts: one text or a list of texts.
+            batch_size: texts per forward pass.
+            show_progress_bar: as ``predict``'s.
+            convert_to_numpy: float32 numpy (the default); False: a list of tensors.
+            convert_to_tensor: one tensor (overrides ``convert_to_numpy``).
+            normalize_embeddings: L2-normalise each vector.
+
+        Returns:
+            See ``BiEncoder.encode``.
+        """
+        raise self._no_embeddings("encode")
+
+    def similarity(self, embeddings1: Any, embeddings2: Any) -> torch.Tensor:
+        """The score of every embedding of ``embeddings1`` against every one of ``embeddings2`` (bi-encoders;
+        sentence-transformers' ``similarity``): see ``BiEncoder.similarity``.
+
+        Args:
+            embeddings1: query embeddings.
+            embeddings2: document embeddings.
+
+        Returns:
+            A (len(embeddings1), len(embeddings2)) float32 tensor.
+        """
+        raise self._no_embeddings("similarity")
 
     @contextmanager
     def _serving(self) -> Iterator[Ranker]:
@@ -650,17 +814,51 @@ def _check_batch_size(batch_size: int) -> None:
     whole_number(batch_size, "batch_size")
 
 
+def _flag(value: Any, name: str) -> bool:
+    """A True / False argument (numpy's bool too); anything else a one-line error naming it."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise SsftError(f"{name} must be True or False, got {value!r}")
+
+
+def _check_activation(activation_fn: Any, what: str) -> None:
+    if activation_fn is not None and not callable(activation_fn):
+        raise SsftError(f"{what}: activation_fn must be a callable (e.g. torch.nn.Sigmoid()) or None, got "
+                        f"{type(activation_fn).__name__}")
+
+
+def _activated(scores: torch.Tensor, activation_fn: Any, what: str) -> torch.Tensor:
+    """``activation_fn(scores)`` as a float32 tensor of the scores' shape (the scores themselves without one)."""
+    if activation_fn is None:
+        return scores
+    out = activation_fn(scores)
+    out = out if isinstance(out, torch.Tensor) else torch.as_tensor(np.asarray(out, dtype=np.float32))
+    if tuple(out.shape) != tuple(scores.shape):
+        raise SsftError(f"{what}: activation_fn returned shape {tuple(out.shape)} for scores of shape "
+                        f"{tuple(scores.shape)}; it must act element-wise")
+    return out.float()
+
+
+def _scores_out(scores: torch.Tensor, to_numpy: bool, to_tensor: bool) -> np.ndarray | torch.Tensor | list:
+    """Scores as sentence-transformers returns them: one tensor, a float32 numpy array, or a list of 0-d tensors."""
+    if to_tensor:
+        return scores
+    if to_numpy:
+        return scores.detach().float().cpu().numpy()
+    return list(scores)
+
+
 def _texts(values: Sequence[str], what: str) -> list[str]:
     """``values`` as a list of strings (``ssft.core.arguments.texts``: a generator is read once; a lone string, a
     mapping or None is refused, as is a text no tokenizer takes)."""
     return texts(values, what)
 
 
-def _pair(pair: Any, i: int) -> tuple[str, str]:
+def _pair(pair: Any, i: int, what: str | None = None) -> tuple[str, str]:
+    what = what or f"predict: pair {i}"
     if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(isinstance(t, str) for t in pair):
-        raise SsftError(f"predict: pair {i}: expected a (query, document) pair of strings, got {pair!r}")
-    return text(pair[0], f"predict: pair {i}: query"), text(pair[1], f"predict: pair {i}: document")
-
+        raise SsftError(f"{what}: expected a (query, document) pair of strings, got {pair!r}"[:300])
+    return text(pair[0], f"{what}: query"), text(pair[1], f"{what}: document")
 
 def load_ranker(path: str | Path, trust_remote_code: bool = False) -> Ranker:
     """Load any saved ranker folder, whatever its architecture. ``trust_remote_code``: the user's permission to

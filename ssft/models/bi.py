@@ -10,13 +10,26 @@ that retrieved it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
+from ssft.config.registry import ADAPTERS
+from ssft.core.arguments import text
+from ssft.core.errors import SsftError
 from ssft.core.progress import Progress, track
 from ssft.data.trec import top_k
-from ssft.models.base import Pretrained, Ranker, _check_batch_size, _texts
+from ssft.models.base import Pretrained, Ranker, _check_batch_size, _device_of, _flag, _texts
+from ssft.models.batching import (
+    as_float_tensor,
+    check_flag,
+    inference_progress,
+    length_batches,
+    single_lengths,
+    token_lengths,
+)
 from ssft.models.embedding_cache import cached_documents
 from ssft.models.encoded import Encoded
 
@@ -108,70 +121,275 @@ class BiEncoder(Ranker):
         cols = torch.arange(len(d), device=d.vectors.device).repeat(len(q))
         return self.score(q.select(rows), d.select(cols)).view(len(q), len(d))
 
-    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
-        """The one encode path: backbone (with the tower's modules) → representation."""
+    def encode_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
+        """The one encode path of token ids: backbone (with the tower's modules) → representation (``encode`` is
+        sentence-transformers' call on texts).
+
+        Args:
+            input_ids: (n, length) token ids, as ``tokenize_queries`` / ``tokenize_documents`` build them.
+            attention_mask: (n, length), 1 at attended positions.
+            tower: ``query`` or ``document``.
+
+        Returns:
+            The texts' ``Encoded`` representations (with gradient where the weights train).
+        """
         hidden = self.backbone(input_ids, attention_mask, tower=tower)
         return self.represent(hidden, input_ids, attention_mask, tower)
 
     def encode_queries(self, texts: list[str]) -> Encoded:
         batch = self._to_device(self.tokenize_queries(texts))
-        return self.encode(batch["input_ids"], batch["attention_mask"], "query")
+        return self.encode_tokens(batch["input_ids"], batch["attention_mask"], "query")
 
     def encode_documents(self, texts: list[str]) -> Encoded:
         batch = self._to_device(self.tokenize_documents(texts))
-        return self.encode(batch["input_ids"], batch["attention_mask"], "document")
+        return self.encode_tokens(batch["input_ids"], batch["attention_mask"], "document")
 
     def _to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         device = next(self.parameters()).device
         return {k: v.to(device) for k, v in batch.items()}
 
     # ------------------------------------------------------------ the public inference interface (``ssft.load``)
-    def encode_query(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray | list[np.ndarray]:
-        """Query embeddings as numpy (what ``encode_queries`` computes, without gradient, at the ranker's precision,
-        in batches): a float32 array (texts, dim), or for a multi-vector model one (tokens, dim) array per text.
+    def encode_query(self, texts: str | Sequence[str], batch_size: int = 32, show_progress_bar: bool | None = None,
+                     convert_to_numpy: bool = True, convert_to_tensor: bool = False,
+                     normalize_embeddings: bool = False) -> np.ndarray | torch.Tensor | list:
+        """Query embeddings in sentence-transformers' shape (``encode_query``): what ``encode_queries`` computes,
+        without gradient, at the ranker's precision, in batches of about one token count, returned in input order.
 
-        >>> model.encode_query(["vitamin d"]).shape
-        (1, 384)"""
-        return self._encode_numpy(_texts(texts, "encode_query"), "query", batch_size)
+        Args:
+            texts: one text or a list of texts.
+            batch_size: texts per forward pass.
+            show_progress_bar: None: progress past 256 texts (a bar on a terminal or in a notebook, else
+                ``ssft.progress`` log lines); True: a bar; False: none.
+            convert_to_numpy: float32 numpy (the default); False: a list of float32 tensors.
+            convert_to_tensor: one float32 tensor (texts, dim) on the model's device (overrides
+                ``convert_to_numpy``); a multi-vector model returns a list of tensors (texts differ in tokens).
+            normalize_embeddings: L2-normalise each vector (a multi-vector model's: each token vector).
 
-    def encode_document(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray | list[np.ndarray]:
-        """Document embeddings as numpy: as ``encode_query``, with the document tower."""
-        return self._encode_numpy(_texts(texts, "encode_document"), "document", batch_size)
+        Returns:
+            An array (texts, dim), or (dim,) for one text; a multi-vector model (ColBERT): one (tokens, dim) array
+            per text (its scored tokens), one array for one text.
 
-    def _encode_numpy(self, texts: list[str], tower: str, batch_size: int) -> np.ndarray | list[np.ndarray]:
-        parts = self._encoded(texts, tower, batch_size)
-        if parts and parts[0].mask is not None:  # multi-vector: each text's used tokens
-            return [it.vectors[0][it.mask[0].bool()].float().cpu().numpy() for it in parts]
-        if not parts:
-            return np.zeros((0, 0), dtype=np.float32)
-        return torch.cat([it.vectors for it in parts]).float().cpu().numpy()
+        Examples:
+            >>> model.encode_query(["vitamin d"]).shape
+            (1, 384)
+            >>> model.encode_query("vitamin d").shape
+            (384,)
+        """
+        return self._encode_public(texts, "query", "encode_query", batch_size, show_progress_bar, convert_to_numpy,
+                                   convert_to_tensor, normalize_embeddings)
 
-    def _encoded(self, texts: list[str], tower: str, batch_size: int) -> list[Encoded]:
-        """One ``Encoded`` per text, in input order; batches of similar lengths (longest first)."""
+    def encode_document(self, texts: str | Sequence[str], batch_size: int = 32, show_progress_bar: bool | None = None,
+                        convert_to_numpy: bool = True, convert_to_tensor: bool = False,
+                        normalize_embeddings: bool = False) -> np.ndarray | torch.Tensor | list:
+        """Document embeddings in sentence-transformers' shape (``encode_document``): as ``encode_query``, with the
+        document tower.
+
+        Args:
+            texts: one text or a list of texts.
+            batch_size: texts per forward pass.
+            show_progress_bar: as ``encode_query``'s.
+            convert_to_numpy: float32 numpy (the default); False: a list of float32 tensors.
+            convert_to_tensor: one float32 tensor (overrides ``convert_to_numpy``).
+            normalize_embeddings: L2-normalise each vector.
+
+        Returns:
+            As ``encode_query``.
+        """
+        return self._encode_public(texts, "document", "encode_document", batch_size, show_progress_bar,
+                                   convert_to_numpy, convert_to_tensor, normalize_embeddings)
+
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32, show_progress_bar: bool | None = None,
+               convert_to_numpy: bool = True, convert_to_tensor: bool = False,
+               normalize_embeddings: bool = False) -> np.ndarray | torch.Tensor | list:
+        """Embeddings of a symmetric model (sentence-transformers' ``encode``): one tower for queries and documents
+        (a Siamese twin or dense model without semi-Siamese adapters, a separate document tower or different query
+        and document prompts). It is ``encode_document`` (texts truncated at ``max_length``, as a sentence-transformers
+        Router's default route); an asymmetric model refuses it, pointing to ``encode_query`` / ``encode_document``.
+        The torch-level encode path of token ids is ``encode_tokens``.
+
+        Args:
+            texts: one text or a list of texts.
+            batch_size: texts per forward pass.
+            show_progress_bar: as ``encode_query``'s.
+            convert_to_numpy: float32 numpy (the default); False: a list of float32 tensors.
+            convert_to_tensor: one float32 tensor (overrides ``convert_to_numpy``).
+            normalize_embeddings: L2-normalise each vector.
+
+        Returns:
+            As ``encode_query``.
+
+        Examples:
+            >>> model.encode(["bone health", "a recipe"]).shape
+            (2, 384)
+        """
+        why = self.asymmetry()
+        if why is not None:
+            raise SsftError(f"encode: this '{self.architecture}' model encodes queries and documents differently "
+                            f"({why}); use encode_query or encode_document")
+        return self._encode_public(texts, "document", "encode", batch_size, show_progress_bar, convert_to_numpy,
+                                   convert_to_tensor, normalize_embeddings)
+
+    def asymmetry(self) -> str | None:
+        """Why queries and documents go through different encoders (``encode`` refuses then).
+
+        Returns:
+            The reason in words (semi-Siamese towers, different prompts; subclasses add theirs), or None for a
+            symmetric model.
+        """
+        method = self.backbone.method
+        towers = method in ADAPTERS and ADAPTERS.get(method).needs_towers
+        if towers or self.backbone.tower_switch is not None or hasattr(self.backbone.hidden_prefix, "tower_mlps"):
+            return f"semi-Siamese towers, method {method}"
+        if self.spec.get("query_prompt") != self.spec.get("document_prompt"):
+            return (f"query prompt {self.spec.get('query_prompt')!r}, document prompt "
+                    f"{self.spec.get('document_prompt')!r}")
+        return None
+
+    def similarity(self, embeddings1: Any, embeddings2: Any) -> torch.Tensor:
+        """Scores of every embedding of ``embeddings1`` (queries) against every one of ``embeddings2``
+        (documents), in sentence-transformers' shape (``similarity``), by the model's own scoring function: what
+        ``rank`` and ``predict`` score. A dense model scores ``score_scale`` x the dot product of its vectors, i.e.
+        20 x cosine by default where sentence-transformers returns the cosine (divide by ``model.score_scale`` for
+        it); TwinBERT its scorer (combiner, cosine or dot); ColBERT MaxSim over each text's token vectors.
+
+        Args:
+            embeddings1: ``encode_query``'s output: an array or tensor (n, dim) or (dim,), a list of vectors; for
+                ColBERT one (tokens, dim) matrix per text (a list), or one matrix.
+            embeddings2: ``encode_document``'s output, likewise.
+
+        Returns:
+            A (len(embeddings1), len(embeddings2)) float32 tensor.
+
+        Examples:
+            >>> model.similarity(model.encode_query(["vitamin d"]), model.encode_document(["bones", "a recipe"]))
+            tensor([[11.2, 1.3]])
+        """
+        with self._serving() as model:
+            device = _device_of(model)
+            q = self._as_encoded(embeddings1, "similarity: embeddings1", device)
+            d = self._as_encoded(embeddings2, "similarity: embeddings2", device)
+            if len(q) == 0 or len(d) == 0:
+                return torch.zeros(len(q), len(d), device=device)
+            width = q.vectors.shape[-1], d.vectors.shape[-1]
+            if width[0] != width[1]:
+                raise SsftError(f"similarity: embeddings1 has {width[0]} dimensions, embeddings2 {width[1]}")
+            try:
+                return model.score_matrix(q, d).float()
+            except RuntimeError as err:  # e.g. vectors of another model's size
+                raise SsftError(f"similarity: these embeddings do not fit this model: {str(err).splitlines()[0]}") from None
+
+    def _as_encoded(self, values: Any, what: str, device: torch.device) -> Encoded:
+        """User embeddings (``encode_query`` / ``encode_document``'s outputs) as an ``Encoded`` on ``device``."""
+        if getattr(self, "multi_vector", False):
+            if isinstance(values, (np.ndarray, torch.Tensor)) and values.ndim == 2:
+                values = [values]
+            if not isinstance(values, (list, tuple)):
+                raise SsftError(f"{what}: expected one (tokens, dim) matrix per text (a list), got {type(values).__name__}")
+            items = [as_float_tensor(v, f"{what}: item {i}") for i, v in enumerate(values)]
+            if any(m.ndim != 2 or m.shape[0] == 0 for m in items):
+                raise SsftError(f"{what}: expected one (tokens, dim) matrix per text")
+            if not items:
+                return Encoded(torch.zeros(0, 1, 1, device=device), torch.zeros(0, 1, device=device))
+            return Encoded.stack([Encoded(m[None].to(device), torch.ones(1, m.shape[0], device=device)) for m in items])
+        vectors = as_float_tensor(values, what)
+        if vectors.ndim == 1:
+            vectors = vectors[None] if vectors.numel() else vectors.reshape(0, 0)
+        if vectors.ndim != 2:
+            raise SsftError(f"{what}: expected vectors of shape (n, dim) or (dim,), got shape {tuple(vectors.shape)}")
+        return Encoded(vectors.to(device))
+
+    def _encode_public(self, texts: Any, tower: str, what: str, batch_size: int, show_progress_bar: Any,
+                       convert_to_numpy: Any, convert_to_tensor: Any, normalize_embeddings: Any
+                       ) -> np.ndarray | torch.Tensor | list:
+        """``encode_query`` / ``encode_document`` / ``encode``: checks, the encoding, sentence-transformers' shapes."""
+        single = isinstance(texts, str)
+        items = [text(texts, f"{what}: texts")] if single else _texts(texts, what)
         _check_batch_size(batch_size)
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        show = check_flag(show_progress_bar, f"{what}: show_progress_bar")
+        to_numpy, to_tensor = _flag(convert_to_numpy, f"{what}: convert_to_numpy"), _flag(convert_to_tensor,
+                                                                                           f"{what}: convert_to_tensor")
+        normalize = _flag(normalize_embeddings, f"{what}: normalize_embeddings")
+        stage = "encoding" if what == "encode" else "encoding queries" if tower == "query" else "encoding documents"
+        with inference_progress(stage, len(items), "texts", show) as bar:
+            parts = self._encoded(items, tower, batch_size, bar)
+        if getattr(self, "multi_vector", False):  # each text's scored tokens
+            matrices = [it.vectors[0][it.mask[0].bool()].float() for it in parts]
+            if normalize:
+                matrices = [F.normalize(m, p=2, dim=-1) for m in matrices]
+            out = [m.cpu().numpy() for m in matrices] if to_numpy and not to_tensor else matrices
+            return out[0] if single else out
+        if not parts:
+            vectors = torch.zeros(0, 0)
+        else:
+            vectors = torch.cat([it.vectors for it in parts]).float()
+        if normalize:
+            vectors = F.normalize(vectors, p=2, dim=1)
+        out = vectors if to_tensor else vectors.cpu().numpy() if to_numpy else list(vectors)
+        return out[0] if single else out
+
+    def _encoded(self, texts: list[str], tower: str, batch_size: int, bar=None) -> list[Encoded]:
+        """One ``Encoded`` per text, in input order; batches longest first by exact token count
+        (``ssft.models.batching``), ``bar`` advanced by each batch."""
+        _check_batch_size(batch_size)
+        lengths = token_lengths(self, texts, tower)
         out: list[Encoded | None] = [None] * len(texts)
         with self._serving() as model:
             encode = model.encode_queries if tower == "query" else model.encode_documents
-            for start in range(0, len(order), batch_size):
-                rows = order[start : start + batch_size]
+            for rows in length_batches(lengths, batch_size):
                 for i, it in zip(rows, encode([texts[i] for i in rows]).split()):
                     out[i] = it
+                if bar is not None:
+                    bar.update(len(rows))
         return out  # type: ignore[return-value]
 
-    def _rank_scores(self, query: str, documents: list[str], batch_size: int) -> np.ndarray:
+    def token_lengths(self, texts: Sequence[str], tower: str) -> list[int]:
+        """Tokens of each text's row as ``tokenize_queries`` / ``tokenize_documents`` builds it (padding excluded):
+        the order batches are cut in (``ssft.models.batching``). Texts the token cache has not seen are tokenised
+        once, and their ids kept for the batches.
+
+        Args:
+            texts: the texts.
+            tower: ``query`` or ``document``.
+
+        Returns:
+            One count per text.
+        """
+        length = self.query_max_length if tower == "query" else self.max_length
+        return single_lengths(self.tokenizer, self.token_cache(), self.prompted(list(texts), tower), length)
+
+    def _pair_scores(self, pairs: list[tuple[str, str]], batch_size: int, show: bool | None) -> torch.Tensor:
+        """Each distinct query and document of ``pairs`` encoded once (batches by token count), then each pair
+        scored: what ``forward`` scores, without encoding a text twice."""
+        if not pairs:
+            return torch.zeros(0, dtype=torch.float32)
+        queries, q_index = unique_with_index([q for q, _ in pairs])
+        documents, d_index = unique_with_index([d for _, d in pairs])
+        with inference_progress("scoring pairs", len(queries) + len(documents), "texts", show) as bar:
+            q = self._encoded(queries, "query", batch_size, bar)
+            d = self._encoded(documents, "document", batch_size, bar)
+        scores = []
+        with self._serving() as model:
+            for start in range(0, len(pairs), batch_size):
+                rows = range(start, min(start + batch_size, len(pairs)))
+                qs = Encoded.stack([q[int(q_index[i])] for i in rows])
+                ds = Encoded.stack([d[int(d_index[i])] for i in rows])
+                scores.append(model.score(qs, ds).float())
+        return torch.cat(scores)
+
+    def _rank_scores(self, query: str, documents: list[str], batch_size: int, show: bool | None = None) -> torch.Tensor:
         """The query encoded once, each document once, scored as ``predict`` scores the pairs."""
         if not documents:
-            return np.zeros(0, dtype=np.float32)
-        q = self._encoded([query], "query", 1)[0]
-        d = self._encoded(documents, "document", batch_size)
+            return torch.zeros(0, dtype=torch.float32)
+        with inference_progress("ranking", len(documents), "documents", show) as bar:
+            q = self._encoded([query], "query", 1)[0]
+            d = self._encoded(documents, "document", batch_size, bar)
         with self._serving() as model:
             scores = []
             for start in range(0, len(d), batch_size):
                 chunk = Encoded.stack(d[start : start + batch_size])
                 q_rows = q.select(torch.zeros(len(chunk), dtype=torch.long, device=q.vectors.device))
-                scores.append(model.score(q_rows, chunk).float().cpu())
-        return torch.cat(scores).numpy()
+                scores.append(model.score(q_rows, chunk).float())
+        return torch.cat(scores)
 
     # ------------------------------------------------------------ the ranker interface
     def tokenize(self, queries: list[str], documents: list[str]) -> dict[str, torch.Tensor]:
@@ -191,8 +409,8 @@ class BiEncoder(Ranker):
         """One score per pair. Without indices, row i of the queries pairs with row i of the documents.
         ``all_pairs``: instead, the (distinct queries, distinct documents) matrix of every query's score against
         every document of the batch (what in-loop distillation compares with its teacher's)."""
-        q = self.encode(q_input_ids, q_attention_mask, "query")
-        d = self.encode(d_input_ids, d_attention_mask, "document")
+        q = self.encode_tokens(q_input_ids, q_attention_mask, "query")
+        d = self.encode_tokens(d_input_ids, d_attention_mask, "document")
         if all_pairs:
             return self.score_matrix(q, d)
         if q_index is not None:
@@ -215,10 +433,21 @@ def score_run(model: BiEncoder, run: dict[str, dict[str, float]], dataset, depth
 def score_candidates(model: BiEncoder, candidates: dict[str, list[str]], queries: dict[str, str], dataset,
                      batch_size: int = 64) -> dict[str, dict[str, float]]:
     """Scores of every (query, document) in ``candidates`` (query id → document ids of ``dataset``). Each
-    distinct document is encoded once — or read from the on-disk cache when the model is frozen and caches
-    (``ssft.models.embedding_cache``) — and each query once."""
+    distinct document is encoded once, in batches by token count — or read from the on-disk cache when the model is
+    frozen and caches (``ssft.models.embedding_cache``) — and each query once.
+
+    Args:
+        model: the bi-encoder.
+        candidates: query id → the document ids to score.
+        queries: query id → text.
+        dataset: the ``IRDataset`` holding the documents.
+        batch_size: texts encoded at once.
+
+    Returns:
+        Query id → {document id: score}.
+    """
     doc_ids = sorted({d for docs in candidates.values() for d in docs})
-    # documents sorted by length so each batch pads little
+    # the on-disk cache's key keeps this order (by characters, then id); the batches are cut by token count
     doc_ids.sort(key=lambda d: len(dataset.corpus[d].full_text))
     texts = [dataset.corpus[d].full_text for d in doc_ids]
     qids = sorted(q for q, docs in candidates.items() if docs)
@@ -227,12 +456,13 @@ def score_candidates(model: BiEncoder, candidates: dict[str, list[str]], queries
     try:
         with torch.inference_mode():
             def encode_all() -> list[Encoded]:
-                reps: list[Encoded] = []
+                reps: list[Encoded | None] = [None] * len(texts)
                 with Progress("encoding documents", len(doc_ids), "documents") as bar:
-                    for start in range(0, len(doc_ids), batch_size):
-                        reps.extend(model.encode_documents(texts[start : start + batch_size]).split())
-                        bar.update(min(batch_size, len(doc_ids) - start))
-                return reps
+                    for rows in length_batches(token_lengths(model, texts, "document"), batch_size):
+                        for i, it in zip(rows, model.encode_documents([texts[i] for i in rows]).split()):
+                            reps[i] = it
+                        bar.update(len(rows))
+                return reps  # type: ignore[return-value]
 
             doc_reps = dict(zip(doc_ids, cached_documents(model, doc_ids, texts, encode_all)))
             out: dict[str, dict[str, float]] = {}

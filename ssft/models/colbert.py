@@ -35,6 +35,7 @@ from ssft.config.model import ArchitectureConfig
 from ssft.config.parse import Problem
 from ssft.core.errors import SsftError
 from ssft.models.base import Pretrained
+from ssft.models.batching import cached_lengths
 from ssft.models.bi import BiEncoder, Encoded
 
 PROJECTION_STARTS = ("pca", "random")
@@ -114,6 +115,31 @@ class ColBert(BiEncoder):
             return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
         lengths = torch.tensor([len(row) for row in rows])
         return {"input_ids": ids, "attention_mask": (torch.arange(length).unsqueeze(0) < lengths.unsqueeze(1)).long()}
+
+    def token_lengths(self, texts, tower: str) -> list[int]:
+        """Tokens of each text's row (``BiEncoder.token_lengths``): every query is ``query_max_length`` long (its
+        [MASK] expansion), a document ``[CLS] [D] tokens [SEP]`` cut at ``max_length``.
+
+        Args:
+            texts: the texts.
+            tower: ``query`` or ``document``.
+
+        Returns:
+            One count per text.
+        """
+        texts = list(texts)
+        if tower == "query":
+            return [self.query_max_length] * len(texts)
+        keep = self.max_length - 3
+        return [min(n, keep) + 3 for n in cached_lengths(self.token_cache(), texts)]
+
+    def asymmetry(self) -> str | None:
+        """``BiEncoder.asymmetry``: ColBERT's queries and documents always differ.
+
+        Returns:
+            The reason: the [Q] / [D] markers and the queries' [MASK] expansion.
+        """
+        return "[Q] / [D] markers and the queries' [MASK] expansion"
 
     def tokenize_documents(self, texts: list[str]) -> dict[str, torch.Tensor]:
         rows, width = self._tokenize_marked(texts, self.document_marker_id, self.max_length)

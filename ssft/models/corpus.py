@@ -1,8 +1,8 @@
 """Encoding a corpus (or a list of queries) with a bi-encoder's own encode path: what full retrieval indexes and what
 a frozen dense model keeps of its corpus.
 
-- ``encode_corpus`` / ``encode_query_texts``: eval mode without autograd, documents sorted by length so batches pad
-  little (vectors returned in the order of the texts).
+- ``encode_corpus`` / ``encode_query_texts``: eval mode without autograd, texts batched longest first by exact token
+  count so batches pad little (``ssft.models.batching``; vectors returned in the order of the texts).
 - ``corpus_vectors``: (unit ids, vectors) of a whole corpus, documents or -- with ``passage_words`` -- ``doc#i``
   passages (``split_passages``); a frozen model reads them from the on-disk embedding cache when it has encoded this
   corpus before (``ssft.models.embedding_cache``).
@@ -38,19 +38,29 @@ from ssft.core.io import atomic_write_file, atomic_write_json
 from ssft.core.precision import served_as
 from ssft.core.progress import Progress, track
 from ssft.data.beir import IRDataset
+from ssft.models.batching import length_batches, token_lengths
 from ssft.models.embedding_cache import cached_documents, corpus_fingerprint, model_fingerprint, weights_fingerprint
 from ssft.models.encoded import Encoded
 
 logger = logging.getLogger(__name__)
 
 
-def _encode(encode_fn, texts: list[str], batch_size: int, what: str = "encoding") -> np.ndarray:
-    out = []
+def _encode(encode_fn, texts: list[str], batches: list[list[int]], what: str = "encoding") -> np.ndarray:
+    """Vectors (n, dim) float32 of ``texts`` in their order, encoded batch by batch (``batches``: lists of indices)."""
+    out: np.ndarray | None = None
     with Progress(what, len(texts), "texts") as bar:
-        for start in range(0, len(texts), batch_size):
-            out.append(encode_fn(texts[start : start + batch_size]).vectors.float().cpu().numpy())
-            bar.update(min(batch_size, len(texts) - start))
-    return np.concatenate(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)
+        for rows in batches:
+            vectors = encode_fn([texts[i] for i in rows]).vectors.float().cpu().numpy()
+            if out is None:
+                out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[rows] = vectors
+            bar.update(len(rows))
+    return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+
+
+def _batches(model, texts: list[str], tower: str, batch_size: int) -> list[list[int]]:
+    """``texts`` cut into batches longest first by exact token count (``ssft.models.batching``)."""
+    return length_batches(token_lengths(model, texts, tower), batch_size)
 
 
 @contextmanager
@@ -66,18 +76,35 @@ def _inference(model) -> Iterator[None]:
 
 
 def encode_corpus(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
-    """Document vectors (n, dim) float32 in the order of ``texts`` (encoded in length order)."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    """Document vectors in the order of ``texts``, encoded in batches by token count, eval mode, no gradient.
+
+    Args:
+        model: a single-vector bi-encoder (or any model with ``encode_documents``).
+        texts: the documents.
+        batch_size: texts per batch.
+
+    Returns:
+        (n, dim) float32.
+    """
+    batches = _batches(model, texts, "document", batch_size)
     with _inference(model):
-        vectors = _encode(model.encode_documents, [texts[i] for i in order], batch_size, "encoding documents")
-    out = np.empty_like(vectors)
-    out[order] = vectors
-    return out
+        return _encode(model.encode_documents, texts, batches, "encoding documents")
 
 
 def encode_query_texts(model, texts: list[str], batch_size: int = 64) -> np.ndarray:
+    """Query vectors in the order of ``texts``, encoded in batches by token count, eval mode, no gradient.
+
+    Args:
+        model: a single-vector bi-encoder.
+        texts: the queries.
+        batch_size: texts per batch.
+
+    Returns:
+        (n, dim) float32.
+    """
+    batches = _batches(model, texts, "query", batch_size)
     with _inference(model):
-        return _encode(model.encode_queries, texts, batch_size, "encoding queries")
+        return _encode(model.encode_queries, texts, batches, "encoding queries")
 
 
 def multi_vector(model) -> bool:
@@ -85,33 +112,48 @@ def multi_vector(model) -> bool:
     return bool(getattr(model, "multi_vector", False))
 
 
-def _token_matrices(encode_fn, texts: list[str], batch_size: int) -> list[np.ndarray]:
-    """Each text's scored token vectors (tokens, dim) float32: the rows its mask keeps (a ColBERT document drops
-    padding and punctuation, a query keeps every position, its [MASK] expansion included)."""
-    out: list[np.ndarray] = []
-    for start in range(0, len(texts), batch_size):
-        encoded = encode_fn(texts[start : start + batch_size])
+def _token_matrices(encode_fn, texts: list[str], batches: list[list[int]]) -> list[np.ndarray]:
+    """Each text's scored token vectors (tokens, dim) float32, in the order of ``texts``: the rows its mask keeps (a
+    ColBERT document drops padding and punctuation, a query keeps every position, its [MASK] expansion included)."""
+    out: list[np.ndarray] = [np.zeros(0)] * len(texts)
+    for rows in batches:
+        encoded = encode_fn([texts[i] for i in rows])
         vectors, mask = encoded.vectors.float().cpu(), encoded.mask.bool().cpu()
-        out.extend(vectors[i][mask[i]].numpy() for i in range(vectors.shape[0]))
+        for j, i in enumerate(rows):
+            out[i] = vectors[j][mask[j]].numpy()
     return out
 
 
 def encode_token_corpus(model, texts: list[str], batch_size: int = 64) -> list[np.ndarray]:
-    """A multi-vector model's document token matrices, one (tokens, dim) float32 array per text in the order of
-    ``texts`` (encoded in length order)."""
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    """A multi-vector model's document token matrices, encoded in batches by token count.
+
+    Args:
+        model: a multi-vector bi-encoder (ColBERT).
+        texts: the documents.
+        batch_size: texts per batch.
+
+    Returns:
+        One (tokens, dim) float32 array per text, in the order of ``texts``.
+    """
+    batches = _batches(model, texts, "document", batch_size)
     with _inference(model):
-        matrices = _token_matrices(model.encode_documents, [texts[i] for i in order], batch_size)
-    out: list[np.ndarray] = [np.zeros(0)] * len(texts)
-    for i, matrix in zip(order, matrices):
-        out[i] = matrix
-    return out
+        return _token_matrices(model.encode_documents, texts, batches)
 
 
 def encode_query_tokens(model, texts: list[str], batch_size: int = 64) -> list[np.ndarray]:
-    """A multi-vector model's query token matrices, one (tokens, dim) float32 array per text."""
+    """A multi-vector model's query token matrices, encoded in batches.
+
+    Args:
+        model: a multi-vector bi-encoder (ColBERT).
+        texts: the queries.
+        batch_size: texts per batch.
+
+    Returns:
+        One (tokens, dim) float32 array per text, in the order of ``texts``.
+    """
+    batches = _batches(model, texts, "query", batch_size)
     with _inference(model):
-        return _token_matrices(model.encode_queries, texts, batch_size)
+        return _token_matrices(model.encode_queries, texts, batches)
 
 
 def split_passages(text: str, words: int, stride: int | None = None) -> list[str]:

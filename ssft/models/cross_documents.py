@@ -59,7 +59,7 @@ class CrossDocumentEncoder(nn.Module):
                              max_length=self.max_length, return_tensors="pt")
         return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
 
-    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str = "document") -> Encoded:
+    def encode_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str = "document") -> Encoded:
         if tower != "document":
             raise ValueError("a cross-encoder's empty-query proxies encode documents only")
         types = segment_ids(input_ids, attention_mask, self.sep_id)
@@ -72,7 +72,7 @@ class CrossDocumentEncoder(nn.Module):
     def encode_documents(self, texts: list[str]) -> Encoded:
         device = next(self.parameters()).device
         batch = {k: v.to(device) for k, v in self.tokenize_documents(texts).items()}
-        return self.encode(batch["input_ids"], batch["attention_mask"])
+        return self.encode_tokens(batch["input_ids"], batch["attention_mask"])
 
 
 def cross_reference(name: str, pooling: str, max_length: int, normalize: bool) -> dict[str, Any]:

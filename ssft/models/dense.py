@@ -62,6 +62,7 @@ from ssft.core.distributed import gather_objects, gather_rows, rank, world_size
 from ssft.core.errors import SsftError
 from ssft.core.hub import resolve_model
 from ssft.models.base import SPEC_FILE, load_backbone, load_pretrained, save_backbone
+from ssft.models.batching import single_lengths, token_lengths
 from ssft.models.bi import BiEncoder, Encoded, group_items, query_positives, row_keys
 from ssft.models.frozen import load_frozen_dense
 from ssft.models.interop.checkpoint import router_towers
@@ -358,6 +359,37 @@ class DenseDualEncoder(BiEncoder):
         out = self.token_cache(self.document_tokenizer).single(self.prompted(texts, "document"), self.max_length)
         return {"input_ids": out["input_ids"], "attention_mask": out["attention_mask"]}
 
+    def token_lengths(self, texts, tower: str) -> list[int]:
+        """Tokens of each text's row (``BiEncoder.token_lengths``): a document's in the document tower's tokenizer,
+        or the teacher's for inherited documents.
+
+        Args:
+            texts: the texts.
+            tower: ``query`` or ``document``.
+
+        Returns:
+            One count per text.
+        """
+        if tower != "document":
+            return super().token_lengths(texts, tower)
+        if self.document_teacher is not None:
+            return token_lengths(self.document_teacher.model, texts, "document")
+        tokenizer = self.document_tokenizer
+        return single_lengths(tokenizer, self.token_cache(tokenizer), self.prompted(list(texts), "document"),
+                              self.max_length)
+
+    def asymmetry(self) -> str | None:
+        """``BiEncoder.asymmetry``: also a separate document tower, or documents inherited from a teacher.
+
+        Returns:
+            The reason in words, or None for a symmetric model.
+        """
+        if self.document_teacher is not None:
+            return "its documents are encoded by its teacher"
+        if self.document_backbone is not None:
+            return f"a separate document tower, {self.arch_config.document_name}"
+        return super().asymmetry()
+
     # ------------------------------------------------------------ the encode path
     def _pool(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return hidden[:, 0] if self.pooling == "cls" else mean_pool(hidden, attention_mask)
@@ -406,12 +438,23 @@ class DenseDualEncoder(BiEncoder):
             pooled = self.projection(pooled)
         return F.normalize(pooled, dim=-1) if self.normalize else pooled
 
-    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
+    def encode_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, tower: str) -> Encoded:
+        """The tower's final vectors of these token ids (pooled, projected, normalised; an inherited document's from
+        the teacher).
+
+        Args:
+            input_ids: (n, length) token ids.
+            attention_mask: (n, length), 1 at attended positions.
+            tower: ``query`` or ``document``.
+
+        Returns:
+            ``Encoded`` (n, dim) vectors.
+        """
         if tower == "document" and self.document_teacher is not None:
             return Encoded(self.document_teacher.documents(input_ids, attention_mask))
         return Encoded(self.project(self.pooled(input_ids, attention_mask, tower)))
 
-    def represent(self, hidden, input_ids, attention_mask, tower) -> Encoded:  # encode() does it all
+    def represent(self, hidden, input_ids, attention_mask, tower) -> Encoded:  # encode_tokens() does it all
         return Encoded(self.project(self._pool(hidden, attention_mask)))
 
     def score(self, q: Encoded, d: Encoded) -> torch.Tensor:
@@ -428,8 +471,8 @@ class DenseDualEncoder(BiEncoder):
         queries, distinct documents) score matrix. With ``group_size``: contrastive rows (see module doc)."""
         if group_size is None:
             return super().forward(q_input_ids, q_attention_mask, d_input_ids, d_attention_mask, q_index, d_index, all_pairs)
-        q = self.encode(q_input_ids, q_attention_mask, "query").vectors
-        d = self.encode(d_input_ids, d_attention_mask, "document").vectors
+        q = self.encode_tokens(q_input_ids, q_attention_mask, "query").vectors
+        d = self.encode_tokens(d_input_ids, d_attention_mask, "document").vectors
         group = int(group_size)
         if world_size() > 1:  # accelerate launch --num_processes N: every process's documents are negatives
             rows, positive_keys, self.loss_weight = gathered_in_batch_rows(

@@ -109,7 +109,7 @@ class FrozenDense:
             rows = torch.tensor([first[k] for k in missing], device=input_ids.device)
             self.model.eval()
             with torch.no_grad():
-                vectors = self.model.encode(input_ids[rows].to(self.device), attention_mask[rows].to(self.device),
+                vectors = self.model.encode_tokens(input_ids[rows].to(self.device), attention_mask[rows].to(self.device),
                                             "document").vectors
             for k, v in zip(missing, vectors):
                 self._documents[k] = v.detach()

@@ -64,7 +64,7 @@ class NegativeCache:
                 for start in range(0, len(rows), self.batch_size):
                     chunk = rows[start : start + self.batch_size]
                     batch = model._to_device(model.tokenize_documents([self.texts[r] for r in chunk]))
-                    vectors = model.encode(batch["input_ids"], batch["attention_mask"], "document").vectors.detach()
+                    vectors = model.encode_tokens(batch["input_ids"], batch["attention_mask"], "document").vectors.detach()
                     if self.vectors is None:
                         self.vectors = vectors.new_zeros(len(self.texts), vectors.shape[-1])
                         self.keys = [b""] * len(self.texts)

@@ -60,7 +60,7 @@ class DenseTeacher(FrozenDense):
         """Teacher query embeddings of this batch (eval mode, no gradient)."""
         self.model.eval()
         with torch.no_grad():
-            vectors = self.model.encode(input_ids.to(self.device), attention_mask.to(self.device), "query").vectors
+            vectors = self.model.encode_tokens(input_ids.to(self.device), attention_mask.to(self.device), "query").vectors
         return vectors.to(input_ids.device)
 
 

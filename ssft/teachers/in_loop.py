@@ -144,8 +144,8 @@ class FrozenTeacher:
             self.ranker.to(device)
         self.ranker.eval()  # whatever called .train() on it: a teacher never runs dropout
         with torch.no_grad():
-            q = self.ranker.encode(inputs["teacher_q_input_ids"], inputs["teacher_q_attention_mask"], "query")
-            d = self.ranker.encode(inputs["teacher_d_input_ids"], inputs["teacher_d_attention_mask"], "document")
+            q = self.ranker.encode_tokens(inputs["teacher_q_input_ids"], inputs["teacher_q_attention_mask"], "query")
+            d = self.ranker.encode_tokens(inputs["teacher_d_input_ids"], inputs["teacher_d_attention_mask"], "document")
             return self.ranker.score_matrix(q, d).float()
 
 

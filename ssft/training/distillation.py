@@ -138,14 +138,14 @@ class DistillationObjective(Objective):
         return torch.stack(list(parts.values())).sum()
 
     def _query_only(self, model, inputs) -> torch.Tensor:
-        student = model.encode(inputs["q_input_ids"], inputs["q_attention_mask"], "query").vectors
+        student = model.encode_tokens(inputs["q_input_ids"], inputs["q_attention_mask"], "query").vectors
         teacher = self.teacher.queries(inputs["t_q_input_ids"], inputs["t_q_attention_mask"])
         return self._finish({"query_embedding": self.config.query_embedding_weight
                              * self.embedding_loss(student, teacher)}, model, inputs)
 
     def _generated_queries(self, model, inputs) -> torch.Tensor:
         """generated_queries.weight × Eq. 7 on the batch's generated queries Q' (see the module docstring)."""
-        student = model.encode(inputs["g_input_ids"], inputs["g_attention_mask"], "query").vectors
+        student = model.encode_tokens(inputs["g_input_ids"], inputs["g_attention_mask"], "query").vectors
         if "t_gp_input_ids" in inputs:  # a cross-encoder teacher: the proxy query embedding of each (q', d) pair
             teacher, _ = self.teacher.pairs(inputs["t_gp_input_ids"], inputs["t_gp_attention_mask"],
                                             inputs["t_gp_token_type_ids"])
@@ -158,8 +158,8 @@ class DistillationObjective(Objective):
         cfg = self.config
         group = int(inputs["group_size"])
         q_index, d_index = inputs["q_index"], inputs["d_index"]
-        s_q = model.encode(inputs["q_input_ids"], inputs["q_attention_mask"], "query").vectors
-        s_d = model.encode(inputs["d_input_ids"], inputs["d_attention_mask"], "document").vectors
+        s_q = model.encode_tokens(inputs["q_input_ids"], inputs["q_attention_mask"], "query").vectors
+        s_d = model.encode_tokens(inputs["d_input_ids"], inputs["d_attention_mask"], "document").vectors
         student_rows = in_batch_rows(s_q, s_d, q_index, d_index, group, model.score_scale)
         parts: dict[str, torch.Tensor] = {}
         if cfg.one_hot_weight:

@@ -266,8 +266,8 @@ def test_ss_lora_hybrid_on_colbert_routes_gradients_and_reloads(tiny_model_dir, 
 
     def grads(tower_input: str) -> dict[str, bool]:
         ranker.zero_grad(set_to_none=True)
-        q = ranker.encode(batch["q_input_ids"], batch["q_attention_mask"], "query")
-        d = ranker.encode(batch["d_input_ids"], batch["d_attention_mask"], "document")
+        q = ranker.encode_tokens(batch["q_input_ids"], batch["q_attention_mask"], "query")
+        d = ranker.encode_tokens(batch["d_input_ids"], batch["d_attention_mask"], "document")
         if tower_input == "query":
             d = type(d)(d.vectors.detach(), d.mask)
         elif tower_input == "document":

@@ -185,7 +185,7 @@ def test_score_run_encodes_each_document_once(tiny_model_dir, tiny_dataset, arch
            "q3": {"d1": 1.0, "d3": 0.9, "d6": 0.1}}
     calls = {"query": 0, "document": 0}
     encoded_docs = []
-    original = model.encode
+    original = model.encode_tokens
 
     def counting(input_ids, attention_mask, tower):
         calls[tower] += 1
@@ -193,13 +193,13 @@ def test_score_run_encodes_each_document_once(tiny_model_dir, tiny_dataset, arch
             encoded_docs.append(input_ids.shape[0])
         return original(input_ids, attention_mask, tower)
 
-    model.encode = counting
+    model.encode_tokens = counting
     out = score_run(model, run, ds, depth=3, batch_size=2)
     assert sum(encoded_docs) == 5  # d1 d2 d3 d5 d6: the top-3 of all queries, each once
     assert calls["document"] == 3 and calls["query"] == 2  # ceil(5 / 2) and ceil(3 / 2) batches
     assert {q: set(docs) for q, docs in out.items()} == {"q1": {"d1", "d2", "d3"}, "q2": {"d2", "d3", "d5"},
                                                          "q3": {"d1", "d3", "d6"}}
-    model.encode = original
+    model.encode_tokens = original
     with torch.no_grad():  # the same scores as pair by pair
         pairs = PairDataset(run, 3, ds)
         direct = model(**model.tokenize([pairs[i]["query"] for i in range(len(pairs))],

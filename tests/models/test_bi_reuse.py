@@ -43,7 +43,7 @@ class Counter:
     def __init__(self, monkeypatch, cls):
         self.documents = 0
         self.queries = 0
-        original = cls.encode
+        original = cls.encode_tokens
 
         def counting(model, input_ids, attention_mask, tower):
             if tower == "document":
@@ -52,7 +52,7 @@ class Counter:
                 self.queries += input_ids.shape[0]
             return original(model, input_ids, attention_mask, tower)
 
-        monkeypatch.setattr(cls, "encode", counting)
+        monkeypatch.setattr(cls, "encode_tokens", counting)
 
     def reset(self):
         self.documents = self.queries = 0

@@ -97,10 +97,10 @@ def test_normalize_false_scores_the_raw_dot_product_of_pooled_states(tiny_model_
     with torch.no_grad():
         pooled_q = raw.pooled(q["input_ids"], q["attention_mask"], "query")
         pooled_d = raw.pooled(d["input_ids"], d["attention_mask"], "document")
-        scores = raw.score(raw.encode(q["input_ids"], q["attention_mask"], "query"),
-                           raw.encode(d["input_ids"], d["attention_mask"], "document"))
-        cosines = unit.score(unit.encode(q["input_ids"], q["attention_mask"], "query"),
-                             unit.encode(d["input_ids"], d["attention_mask"], "document"))
+        scores = raw.score(raw.encode_tokens(q["input_ids"], q["attention_mask"], "query"),
+                           raw.encode_tokens(d["input_ids"], d["attention_mask"], "document"))
+        cosines = unit.score(unit.encode_tokens(q["input_ids"], q["attention_mask"], "query"),
+                             unit.encode_tokens(d["input_ids"], d["attention_mask"], "document"))
     torch.testing.assert_close(scores, (pooled_q * pooled_d).sum(-1))
     torch.testing.assert_close(cosines, 20 * torch.nn.functional.cosine_similarity(pooled_q, pooled_d, dim=-1))
     assert not torch.allclose(scores, cosines / 20)  # pooled states are not unit vectors

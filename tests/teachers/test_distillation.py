@@ -151,8 +151,8 @@ def test_teacher_gets_no_gradient_and_scores_the_current_batch(teacher_dir, inhe
                              document_embedding_weight=0.0 if inherit else 0.5)
     objective = DistillationObjective(teacher, cfg, ContrastiveLoss())
     seen = []
-    original = teacher.model.encode
-    teacher.model.encode = lambda ids, mask, tower: (seen.append((tower, ids.clone(), teacher.model.training))
+    original = teacher.model.encode_tokens
+    teacher.model.encode_tokens = lambda ids, mask, tower: (seen.append((tower, ids.clone(), teacher.model.training))
                                                      or original(ids, mask, tower))
     batch = _groups_batch(student, teacher, QUERIES[:2], [DOCUMENTS[:2], DOCUMENTS[1:]])
     loss = objective(student, batch)

@@ -387,7 +387,7 @@ def test_generated_queries_feed_only_the_query_embedding_matching(bert_dir, kind
     assert float(loss.detach()) == pytest.approx(sum(objective.last_parts.values()), rel=1e-5)
     # by hand: 2 x Eq. 7 between the student's generated-query vectors and the teacher's
     with torch.no_grad():
-        s_g = student.encode(batch["g_input_ids"], batch["g_attention_mask"], "query").vectors
+        s_g = student.encode_tokens(batch["g_input_ids"], batch["g_attention_mask"], "query").vectors
         if kind == "dense":
             t_g = teacher.queries(batch["t_g_input_ids"], batch["t_g_attention_mask"])
         else:  # each generated query with every document of its source item: 2 x 2 + 1 x 2 pairs

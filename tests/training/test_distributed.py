@@ -101,8 +101,8 @@ def test_gathered_rows_equal_one_process_rows(tiny_model_dir):
     batch = RankerCollator(ranker)(_items(0, len(ITEMS)))
     group = int(batch["group_size"])
     with torch.no_grad():
-        q = ranker.encode(batch["q_input_ids"], batch["q_attention_mask"], "query").vectors
-        d = ranker.encode(batch["d_input_ids"], batch["d_attention_mask"], "document").vectors
+        q = ranker.encode_tokens(batch["q_input_ids"], batch["q_attention_mask"], "query").vectors
+        d = ranker.encode_tokens(batch["d_input_ids"], batch["d_attention_mask"], "document").vectors
     expected = in_batch_rows(q, d, batch["q_index"], batch["d_index"], group, 20.0)
     rows, positives, weight = gathered_in_batch_rows(q, d, batch["q_index"], batch["d_index"], group, 20.0,
                                                      row_keys(batch["q_input_ids"], batch["q_attention_mask"]),

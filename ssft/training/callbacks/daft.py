@@ -86,7 +86,8 @@ def alignment_kl(model, texts: list[str], batch_size: int = 64) -> float:
                 d_tok = model.document_tokenizer(chunk, padding=True, truncation=True,
                                                  max_length=model.spec["query_max_length"], return_tensors="pt")
                 d_batch = model._to_device({"input_ids": d_tok["input_ids"], "attention_mask": d_tok["attention_mask"]})
-                d_parts.append(model.encode(d_batch["input_ids"], d_batch["attention_mask"], "document").vectors.float().cpu())
+                d_parts.append(model.encode_tokens(d_batch["input_ids"], d_batch["attention_mask"],
+                                                   "document").vectors.float().cpu())
     finally:
         model.train(was_training)
     return knn_kl_divergence(torch.cat(d_parts).numpy(), torch.cat(q_parts).numpy(), k=1)
