@@ -10,6 +10,10 @@ document token, then exact MaxSim over the candidates (ColBERT's end-to-end retr
   MaxSim (``ssft.models.colbert.maxsim``) on the float16 vectors. The index only chooses candidates, so an
   approximate one costs recall (a document none of whose tokens is fetched), never a wrong score.
 - ``exhaustive`` scores every unit (the reference the approximate index is measured against; fine for small corpora).
+- ``PlaidLateIndex``: the same searches over a compressed ``ssft.eval.plaid.PlaidIndex`` (index kind ``plaid``):
+  centroid ids and 2-bit residuals instead of a faiss index plus the float16 store, PLAID's centroid pruning, then
+  MaxSim on the decompressed vectors of the few documents left (``ndocs`` / ``rescore`` / ``ncells`` /
+  ``threshold``; ``token_k`` does not apply).
 - ``load_late_index`` reads what ssft-encode wrote for a ColBERT model (index.faiss over the token rows, the shards
   as the store); ``memory_late_index`` encodes a corpus in memory (ssft-retrieve without ``--index-dir``).
 """
@@ -143,6 +147,58 @@ class LateIndex:
         return run
 
 
+class PlaidLateIndex(LateIndex):
+    """A ``LateIndex`` over a ``PlaidIndex``: its own candidate stages and MaxSim on decompressed vectors. With a
+    float16 ``store`` (the shards of the folder it was built from) and ``exact``, the best ``2 x depth`` documents
+    by decompressed MaxSim are scored again on their float16 tokens, the model's own MaxSim, and ranked by it: the
+    same documents (a subset of those decompressed), the scores a faiss token index gives."""
+
+    def __init__(self, plaid: Any, unit_ids: list[str], info: dict[str, Any] | None = None,
+                 manifest: dict[str, Any] | None = None, store: TokenStore | None = None, exact: bool = True,
+                 **options: Any):
+        if plaid.units != len(unit_ids):
+            raise SsftError(f"the PLAID index holds {plaid.units} units, the corpus {len(unit_ids)}")
+        if store is not None and not np.array_equal(store.lengths, np.diff(plaid.offsets)):
+            raise SsftError("the PLAID index and the token store hold different tokens per unit")
+        self.index, self.plaid, self.store, self.unit_ids = plaid, plaid, store, unit_ids
+        self.info = info or {}
+        self.manifest = manifest or {}
+        self.token_k = None
+        self.exact = bool(exact) and store is not None
+        self.options = options  # ncells, ndocs, rescore, threshold: PlaidIndex.search's
+        self.last_candidates: list[int] = []  # documents decompressed and scored per query of the last search
+        self.last_stats: list[dict[str, int]] = []  # documents at each stage per query
+
+    def candidates(self, queries: list[np.ndarray], token_k: int | None = None) -> list[np.ndarray]:
+        raise SsftError("a plaid index has no token candidates (token_k); it searches with ncells and ndocs")
+
+    def search(self, queries: list[np.ndarray], depth: int, token_k: int | None = None,
+               **options: Any) -> list[list[tuple[int, float]]]:
+        """For each query's token matrix, the top-``depth`` (unit row, MaxSim); ``token_k`` is ignored (a faiss
+        token index's option)."""
+        exact = bool(options.pop("exact", self.exact)) and self.store is not None
+        settings = {**self.options, **options}
+        if exact and not settings.get("rescore"):  # stage 4 keeps at least the documents re-scored exactly
+            ndocs = settings.get("ndocs") or self.plaid.meta.get("ndocs")
+            settings["rescore"] = max(2 * depth, int(ndocs or 0) // 4) if ndocs else None
+        found = self.plaid.search(queries, 2 * depth if exact else depth, **settings)
+        self.last_stats = list(self.plaid.last_stats)
+        self.last_candidates = [s["rescored"] for s in self.last_stats]
+        if not exact:
+            return found
+        out = []
+        for query, hits in zip(queries, found):
+            units = np.array([u for u, _ in hits], dtype=np.int64)
+            out.append(_top(units, self.store.maxsim(query, units), depth))
+        return out
+
+    def exhaustive(self, queries: list[np.ndarray], depth: int) -> list[list[tuple[int, float]]]:
+        """For each query, the top-``depth`` of every unit by MaxSim on the decompressed vectors (what ``search``
+        approximates without ``exact``)."""
+        every = np.arange(self.plaid.units)
+        return [_top(every, self.plaid.maxsim(q, every), depth) for q in queries]
+
+
 def train_and_fill(kind: str, vectors: list[np.ndarray], nprobe: int = 16, max_train: int = 200_000) -> Any:
     """A faiss inner-product index of ``kind`` (``ssft.eval.index`` kinds or a factory string) over the rows of
     ``vectors`` (float16 or float32 arrays), trained on an even sample of at most ``max_train`` rows."""
@@ -173,19 +229,28 @@ def memory_late_index(model, dataset: IRDataset, kind: str = "flat", batch_size:
     logger.info("encoding the token vectors of %d %s", len(texts), "passages" if passage_words else "documents")
     matrices = encode_token_corpus(model, texts, batch_size)
     store = TokenStore([np.concatenate(matrices).astype(np.float16)], np.array([len(m) for m in matrices]))
+    if kind == "plaid":
+        from ssft.eval.plaid import PlaidIndex  # noqa: PLC0415
+
+        plaid = PlaidIndex.build(store.parts, store.lengths)
+        return PlaidLateIndex(plaid, unit_ids, {"kind": kind, **plaid.meta})
     return LateIndex(train_and_fill(kind, store.parts, nprobe), store, unit_ids, {"kind": kind}, token_k)
 
 
 def load_late_index(folder: Path, dataset: IRDataset | None = None, token_k: int = DEFAULT_TOKEN_K,
-                    mmap: bool = True) -> LateIndex:
+                    mmap: bool = True, exact: bool = True) -> LateIndex:
     """The ColBERT index ssft-encode wrote in ``folder`` (checked as ``ssft.eval.index.load_index`` checks a dense
-    one), its shards memory-mapped as the token store."""
+    one), its shards memory-mapped as the token store; a ``plaid`` index serves from its compressed tokens alone."""
     saved = load_index(folder, mmap=mmap, dataset=dataset)
     if not saved.manifest.get("token_vectors"):
         raise SsftError(f"--index-dir {folder}: holds single vectors of a dense model, not the token vectors a "
                         f"ColBERT model retrieves from; run ssft-encode with this model")
+    if saved.info.get("kind") == "plaid":  # the shards memory-mapped: only the final few documents' are read
+        store = TokenStore(list(read_shards(Path(folder), saved.manifest)),
+                           read_token_lengths(Path(folder), saved.manifest)) if exact else None
+        return PlaidLateIndex(saved.index, saved.unit_ids, saved.info, saved.manifest, store)
     store = TokenStore(list(read_shards(Path(folder), saved.manifest)), read_token_lengths(Path(folder), saved.manifest))
     return LateIndex(saved.index, store, saved.unit_ids, saved.info, token_k, saved.manifest)
 
 
-__all__ = ["DEFAULT_TOKEN_K", "LateIndex", "TokenStore", "load_late_index", "memory_late_index", "train_and_fill"]
+__all__ = ["DEFAULT_TOKEN_K", "LateIndex", "PlaidLateIndex", "TokenStore", "load_late_index", "memory_late_index", "train_and_fill"]

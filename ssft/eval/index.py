@@ -5,7 +5,9 @@ codes), so retrieval memory is bounded by the index, not by the corpus or its ve
 
 Index kinds (000 Eq. 3-4's inner product throughout), as ``faiss.index_factory`` strings: ``flat`` (exact),
 ``ivf`` (``IVF{nlist},Flat``), ``hnsw`` (``HNSW32``), ``pq`` (``PQ{m}x8np``), ``ivfpq`` (``IVF{nlist},PQ{m}x8np``), or
-any factory string given as is (``IVF4096,PQ32x8``, ``OPQ16,IVF1024,PQ16``). Trained kinds learn from an even sample
+any factory string given as is (``IVF4096,PQ32x8``, ``OPQ16,IVF1024,PQ16``); for a ColBERT model's token vectors also
+``plaid`` (``ssft.eval.plaid``: centroid ids + 2-bit residuals, PLAID's pruned search; written as ``index.plaid``,
+not a faiss file). Trained kinds learn from an even sample
 of at most ``max_train`` vectors (more where the index needs more); vectors are added shard by shard. An index that
 needs more training vectors than the corpus has (more IVF lists or PQ centroids than vectors) is refused by
 ``check_index``, before encoding where the caller knows the unit count.
@@ -37,11 +39,14 @@ from ssft.models.corpus import corpus_difference, file_sha256, read_manifest, re
 INDEX_FILE = "index.faiss"
 INDEX_INFO = "index.json"
 CORPUS_FILE = "corpus.jsonl"  # a corpus of the user's own (ssft.index over a file or a list), kept with its index
-KINDS = ("flat", "ivf", "hnsw", "pq", "ivfpq")
+KINDS = ("flat", "ivf", "hnsw", "pq", "ivfpq", "plaid")
+PLAID = "plaid"  # not a faiss index: ssft.eval.plaid, token vectors only
 
 
 def factory_string(kind: str, n: int, dim: int, nlist: int | None = None, pq_m: int = 16, hnsw_m: int = 32) -> str:
     """The ``faiss.index_factory`` string of an index kind for ``n`` vectors of ``dim`` (a factory string as is)."""
+    if kind == PLAID:
+        return "PLAID"
     if kind not in KINDS:
         if kind and kind[0].isupper():  # a factory string of the user's own
             return kind
@@ -95,6 +100,14 @@ def check_index(kind: str, units: int, dim: int) -> tuple[str, int]:
     the index needs to train (an IVF with more lists than vectors, a PQ with more centroids than vectors)."""
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
+    if kind == PLAID:  # k-means over the tokens: a centroid per 8 tokens at most, any number of tokens from 8
+        from ssft.eval.plaid import DEFAULT_BITS, check_plaid_options  # noqa: PLC0415
+
+        check_plaid_options(bits=DEFAULT_BITS, dim=dim)
+        if units < 8:
+            raise SsftError(f"--index plaid: needs at least 8 token vectors to train its centroids, the corpus has "
+                            f"{units}; use --index flat")
+        return "PLAID", 8
     spec = factory_string(kind, units, dim)
     try:
         index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
@@ -144,6 +157,8 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int = 16, max_tr
     dim = first.shape[1]
     rows = index_rows(folder, manifest)
     spec, need = check_index(kind, rows, dim)
+    if kind == PLAID:
+        return _build_plaid(folder, manifest, nprobe, ef_search)
     index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
     if not index.is_trained:
         sample = _training_sample(folder, manifest, max(max_train, need), rows)
@@ -162,8 +177,45 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int = 16, max_tr
         checksum["sha256"] = file_sha256(Path(tmp))
 
     atomic_write_file(folder / INDEX_FILE, write)
+    _remove_other(folder, INDEX_FILE)
     info = {"factory": spec, "kind": kind, "vectors": int(index.ntotal), "dim": dim, "nprobe": nprobe,
             "ef_search": ef_search, **encoding_fingerprints(folder, manifest), "sha256": checksum["sha256"]}
+    atomic_write_json(folder / INDEX_INFO, info)
+    return info
+
+
+def _remove_other(folder: Path, written: str) -> None:
+    """The index file of the other format (index.faiss beside a new index.plaid, or the reverse), left by an earlier
+    build: index.json names the one written now."""
+    from ssft.eval.plaid import PLAID_FILE  # noqa: PLC0415
+
+    for name in (INDEX_FILE, PLAID_FILE):
+        if name != written and (folder / name).is_file():
+            (folder / name).unlink()
+
+
+def _build_plaid(folder: Path, manifest: dict, nprobe: int, ef_search: int) -> dict[str, Any]:
+    """``build_saved_index`` for kind ``plaid``: ``index.plaid`` from the token shards, ``index.json`` beside it."""
+    from ssft.eval.plaid import PLAID_FILE, PlaidIndex  # noqa: PLC0415
+
+    if not manifest.get("token_vectors"):
+        raise SsftError(f"--index plaid: {folder} holds single vectors of a dense model; plaid indexes a ColBERT "
+                        f"model's token vectors (use flat, ivf, hnsw, pq or ivfpq)")
+    shards = list(read_shards(folder, manifest))  # memory-mapped, each verified against its checksum
+    plaid = PlaidIndex.build(shards, read_token_lengths(folder, manifest))
+    checksum: dict[str, str] = {}
+
+    def write(tmp: str) -> None:
+        checksum["sha256"] = plaid.save(Path(tmp))
+
+    atomic_write_file(folder / PLAID_FILE, write)
+    _remove_other(folder, PLAID_FILE)
+    meta = plaid.meta
+    info = {"factory": f"PLAID{meta['ncentroids']},RES{meta['bits']}", "kind": PLAID, "file": PLAID_FILE,
+            "vectors": plaid.ntotal, "dim": plaid.dim, "nprobe": nprobe, "ef_search": ef_search,
+            "ncentroids": meta["ncentroids"], "bits": meta["bits"], "seed": meta["seed"],
+            "bytes_per_token": round(plaid.bytes_per_token(), 2), **encoding_fingerprints(folder, manifest),
+            "sha256": checksum["sha256"]}
     atomic_write_json(folder / INDEX_INFO, info)
     return info
 
@@ -213,20 +265,30 @@ def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None
     ``index.json``; with ``dataset`` (ssft-retrieve's ``--data``), its corpus must be the one indexed."""
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
+    from ssft.eval.plaid import PLAID_FILE, PlaidIndex  # noqa: PLC0415
+
     folder = Path(folder)
     manifest = read_manifest(folder)
-    if manifest is None or not (folder / INDEX_FILE).is_file() or not (folder / INDEX_INFO).is_file():
+    if manifest is None or not (folder / INDEX_INFO).is_file() or not any(
+            (folder / name).is_file() for name in (INDEX_FILE, PLAID_FILE)):
         raise SsftError(f"{folder}: no saved index (expected {INDEX_FILE} and {INDEX_INFO}; run ssft-encode)")
     try:
         info = json.loads((folder / INDEX_INFO).read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise SsftError(f"{folder / INDEX_INFO}: not readable JSON") from None
+    plaid = isinstance(info, dict) and info.get("kind") == PLAID
+    name = PLAID_FILE if plaid else INDEX_FILE
     if not isinstance(info, dict) or not info.get("sha256"):
-        raise SsftError(f"{folder / INDEX_INFO}: records no checksum of {INDEX_FILE} (written by an earlier "
+        raise SsftError(f"{folder / INDEX_INFO}: records no checksum of {name} (written by an earlier "
                         f"ssft-encode); run ssft-encode again to rebuild the index")
-    if file_sha256(folder / INDEX_FILE) != info["sha256"]:
-        raise SsftError(f"{folder / INDEX_FILE}: does not match the checksum in {INDEX_INFO} (replaced or changed "
+    if not (folder / name).is_file():
+        raise SsftError(f"{folder}: {INDEX_INFO} names a {info.get('kind')} index, and {name} is missing; run "
+                        f"ssft-encode again to rebuild the index")
+    if file_sha256(folder / name) != info["sha256"]:
+        raise SsftError(f"{folder / name}: does not match the checksum in {INDEX_INFO} (replaced or changed "
                         f"since ssft-encode built it); run ssft-encode again to rebuild the index")
+    if plaid:
+        return _checked(folder, manifest, info, PlaidIndex.load(folder / PLAID_FILE, mmap=mmap), dataset)
     # IVF: the inverted lists memory-mapped (IO_FLAG_MMAP); flat codes (Flat, PQ, HNSW storage): IO_FLAG_MMAP_IFC;
     # read whole where faiss maps neither
     mapped = faiss.IO_FLAG_MMAP if "IVF" in str(info.get("factory", "")) else faiss.IO_FLAG_MMAP_IFC
@@ -239,16 +301,6 @@ def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None
             error = err
     if index is None:
         raise SsftError(f"{folder / INDEX_FILE}: faiss cannot read it ({str(error).strip().splitlines()[-1]})")
-    if "units" not in info:
-        raise SsftError(f"{folder / INDEX_INFO}: written by an earlier ssft-encode (it records too little of the "
-                        f"encoding it was built from); encode the corpus again into a new folder")
-    # index.faiss + index.json copied from another encoding's folder match each other, not this folder's shards
-    difference = encoding_difference(folder, manifest, info)
-    if difference is not None:
-        raise SsftError(f"{folder}: {INDEX_FILE} and {INDEX_INFO} were built from another encoding than "
-                        f"encode.json's ({difference}); run ssft-encode again to rebuild the index")
-    if index.ntotal != index_rows(folder, manifest):
-        raise SsftError(f"{folder}: {INDEX_FILE} does not match encode.json (re-run ssft-encode to rebuild it)")
     try:
         faiss.extract_index_ivf(index).nprobe = int(info.get("nprobe", 16))
     except RuntimeError:  # not an IVF index
@@ -256,6 +308,22 @@ def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None
     hnsw = getattr(faiss.downcast_index(index), "hnsw", None)
     if hnsw is not None:
         hnsw.efSearch = int(info.get("ef_search", 128))
+    return _checked(folder, manifest, info, index, dataset)
+
+
+def _checked(folder: Path, manifest: dict, info: dict, index: Any, dataset: IRDataset | None) -> SavedIndex:
+    """The loaded ``index`` once its index.json matches the encoding (fingerprints, rows) and ``dataset``."""
+    name = INDEX_FILE if info.get("kind") != PLAID else "index.plaid"
+    if "units" not in info:
+        raise SsftError(f"{folder / INDEX_INFO}: written by an earlier ssft-encode (it records too little of the "
+                        f"encoding it was built from); encode the corpus again into a new folder")
+    # index.faiss + index.json copied from another encoding's folder match each other, not this folder's shards
+    difference = encoding_difference(folder, manifest, info)
+    if difference is not None:
+        raise SsftError(f"{folder}: {name} and {INDEX_INFO} were built from another encoding than "
+                        f"encode.json's ({difference}); run ssft-encode again to rebuild the index")
+    if index.ntotal != index_rows(folder, manifest):
+        raise SsftError(f"{folder}: {name} does not match encode.json (re-run ssft-encode to rebuild it)")
     if dataset is not None:  # the rows name units of the corpus indexed: another corpus's ids would be wrong or gone
         difference = corpus_difference(manifest, dataset)
         if difference is not None:
@@ -264,5 +332,5 @@ def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None
     return SavedIndex(index, manifest["unit_ids"], info, manifest)
 
 
-__all__ = ["CORPUS_FILE", "INDEX_FILE", "INDEX_INFO", "KINDS", "SavedIndex", "build_saved_index", "check_index",
+__all__ = ["CORPUS_FILE", "INDEX_FILE", "INDEX_INFO", "KINDS", "PLAID", "SavedIndex", "build_saved_index", "check_index",
            "encoding_difference", "encoding_fingerprints", "factory_string", "index_rows", "load_index"]

@@ -6,7 +6,9 @@ answers (``[[{"corpus_id", "score"}, ...], ...]``, best first, one list per quer
   (``ssft.data.corpus_file``). A list's entries are named by their positions (ints), as ``semantic_search`` names them.
 - Dense models: a faiss index of any kind ``ssft-encode`` builds (``flat`` exact, ``ivf``, ``hnsw``, ``pq``,
   ``ivfpq`` or a factory string), scores ``score_scale`` x inner product (the model's own score). ColBERT models: a
-  faiss index over every document token, candidates scored by exact MaxSim (``ssft.eval.colbert_index``).
+  faiss index over every document token, candidates scored by exact MaxSim (``ssft.eval.colbert_index``); or
+  ``kind="plaid"``: centroid ids + 2-bit residuals per token, searched with PLAID's centroid pruning, the few
+  documents left scored by MaxSim on their decompressed tokens (``ssft.eval.plaid``).
 - ``path``: the index is written there as ``ssft-encode`` writes one (float16 shards with checksums, ``encode.json``,
   ``index.faiss`` + ``index.json``; a corpus of your own as ``corpus.jsonl`` beside them), under the output-folder
   rule (``ssft.core.run_folder``). ``Index.load(path)`` reopens it -- or any ``ssft-encode`` folder: they are the same
@@ -226,6 +228,9 @@ def build_index(model: str | Path | Ranker, corpus: str | Path | Sequence[str] |
         return Index.load(path, model if isinstance(model, Ranker) else (model_name or model), token_k=token_k)
     ranker = ModelInput(model).load(trust_remote_code)
     late = _check_model(ranker, ModelInput(model).name)
+    if kind == "plaid" and not late:
+        raise SsftError("index: kind 'plaid' indexes a ColBERT model's token vectors; a dense model takes flat, ivf, "
+                        "hnsw, pq or ivfpq")
     unit_ids, texts = corpus_units(dataset)
     ranker, _, _ = openvino.serve(ranker, backend or openvino.DEFAULT_BACKEND, precision,
                                   lambda: openvino.corpus_calibration([], texts), inputs=len(texts), where="backend")
