@@ -233,7 +233,7 @@ def memory_late_index(model, dataset: IRDataset, kind: str = "flat", batch_size:
         from ssft.eval.plaid import PlaidIndex  # noqa: PLC0415
 
         plaid = PlaidIndex.build(store.parts, store.lengths)
-        return PlaidLateIndex(plaid, unit_ids, {"kind": kind, **plaid.meta})
+        return PlaidLateIndex(plaid, unit_ids, {"kind": kind, **plaid.meta}, store=store)  # the store is in memory
     return LateIndex(train_and_fill(kind, store.parts, nprobe), store, unit_ids, {"kind": kind}, token_k)
 
 

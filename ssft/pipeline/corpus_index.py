@@ -8,7 +8,8 @@ answers (``[[{"corpus_id", "score"}, ...], ...]``, best first, one list per quer
   ``ivfpq`` or a factory string), scores ``score_scale`` x inner product (the model's own score). ColBERT models: a
   faiss index over every document token, candidates scored by exact MaxSim (``ssft.eval.colbert_index``); or
   ``kind="plaid"``: centroid ids + 2-bit residuals per token, searched with PLAID's centroid pruning, the few
-  documents left scored by MaxSim on their decompressed tokens (``ssft.eval.plaid``).
+  documents left scored by MaxSim on their decompressed tokens, the best of them again on their float16 tokens
+  (``ssft.eval.plaid``).
 - ``path``: the index is written there as ``ssft-encode`` writes one (float16 shards with checksums, ``encode.json``,
   ``index.faiss`` + ``index.json``; a corpus of your own as ``corpus.jsonl`` beside them), under the output-folder
   rule (``ssft.core.run_folder``). ``Index.load(path)`` reopens it -- or any ``ssft-encode`` folder: they are the same

@@ -224,3 +224,21 @@ def test_a_plaid_index_is_built_saved_and_served_from_an_encoded_folder(tiny_mod
     encode_shards(tiny_frozen_ranker(tiny_model_dir, "dense"), ids, texts, dense, shard_size=16)
     with pytest.raises(SsftError, match=r"^--index plaid: .* holds single vectors of a dense model"):
         build_saved_index(dense, "plaid")
+
+
+def test_an_in_memory_index_of_kind_plaid_scores_as_the_model(tiny_model_dir):
+    """ssft.index's in-memory path: kind "plaid" for a ColBERT model; its hits carry the model's own MaxSim (the
+    best scored again on the float16 tokens kept in memory); a dense model is refused naming the kind."""
+    from ssft.pipeline.corpus_index import build_index
+    from tests.helpers import tiny_frozen_ranker
+
+    texts = [f"document {i} about {'bones vitamin' if i % 3 else 'heart sugar'} number {i * 7}" for i in range(30)]
+    model = tiny_frozen_ranker(tiny_model_dir, "colbert")
+    index = build_index(model, texts, kind="plaid", precision="fp32")
+    assert index.late
+    hits = index.search("vitamin bones", top_k=3)[0]
+    assert len(hits) == 3
+    expected = model.predict([("vitamin bones", texts[h["corpus_id"]]) for h in hits])
+    np.testing.assert_allclose([h["score"] for h in hits], expected, atol=2e-2)
+    with pytest.raises(SsftError, match=r"^index: kind 'plaid' indexes a ColBERT model's token vectors"):
+        build_index(tiny_frozen_ranker(tiny_model_dir, "dense"), texts, kind="plaid", precision="fp32")
