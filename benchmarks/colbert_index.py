@@ -139,11 +139,11 @@ MaxSim measures the index, not ranking quality), documents {ns.max_length} token
 documents and queries encoded as {encoded['manifest']['precision']} (`ssft.encode`'s default backend,
 `--backend auto`, at `--precision {ns.precision}`). Corpus: {ns.data}, {len(dataset.corpus):,} documents, {tokens:,}
 scored token vectors; queries: the
-{len(qids)} of `{ns.split}`. Index: `ssft-encode --index {ns.index}` → faiss `{info['factory']}` over the token
+{len(qids)} of `{ns.split}`{f" (evenly spaced, `--queries {ns.queries}`)" if ns.queries else ""}. Index: `ssft-encode --index {ns.index}` → faiss `{info['factory']}` over the token
 vectors; candidates = the documents of the `token_k` nearest document tokens of every query token, re-scored by exact
 MaxSim from the float16 shards. Recall@{ns.depth} = overlap of the index's top-{ns.depth} with exhaustive MaxSim's
 (every document scored). Latency: median over {min(ns.latency_queries, len(texts))} queries, one at a time
-(query encoding + token search + MaxSim), faiss and the MaxSim re-scoring on the machine's {cores} cores (load average
+(query encoding + token search + MaxSim), faiss and the MaxSim re-scoring on the machine's {cores} cores ({_vector_isa()}; load average
 {load[0]:.1f} at the start, {load[1]:.1f} at the end: absolute times are loose, the columns compare with each other).
 
 | nprobe | token_k | recall@{ns.depth} vs exhaustive | documents re-scored (median) | ms / query |
@@ -158,6 +158,15 @@ resumed from `--work`).
     print(body)
     if not ns.no_write:
         write_section("colbert-index", body)
+
+
+def _vector_isa() -> str:
+    """The CPU's widest vector instructions, from /proc/cpuinfo's flags (what numpy and faiss kernels run on)."""
+    info = Path("/proc/cpuinfo")
+    flags = set(info.read_text().split()) if info.is_file() else set()
+    if "avx512f" in flags:
+        return "AVX-512" + (" with VNNI" if "avx512_vnni" in flags else "")
+    return "AVX2 only, no AVX-512" if "avx2" in flags else "no AVX2"
 
 
 def _settings(text: str) -> list[dict]:
