@@ -67,10 +67,15 @@ MODEL_MARKERS = ("config.json", "modules.json", SPEC_FILE, "model")
 # ---------------------------------------------------------------- train
 @dataclass
 class Run:
-    """A finished training run: its folder and what it wrote there.
+    """A finished training run: its folder and what it wrote there (what ``ssft.train`` returns).
 
-    ``output_dir``: the run folder; ``metrics``: metrics.json (``{"test": {"nDCG@10": ...}, "bm25": {...}, ...}``);
-    ``recipe``: the resolved ``Recipe``; ``info``: run_info.json; ``model``: the trained ranker (loaded on first use)."""
+    Attributes:
+        output_dir: the run folder.
+        metrics: metrics.json (``{"test": {"nDCG@10": ...}, "bm25": {...}, ...}``).
+        recipe: the resolved ``Recipe``.
+        info: run_info.json.
+        model: the trained ranker (loaded on first use).
+    """
 
     output_dir: Path
     metrics: dict[str, Any]
@@ -123,10 +128,18 @@ def recipe_of(recipe: str | Path | Mapping[str, Any] | Recipe, overrides: Mappin
 
 def train(recipe: str | Path | Mapping[str, Any] | Recipe, overrides: Mapping[str, Any] | None = None, *,
           overwrite: bool = False, resume_with_changes: bool = False) -> Run:
-    """Train and evaluate what ``recipe`` describes (``ssft-train``): a YAML path, a dict of the recipe's sections, or
-    a ``Recipe``; ``overrides`` a dict of dotted recipe paths. The run folder (``training.output_dir``) follows
-    ssft-train's rules: a killed run resumes, a finished one is refused unless ``overwrite`` (trains again from
-    scratch); ``resume_with_changes`` resumes a run whose optimiser settings changed.
+    """Train and evaluate what ``recipe`` describes (``ssft-train``). The run folder (``training.output_dir``) follows
+    ssft-train's rules: a killed run resumes, a finished one is refused unless ``overwrite``.
+
+    Args:
+        recipe: a YAML path, a dict of the recipe's sections, or a ``Recipe``.
+        overrides: a dict of dotted recipe paths (``{"training.learning_rate": 1e-4}``), applied as the CLI's
+            ``key=value`` overrides are.
+        overwrite: train a finished run again from scratch.
+        resume_with_changes: resume a run whose optimiser settings changed.
+
+    Returns:
+        The finished ``Run``: its folder, metrics, recipe, run info and (loaded on first use) model.
 
     Examples:
         >>> run = ssft.train("recipes/quickstart.yaml", {"training.num_train_epochs": 1})
@@ -146,15 +159,24 @@ def train(recipe: str | Path | Mapping[str, Any] | Recipe, overrides: Mapping[st
 # ---------------------------------------------------------------- load
 def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_remote_code: bool = False, *,
          backend: str | None = None, calibration: Sequence[str | tuple[str, str]] | None = None) -> Ranker:
-    """A ranker ready to score: a run folder of ssft-train, a saved ssft model folder, or any checkpoint ssft
-    imports, by folder or hub id (a sequence-classification cross-encoder, a sentence-transformers model incl. Router
-    towers, a PyLate / ColBERT folder). It serves at ``precision`` (auto: bf16 where the device computes it natively,
-    else fp32; fp32, bf16, int8) with every weight frozen. ``trust_remote_code``: your permission to run code the
-    model ships. ``backend``: ``torch``, ``openvino`` (the transformer run by OpenVINO's CPU runtime; ``pip install
-    'ssft[openvino]'``) or ``auto`` (openvino where it is installed and the model converts); None: torch (a conversion
-    costs seconds at every load: name openvino for a model that serves long), openvino for int8: int8 runs on OpenVINO,
-    its static quantisation calibrated on ``calibration``: texts (a bi-encoder's documents) or (query,
-    document) pairs from the corpus you serve.
+    """A ranker ready to score, with every weight frozen.
+
+    Args:
+        model: a run folder of ssft-train, a saved ssft model folder, or any checkpoint ssft imports, by folder or hub
+            id (a sequence-classification cross-encoder, a sentence-transformers model incl. Router towers, a PyLate /
+            ColBERT folder); or a loaded ranker (a copy is served as asked). Offline, a hub id resolves from the local
+            Hugging Face cache.
+        precision: auto (bf16 where the device computes it natively, else fp32), fp32, bf16 or int8.
+        trust_remote_code: your permission to run code the model ships.
+        backend: ``torch``, ``openvino`` (the transformer run by OpenVINO's CPU runtime; ``pip install
+            'ssft[openvino]'``) or ``auto`` (openvino where it is installed and the model converts); None: torch (a
+            conversion costs seconds at every load: name openvino for a model that serves long), openvino for int8:
+            int8 runs on OpenVINO.
+        calibration: int8 only: the texts (a bi-encoder's documents) or (query, document) pairs from the corpus you
+            serve that OpenVINO's static quantisation is calibrated on.
+
+    Returns:
+        The ``Ranker`` (``rank``, ``predict``, ``encode_query`` / ``encode_document`` for a bi-encoder).
 
     Examples:
         >>> model = ssft.load("runs/quickstart")
@@ -318,12 +340,32 @@ def evaluate(model: str | Path | Ranker, dataset: str | Sequence[str], split: st
              depth: int = 100, metrics: str | Sequence[str] | None = None, output: str | Path | None = None, *,
              batch_size: int = 64, precision: str = precisions.DEFAULT, overwrite: bool = False,
              trust_remote_code: bool = False, queries: str = "judged", backend: str = "auto") -> dict[str, Any]:
-    """Rerank a first stage of ``dataset``'s ``split`` with ``model`` and score it (``ssft-rerank``): ``first_stage``
-    is ``bm25`` or a TREC run file; ``full`` retrieves over the whole corpus instead (a dense model, ``ssft.retrieve``).
-    Returns metrics.json's content: ``{split: {...}, first_stage_name: {...}}``. Several datasets (a list) give the
-    multi-dataset table of ``ssft-eval`` (first stage ``bm25`` or ``full``; nDCG@10 and R@100 unless ``metrics``).
-    ``backend``: auto (OpenVINO where it is installed and the job repays the conversion), torch or openvino, as
-    ``ssft-rerank --backend``.
+    """Rerank a first stage of ``dataset``'s ``split`` with ``model`` and score it (``ssft-rerank``), or retrieve over
+    the whole corpus (``first_stage="full"``). Several datasets (a list) give the multi-dataset table of ``ssft-eval``
+    (first stage ``bm25`` or ``full``; nDCG@10 and R@100 unless ``metrics``; a metric whose cutoff is deeper than
+    ``depth`` is not computed for the model).
+
+    Args:
+        model: a loaded ranker (``ssft.load``) or anything ``ssft.load`` takes.
+        dataset: a dataset name, BEIR folder, hub id or ``ir_datasets`` id; or a list of them (``ssft-eval``'s table).
+        split: the qrels split scored (e.g. ``test``).
+        first_stage: ``bm25``, a TREC run file (one dataset), or ``full`` (a dense or ColBERT model retrieves over the
+            whole corpus, as ``ssft.retrieve``).
+        depth: the first stage's top-k reranked (or the documents retrieved per query with ``full``).
+        metrics: ir_measures names (a list or comma-separated); None: the command's defaults.
+        output: a folder to write the results into, as the CLI's ``--output``; None writes nothing.
+        batch_size: pairs or texts scored per forward pass.
+        precision: auto, fp32, bf16 or int8.
+        overwrite: replace an earlier result in ``output`` (only what the command wrote).
+        trust_remote_code: allow a checkpoint's own code.
+        queries: one dataset: average over every ``judged`` query of the split (a query the first stage lacks
+            scoring 0) or only over the queries the first stage has (``run``), as ``ssft-rerank --average-over``.
+        backend: auto (OpenVINO where it is installed and the job repays the conversion), torch or openvino, as
+            ``ssft-rerank --backend``.
+
+    Returns:
+        One dataset: metrics.json's content, ``{split: {...}, first_stage_name: {...}}``. A list: what ``ssft-eval``'s
+        eval.json holds (per dataset the model's and BM25's metrics and the paired tests, and their mean).
 
     Examples:
         >>> ssft.evaluate("runs/quickstart", "nfcorpus", split="test", first_stage="bm25", depth=100)["test"]["nDCG@10"]
@@ -364,11 +406,39 @@ def retrieve(model: str | Path | Ranker, dataset: str, split: str = "test", dept
              batch_size: int = 64, precision: str | None = None, overwrite: bool = False,
              trust_remote_code: bool = False, token_k: int | None = None, backend: str | None = None) -> dict[str, Any]:
     """Retrieve the top-``depth`` documents of every query of ``split`` from the whole corpus with a dense or ColBERT
-    model (``ssft-retrieve``): the corpus encoded now into a faiss ``index`` (flat, ivf, hnsw, pq, ivfpq), or the index
-    ``ssft.encode`` built in ``index_dir``. A ColBERT model's index is over token vectors: each query token fetches
-    ``token_k`` document tokens (default 512), their documents scored by exact MaxSim. ``fusion``: fuse with BM25 by a
-    weight alpha, or ``"auto"`` tuned on ``tune_split``. Returns metrics.json's content ``{split: {...}}`` (with fusion,
-    ``bm25`` and the fused row too). ``backend`` (None: the index's, else auto), as ``ssft-retrieve --backend``.
+    model (``ssft-retrieve``): the corpus encoded now into a faiss ``index``, or the index ``ssft.encode`` built in
+    ``index_dir``. A ColBERT model's index is over token vectors: each query token fetches ``token_k`` document tokens,
+    their documents scored by exact MaxSim.
+
+    Args:
+        model: a loaded ranker (``ssft.load``) or anything ``ssft.load`` takes; dense or ColBERT.
+        dataset: a dataset name, BEIR folder, hub id or ``ir_datasets`` id.
+        split: the qrels split whose queries are retrieved and scored.
+        depth: documents retrieved per query.
+        index_dir: a folder ``ssft.encode`` / ``ssft-encode`` built (no corpus encoding; its passage settings and,
+            unless ``precision`` is given, its precision apply).
+        output: a folder to write run.trec, per-query metrics and metrics.json into; None writes nothing.
+        index: the faiss index built now: flat (exact), ivf, hnsw, pq or ivfpq.
+        passage_words: split documents into passages of this many words, each document scored by its best passage
+            (maxP); None: whole documents.
+        passage_stride: words between passage starts (default ``passage_words``).
+        metrics: ir_measures names (a list or comma-separated); None: the defaults.
+        fusion: fuse with BM25 (alpha * BM25 + dense over the union of both lists) by a weight alpha >= 0, or
+            ``"auto"``: tuned on ``tune_split``; None: no fusion.
+        tune_split: with ``fusion="auto"``: the split alpha is tuned on (e.g. ``dev``).
+        tune_metric: with ``fusion="auto"``: the metric alpha maximises.
+        documents_from: encode the documents with this dense model instead (a saved ssft dense model, or a sentence
+            embedder by hub id or folder): its index serves ``model``'s queries.
+        teacher_pooling: pooling of a ``documents_from`` model given by name (mean or cls).
+        batch_size: texts encoded at once.
+        precision: auto, fp32, bf16 or int8 (None: the index's with ``index_dir``, else auto).
+        overwrite: replace an earlier result in ``output`` (only what ssft-retrieve wrote).
+        trust_remote_code: allow a checkpoint's own code.
+        token_k: ColBERT only: document tokens fetched per query token (None: 512).
+        backend: auto, torch or openvino (None: the index's, else auto), as ``ssft-retrieve --backend``.
+
+    Returns:
+        metrics.json's content, ``{split: {...}}``; with fusion also ``bm25`` and the fused row.
 
     Examples:
         >>> ssft.retrieve("runs/dense", "scifact", split="test", depth=100)["test"]["R@100"]
@@ -391,11 +461,26 @@ def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: 
            passage_stride: int | None = None, precision: str = precisions.DEFAULT,
            trust_remote_code: bool = False, backend: str = "auto") -> dict[str, Any]:
     """Encode ``dataset``'s corpus with a dense or ColBERT model's document tower (a ColBERT model: every document's
-    token vectors) into float16 shards under ``output`` and build its faiss ``index`` (flat, ivf, hnsw, pq, ivfpq or
-    an index_factory string; None: shards only), as ``ssft-encode`` does; a killed run called again resumes.
-    ``ssft.retrieve(model, dataset, index_dir=output)`` then retrieves without encoding again. Returns the shards'
-    manifest and, with an index, ``index`` (its index.json). ``backend``: auto, torch or openvino, as
-    ``ssft-encode --backend`` (int8 runs on openvino, calibrated on the corpus encoded).
+    token vectors) into float16 shards under ``output`` and build its faiss index, as ``ssft-encode`` does; a killed
+    run called again resumes. ``ssft.retrieve(model, dataset, index_dir=output)`` then retrieves without encoding again.
+
+    Args:
+        model: a loaded ranker (``ssft.load``) or anything ``ssft.load`` takes; dense or ColBERT.
+        dataset: a dataset name, BEIR folder, hub id or ``ir_datasets`` id.
+        output: the folder the shards and the index are written into.
+        index: the faiss index: flat, ivf, hnsw, pq, ivfpq or an index_factory string; None: shards only.
+        nprobe: IVF lists searched per query (kept in index.json).
+        shard_size: documents (or passages) per shard.
+        batch_size: texts encoded at once.
+        passage_words: split documents into passages of this many words; None: whole documents.
+        passage_stride: words between passage starts (default ``passage_words``).
+        precision: auto, fp32, bf16 or int8.
+        trust_remote_code: allow a checkpoint's own code.
+        backend: auto, torch or openvino, as ``ssft-encode --backend`` (int8 runs on openvino, calibrated on the
+            corpus encoded).
+
+    Returns:
+        ``{"manifest": ..., "index": ...}``: the shards' manifest and, with an index, its index.json (None without).
 
     Examples:
         >>> ssft.encode("runs/dense", "scifact", output="index/", index="flat")["index"]["vectors"]
@@ -473,11 +558,24 @@ register_model_loader(lambda name: load(name))
 # ---------------------------------------------------------------- export, mine
 def export(run: str | Path | Run, output: str | Path, format: str = "auto", overwrite: bool = False,
            push_to_hub: str | None = None, *, private: bool = False, trust_remote_code: bool = False) -> dict[str, Any]:
-    """Write a trained run's model (or a saved model folder) in the format sentence-transformers, PyLate and
-    transformers load (``ssft-export``): ``format`` auto (by architecture), cross-encoder, sentence-transformers,
-    multi-vector, or openvino (the architecture's format plus the OpenVINO IR of its transformer(s),
-    ``openvino/openvino_model.xml``, which sentence-transformers loads with ``backend="openvino"``); ``push_to_hub``
-    a repository id to upload to. Returns what was written (format, output, loader, notes).
+    """Write a trained run's model (or a saved model folder, or a checkpoint ssft imports) in the format
+    sentence-transformers, PyLate and transformers load (``ssft-export``), with a model card (a training run's recipe
+    and metrics in it).
+
+    Args:
+        run: a ``Run`` (``ssft.train``), a run folder, a saved ssft model folder, or a checkpoint by folder or hub id.
+        output: the folder to write (new, empty, or an earlier ssft-export).
+        format: auto (by architecture), cross-encoder, sentence-transformers, multi-vector, or openvino (the
+            architecture's format plus the OpenVINO IR of its transformer(s), ``openvino/openvino_model.xml``, which
+            sentence-transformers loads with ``backend="openvino"``).
+        overwrite: replace an earlier ssft-export in ``output`` (only what it wrote).
+        push_to_hub: a hub repository id to upload the export to (needs a token); None: no upload.
+        private: with ``push_to_hub``: create the repository private.
+        trust_remote_code: allow a checkpoint's own code.
+
+    Returns:
+        What was written: ``format``, ``output``, ``loader`` (the sentence-transformers class that loads it),
+        ``notes``.
 
     Examples:
         >>> ssft.export(run, "exports/quickstart")["loader"]        # e.g. 'CrossEncoder'
@@ -503,7 +601,35 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
     """Mine hard negatives for the judged queries of ``split`` (``ssft-mine``): BM25 (no ``model``) or a dense
     ``model`` over the whole corpus, filtered (rank range, margins to the positive, maximum score, at most
     ``num_negatives``), optionally rescored by a ``teacher`` run; writes ``output`` (.jsonl, the form ``data.train``
-    reads) and its ``.mining.json``. Returns the .mining.json content (rows, negatives, what each filter removed).
+    reads) and its ``.mining.json``.
+
+    Args:
+        dataset: a dataset name, BEIR folder, hub id or ``ir_datasets`` id.
+        output: the ``.jsonl`` file to write (never inside the dataset's folder).
+        split: the qrels split whose judged queries are mined.
+        model: a dense miner: a loaded ranker or anything ``ssft.load`` takes; None: BM25.
+        bm25: mine with BM25 when no ``model`` is given (False without a model is refused).
+        depth: candidates retrieved per query.
+        range_min: the best rank a negative may have (1 = top).
+        range_max: the worst rank a negative may have (None: ``depth``).
+        absolute_margin: keep a candidate scoring at most the positive's score minus this.
+        relative_margin: keep a candidate scoring at most the positive's score times (1 - this).
+        max_score: keep a candidate scoring at most this.
+        num_negatives: keep at most this many negatives per row, best first.
+        min_negatives: drop rows left with fewer negatives.
+        min_relevance: the qrels grade counted as a positive.
+        form: ``ids`` or ``scored`` (None: scored with a ``teacher``, else ids).
+        teacher: an ssft run folder (or saved model) that rescores the kept pairs.
+        pooling: pooling of a dense checkpoint given by folder or hub id (mean or cls; None: mean).
+        max_length: document tokens of a checkpoint (None: its sentence-transformers max_seq_length, else 256).
+        query_max_length: query tokens of a checkpoint (None: as its documents).
+        batch_size: texts encoded or pairs scored at once.
+        overwrite: replace an earlier ssft-mine output and its .mining.json (never a file ssft-mine did not write).
+        trust_remote_code: allow a checkpoint's own code.
+        command: the command line recorded in .mining.json (default: this call).
+
+    Returns:
+        The .mining.json content: the miner, the filters, rows, negatives, what each filter removed, ``output``.
 
     Examples:
         >>> ssft.mine("nfcorpus", "mined.jsonl", split="train", depth=100, num_negatives=8)["rows"]

@@ -1,6 +1,7 @@
 """ssft-ambiguity --data DATASET --split S [--output FILE.tsv [--overwrite]]: classify a dataset's queries as
-ambiguous / non-ambiguous (001 §5.1; ``ssft.analysis.ambiguity``). The dataset is ``--data`` (``--dataset``), as in
-every other command; the positional form of earlier releases is refused with the new spelling.
+ambiguous / non-ambiguous (Jung et al.'s semi-Siamese paper, §5.1; ``ssft.analysis.ambiguity``). The dataset is
+``--data`` (``--dataset``), as in every other command; the positional form of earlier releases is refused with the new
+spelling.
 
 ``--output`` (``--out`` before this release, still accepted with a deprecation line) follows the output-file rule of
 ``ssft.core.run_folder`` (``ssft.pipeline.ambiguity``): never inside the dataset folder being classified; an existing

@@ -7,20 +7,21 @@ top hits with ids, scores and titles), nothing evaluated (``ssft.pipeline.search
 Encodes the corpus with the document tower into a faiss index (flat inner product by default; ivf, hnsw,
 pq, ivfpq by ``--index``; on the GPU with faiss-gpu), retrieves the top-``depth`` documents of every query of
 the split, and writes OUT_DIR/run.trec, per-query metrics and metrics.json ({split: {...}} — the contract of
-ssft-train). ``--passage-words N`` splits documents into N-word passages scored by maxP (000 Eq. 2).
+ssft-train). ``--passage-words N`` splits documents into N-word passages scored by maxP (DAFT, Eq. 2).
 
 A ColBERT model indexes the corpus's token vectors instead: every query token fetches its ``--token-k`` nearest
 document tokens, and the documents they belong to are scored by exact MaxSim (an approximate ``--index`` such as
 ivfpq only costs recall). With ``--index-dir`` it reads the token index ssft-encode built for it.
 
 ``--fusion ALPHA`` also runs BM25 (bm25s) for the same queries and fuses its top-``depth`` with the dense
-top-``depth`` by 003 Eq. 7 (α · BM25 + dense over the union, a missing score filled with that list's minimum):
+top-``depth`` by TCT-ColBERT's Eq. 7 (α · BM25 + dense over the union, a missing score filled with that list's minimum):
 metrics.json then holds ``bm25`` and ``{split}+bm25.fusion`` beside ``{split}``, and fusion.json the α used. ``--fusion auto
 --tune-split dev`` picks α on another split (grid ``ssft.eval.fusion.FUSION_ALPHAS``, by ``--tune-metric``).
 A student distilled with inherited documents retrieves from its teacher's index by itself (its saved spec names
 the teacher). ``--documents-from TEACHER`` serves any dense model's query tower against another dense model's
 document index (a saved ssft dense model, or a sentence embedder by hub id / folder with ``--teacher-pooling``),
-the asymmetric set-up of 002 / 004; the teacher's corpus vectors go to the on-disk embedding cache.
+the asymmetric set-up of query-encoder distillation and EmbedDistill; the teacher's corpus vectors go to the
+on-disk embedding cache.
 
 OUT_DIR follows the output-folder rule of ``ssft.core.run_folder`` (as ssft-rerank's ``--output``): new, empty or an
 earlier ssft-retrieve output, a finished one only with ``--overwrite``; never the model, dataset or ``--index-dir``

@@ -18,7 +18,14 @@ Run = dict[str, dict[str, float]]
 
 def read_run(path: str | Path) -> Run:
     """A TREC run file (UTF-8, ``.gz`` read through; a byte order mark dropped). Refused with file:line: a row without 6
-    columns, a score that is not a finite number, a document listed twice for one query."""
+    columns, a score that is not a finite number, a document listed twice for one query.
+
+    Args:
+        path: the run file (``qid Q0 docid rank score tag`` lines).
+
+    Returns:
+        ``{query id: {document id: score}}``.
+    """
     path = Path(path)
     if not path.is_file():
         raise SsftError(f"run file not found: {path}")

@@ -119,7 +119,16 @@ class Index:
         """The ``top_k`` documents of the corpus for each query, best first, as ``util.semantic_search`` returns
         them: one list per query (a single query string gives one list) of ``{"corpus_id", "score"}``. ``corpus_id``:
         the document's id (its position for a corpus given as a list without ids); ``score``: the model's own score
-        (a dense model's ``score_scale`` x inner product, a ColBERT model's MaxSim)."""
+        (a dense model's ``score_scale`` x inner product, a ColBERT model's MaxSim).
+
+        Args:
+            queries: a query text, or a list of them.
+            top_k: documents returned per query.
+            batch_size: queries encoded at once.
+
+        Returns:
+            One list per query of ``{"corpus_id", "score"}`` dicts, best first.
+        """
         texts = [queries] if isinstance(queries, str) else queries
         if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Sequence):
             raise SsftError(f"queries: expected a text or a list of texts, got {type(queries).__name__}")
@@ -153,7 +162,14 @@ class Index:
         return out
 
     def document(self, corpus_id: int | str) -> dict[str, str]:
-        """``{"title", "text"}`` of a hit's document."""
+        """``{"title", "text"}`` of a hit's document.
+
+        Args:
+            corpus_id: a hit's ``corpus_id`` (a document id, or a position for a corpus given as a list).
+
+        Returns:
+            ``{"title": ..., "text": ...}``.
+        """
         doc = self.dataset.corpus[str(corpus_id)]
         return {"title": doc.title, "text": doc.text}
 
@@ -162,8 +178,18 @@ class Index:
              backend: str | None = None, token_k: int = DEFAULT_TOKEN_K) -> Index:
         """The index written in ``path`` (by ``ssft.index(..., path=...)`` or ``ssft-encode``), served with ``model``
         (default: the model it was built with, by the name it was given). Refused when ``model``'s weights are not
-        the ones that encoded it, or its corpus changed since. ``precision`` / ``backend``: how the queries are
-        served (default: as the documents were encoded)."""
+        the ones that encoded it, or its corpus changed since.
+
+        Args:
+            path: the index's folder.
+            model: a loaded ranker or anything ``ssft.load`` takes; None: the model the index was built with.
+            precision: how the queries are served: auto, fp32, bf16 or int8 (None: as the documents were encoded).
+            backend: torch, openvino or auto (None: as the documents were encoded).
+            token_k: ColBERT only: document tokens fetched per query token.
+
+        Returns:
+            The ``Index``, ready to ``search``.
+        """
         folder = Path(path)
         manifest = read_manifest(folder)
         if manifest is None:

@@ -146,6 +146,9 @@ def test_every_console_script_has_version_and_help_on_every_flag(name, monkeypat
         if action.option_strings and action.default not in (None, False, "==SUPPRESS==") and action.nargs != 0:
             assert "default" in formatter._get_help_string(action), f"{name}: {action.option_strings} hides its default"
     assert "autocast" not in parser.format_help()
+    import re  # help speaks to users: the papers by name, never by the source code's numbers ("003 Eq. 7")
+
+    assert not re.search(r"\b00[0-4]\b|§", parser.format_help()), name
 
 
 @pytest.mark.parametrize("name", ["ssft-rerank", "ssft-retrieve", "ssft-export", "ssft-encode", "ssft-latency",
