@@ -132,6 +132,8 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0))
     table = "\n".join(f"| {n} | {k} | {r:.4f} | {c:.0f} ({100 * c / len(dataset.corpus):.0f}% of the corpus) | {ms:.0f} |"
                       for n, k, r, c, ms in rows)
+    subset = f" (evenly spaced, `--queries {ns.queries}`)" if ns.queries else ""
+    isa = _vector_isa()
     body = f"""## ColBERT corpus index: recall against exhaustive MaxSim
 
 Model: {ns.model} as a ColBERT backbone, token dimension {ns.dim} (projection **untrained**: recall against exhaustive
@@ -139,11 +141,11 @@ MaxSim measures the index, not ranking quality), documents {ns.max_length} token
 documents and queries encoded as {encoded['manifest']['precision']} (`ssft.encode`'s default backend,
 `--backend auto`, at `--precision {ns.precision}`). Corpus: {ns.data}, {len(dataset.corpus):,} documents, {tokens:,}
 scored token vectors; queries: the
-{len(qids)} of `{ns.split}`{f" (evenly spaced, `--queries {ns.queries}`)" if ns.queries else ""}. Index: `ssft-encode --index {ns.index}` → faiss `{info['factory']}` over the token
+{len(qids)} of `{ns.split}`{subset}. Index: `ssft-encode --index {ns.index}` → faiss `{info['factory']}` over the token
 vectors; candidates = the documents of the `token_k` nearest document tokens of every query token, re-scored by exact
 MaxSim from the float16 shards. Recall@{ns.depth} = overlap of the index's top-{ns.depth} with exhaustive MaxSim's
 (every document scored). Latency: median over {min(ns.latency_queries, len(texts))} queries, one at a time
-(query encoding + token search + MaxSim), faiss and the MaxSim re-scoring on the machine's {cores} cores ({_vector_isa()}; load average
+(query encoding + token search + MaxSim), faiss and the MaxSim re-scoring on the machine's {cores} cores ({isa}; load average
 {load[0]:.1f} at the start, {load[1]:.1f} at the end: absolute times are loose, the columns compare with each other).
 
 | nprobe | token_k | recall@{ns.depth} vs exhaustive | documents re-scored (median) | ms / query |
@@ -293,7 +295,8 @@ def _plaid_section(ns, rows, info, units, tokens, simulated) -> str:
 ### PLAID: centroid pruning over 2-bit residuals (`--index plaid`)
 
 The same token vectors compressed by `ssft.eval.plaid` ({info['k']} k-means centroids, seed 0, {info['bits']}-bit
-residuals per dimension, trained on {info['train']:,} tokens; {built}): **{info['per_token']:.1f} bytes per token** on disk ({sizes}), against
+residuals per dimension, trained on {info['train']:,} tokens; {built}): **{info['per_token']:.1f} bytes per token**
+on disk ({sizes}), against
 {256 if ns.dim == 128 else 2 * ns.dim} bytes of float16 per token in the shards. Each query: the documents of every query
 token's `ncells` best centroids (candidates); the best `ndocs` by centroid-only MaxSim, over the centroids some query
 token scores `threshold` or more on; the best `rescore` by centroid-only MaxSim over all their centroids; those

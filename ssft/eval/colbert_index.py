@@ -253,4 +253,5 @@ def load_late_index(folder: Path, dataset: IRDataset | None = None, token_k: int
     return LateIndex(saved.index, store, saved.unit_ids, saved.info, token_k, saved.manifest)
 
 
-__all__ = ["DEFAULT_TOKEN_K", "LateIndex", "PlaidLateIndex", "TokenStore", "load_late_index", "memory_late_index", "train_and_fill"]
+__all__ = ["DEFAULT_TOKEN_K", "LateIndex", "PlaidLateIndex", "TokenStore", "load_late_index", "memory_late_index",
+           "train_and_fill"]
