@@ -242,3 +242,37 @@ def test_an_in_memory_index_of_kind_plaid_scores_as_the_model(tiny_model_dir):
     np.testing.assert_allclose([h["score"] for h in hits], expected, atol=2e-2)
     with pytest.raises(SsftError, match=r"^index: kind 'plaid' indexes a ColBERT model's token vectors"):
         build_index(tiny_frozen_ranker(tiny_model_dir, "dense"), texts, kind="plaid", precision="fp32")
+
+
+def test_ssft_encode_index_plaid_then_retrieve(tiny_model_dir, tmp_path):
+    """ssft-encode --index plaid writes index.plaid + index.json; ssft-retrieve --index-dir serves it, its scores
+    the model's own MaxSim."""
+    import torch
+
+    from ssft.cli.encode import main as encode_main
+    from ssft.cli.retrieve import main as retrieve_main
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
+    from ssft.data.beir import load_dataset
+    from tests.helpers import write_synthetic_beir
+
+    data = write_synthetic_beir(tmp_path / "data", queries=12, docs=30)
+    torch.manual_seed(0)
+    cfg = ModelConfig(architecture="colbert", name=str(tiny_model_dir), max_length=32, query_max_length=12,
+                      colbert_dim=16)
+    MODELS.get("colbert").build(cfg, "full", {}).save(tmp_path / "run" / "model")
+    assert encode_main([str(tmp_path / "run"), "--data", str(data), "--output", str(tmp_path / "index"),
+                        "--index", "plaid", "--precision", "fp32"]) == 0
+    assert json.loads((tmp_path / "index" / "index.json").read_text())["kind"] == "plaid"
+    assert retrieve_main([str(tmp_path / "run"), "--data", str(data), "--split", "test", "--depth", "5",
+                          "--precision", "fp32", "--output", str(tmp_path / "out"),
+                          "--index-dir", str(tmp_path / "index")]) == 0
+    from ssft import load
+
+    model = load(tmp_path / "run", precision="fp32")
+    dataset = load_dataset(str(data))
+    lines = [line.split() for line in (tmp_path / "out" / "run.trec").read_text().splitlines()]
+    assert len(lines) == 5 * 2
+    for qid, _, doc_id, _, score, _ in lines:
+        expected = model.predict([(dataset.queries[qid], dataset.corpus[doc_id].full_text)])[0]
+        assert float(score) == pytest.approx(float(expected), abs=2e-2)
