@@ -56,7 +56,7 @@ TRAIN_OUTPUTS = ("metrics.json", "run_info.json", "README.md", "recipe.yaml", "m
 RERANK_OUTPUTS = ("metrics.json", "run.trec", "run.*.trec", "per_query.*.tsv")
 RETRIEVE_OUTPUTS = ("metrics.json", "run.trec", "run.*.trec", "per_query.*.tsv", "fusion.json", "results.jsonl")
 # ssft-encode: the shards, their manifest and the index built from them
-ENCODE_OUTPUTS = ("encode.json", "shards", "index.faiss", "index.json", "corpus.jsonl")
+ENCODE_OUTPUTS = ("encode.json", "shards", "index.faiss", "index.plaid", "index.json", "corpus.jsonl")
 # ssft-sweep's output root: the runs' folders, the K-fold datasets, the results rows (its own name when elsewhere)
 SWEEP_TABLE = "results.png"  # the results rows as a figure
 SWEEP_OUTPUTS = ("runs", "folds", "results.jsonl", SWEEP_TABLE)
