@@ -148,6 +148,15 @@ class Recipe:
     def start_dir(self) -> Path:
         return self.folder / "start"
 
+    @property
+    def start_overrides(self) -> list[str]:
+        """START_OVERRIDES, and (where nothing is tuned on validation) no validation and no start row: the start run
+        only has to hand its model back, the own dataset's start row comes from the trained runs."""
+        e = self.recipe.eval
+        if "auto" in (e.interpolation, e.fusion):
+            return list(START_OVERRIDES)
+        return [*START_OVERRIDES, "data.validation_split=null", "eval.start=false"]
+
     def train_command(self, seed: int, out: Path, extra: list[str] = ()) -> list[str]:
         return ["ssft-train", str(self.path), f"seed={seed}", f"training.output_dir={out}", *self.extra, *extra]
 
@@ -236,7 +245,7 @@ class Plan:
                                                                 rec.run_dir(seed), self.log)
             if start_runs:
                 seed = self.a.seeds[0]
-                record = train(rec.train_command(seed, rec.start_dir, START_OVERRIDES), rec.start_dir, self.log)
+                record = train(rec.train_command(seed, rec.start_dir, rec.start_overrides), rec.start_dir, self.log)
                 info = json.loads((rec.start_dir / "run_info.json").read_text())
                 record["weights_changed"] = info.get("weights_changed")
                 if info.get("weights_changed") is not False:
