@@ -56,6 +56,7 @@ from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
 from ssft.core.hub import read_json_file
 from ssft.models.interop.export import merged_encoder, unexportable_method
+from ssft.models.interop.first_token import first_token_last_layer
 
 logger = logging.getLogger("ssft")
 BACKENDS = precisions.BACKENDS
@@ -145,13 +146,17 @@ class Graph(nn.Module):
     (``last_hidden_state`` of an encoder, ``logits`` of a sequence-classification model); ``first_token``: only the
     first token's state (batch, hidden), for a ranker that reads nothing else (``Ranker.serves_first_token_only``),
     and ``pooler`` (``Ranker.serving_pooler``) on it when given: OpenVINO runs such a graph ~3% faster than one ending
-    at the last layer norm (BENCHMARKS.md § vs_sentence_transformers_openvino)."""
+    at the last layer norm (BENCHMARKS.md § vs_sentence_transformers_openvino). Its last layer then computes the
+    first token's row only where the encoder is BERT-style (``ssft.models.interop.first_token``): ``model`` is a copy
+    that only serves (``merged_encoder``), changed in place."""
 
     def __init__(self, model: nn.Module, output: str = "last_hidden_state", first_token: bool = False,
                  pooler: nn.Module | None = None):
         super().__init__()
         self.model, self.output, self.segments = model, output, _uses_segments(model.config)
         self.first_token, self.pooler = first_token or pooler is not None, pooler
+        # nothing past the first token leaves the graph: its last layer computes that row only (``first_token``)
+        self.first_token_layer = self.first_token and first_token_last_layer(model)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
