@@ -44,8 +44,8 @@ class FirstTokenLayer(nn.Module):
         key = attn.key(hidden_states).view(batch, length, -1, size).transpose(1, 2)
         value = attn.value(hidden_states).view(batch, length, -1, size).transpose(1, 2)
         mask = attention_mask
-        if mask is not None and mask.dim() == 4 and mask.shape[-2] > 1:
-            mask = mask[:, :, :1, :]  # the first query row of a (batch, heads, queries, keys) mask
+        if mask is not None and mask.dim() == 4:  # (batch, heads, queries or 1, keys): the first query's row
+            mask = mask[:, :, :1, :]
         context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=size ** -0.5)
         context = context.transpose(1, 2).reshape(batch, 1, -1)
         attention_output = self.layer.attention.output(context, first)
