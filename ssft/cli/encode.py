@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     add_model_argument(parser)
     parser.add_argument("--data", required=True, help="BEIR folder, or dataset name under $SSFT_DATA_HOME")
     parser.add_argument("--output", required=True, type=output_path, help="folder for the shards and the index")
-    parser.add_argument("--index", default="flat", help="flat, ivf, hnsw, pq, ivfpq, or a faiss index_factory string")
+    parser.add_argument("--index", default="flat", help="flat, ivf, hnsw, pq, ivfpq, or a faiss index_factory string; "
+                        "for a ColBERT model also plaid (centroids + 2-bit residuals, pruned search)")
     parser.add_argument("--no-index", action="store_true", help="encode only (build the index later with --index)")
     parser.add_argument("--nprobe", type=int, default=16, help="IVF lists searched per query (kept in index.json)")
     parser.add_argument("--shard-size", type=int, default=10_000, help="units per shard")

@@ -1,7 +1,7 @@
 """Full retrieval with a single-vector bi-encoder over a faiss index (000 Eq. 3–4), maxP over passages (Eq. 2).
 
-- ``encode_corpus`` / ``encode_query_texts`` / ``corpus_vectors``: the model's own encode path, documents sorted by
-  length so batches pad little (``ssft.models.corpus``, re-exported here).
+- ``encode_corpus`` / ``encode_query_texts`` / ``corpus_vectors``: the model's own encode path, documents in batches
+  by exact token count so they pad little (``ssft.models.corpus``, re-exported here).
 - ``build_index``: ``flat`` (exact inner product, the default), ``ivf`` (IVF-flat), ``hnsw``, ``pq``, ``ivfpq``;
   on faiss-gpu with a GPU present, flat and IVF indexes move to the GPU (``gpu=None`` decides by itself).
 - ``retrieve``: the top-``depth`` documents of every query, scored as the model scores
