@@ -305,11 +305,23 @@ class Ranker(nn.Module):
         """With ``serves_first_token_only``: a module the serving runtime may run on the first token's state inside
         its graph, (n, hidden) → (n, hidden'), whose output the ranker's forward finishes (``Backbone.serves_pooled``);
         None: the state itself comes back. The last linear layer stays out of the graph: run there at bf16 / int8 it
-        rounded the scores and moved nDCG@10 by 0.002."""
+        rounded the scores and moved nDCG@10 by 0.002.
+
+        Returns:
+            The module to run in the serving graph, or None (the base class: the first token's state comes back).
+        """
         return None
 
     def token_cache(self, tokenizer=None):
-        """The ``TokenCache`` of ``tokenizer`` (default: the ranker's): each distinct text tokenised once."""
+        """The ``TokenCache`` of ``tokenizer`` (default: the ranker's): each distinct text tokenised once.
+
+        Args:
+            tokenizer: the tokenizer whose cache is wanted (e.g. a dense model's document tokenizer); None: the
+                ranker's own.
+
+        Returns:
+            The cache, made on first use and kept on the ranker (outside its state dict), one per tokenizer.
+        """
         tokenizer = tokenizer if tokenizer is not None else self.tokenizer
         caches = self.__dict__.setdefault("_token_caches", {})  # plain attribute: never in the state dict
         if id(tokenizer) not in caches:
@@ -321,7 +333,19 @@ class Ranker(nn.Module):
     def build(cls, model_cfg, method: str, options: dict[str, Any], config: Any = None) -> Ranker:
         """A new ranker: ``model_cfg`` (a ``ModelConfig``) with the fine-tuning method ``method``. ``options`` are
         the method's options as the recipe gives them (kept in the spec); ``config`` their typed config when already
-        parsed (``recipe.adapter.config``), else they are parsed here."""
+        parsed (``recipe.adapter.config``), else they are parsed here.
+
+        Args:
+            model_cfg: the recipe's model section (a ``ModelConfig``): the base model's hub id or folder, the lengths,
+                trust_remote_code and the architecture's typed config.
+            method: the fine-tuning method's registry name (e.g. ``lora``, ``full``).
+            options: the method's options as the recipe gives them.
+            config: the method's typed options, already parsed; None parses ``options``.
+
+        Returns:
+            The new ranker: the method applied to the base model, with the checkpoint's weights it uses beyond the
+            encoder (``adopt_pretrained``); the checkpoint's unused weights are reported.
+        """
         adapter = ADAPTERS.get(method)
         if config is None:
             config = adapter.config_from(options)
@@ -344,26 +368,57 @@ class Ranker(nn.Module):
     def spec_from_pretrained(cls, spec: dict[str, Any], config: Any, pretrained: Pretrained) -> None:
         """Hook: settings of the checkpoint (``ssft.models.interop.checkpoint``) the new ranker keeps before it is
         built: into ``config`` (its typed ``Config``, e.g. a SentenceTransformer's Normalize module deciding
-        ``normalize: null``) or into the spec (a ColBERT checkpoint's markers, a SentenceTransformer's prompts)."""
+        ``normalize: null``) or into the spec (a ColBERT checkpoint's markers, a SentenceTransformer's prompts).
+
+        Args:
+            spec: the new ranker's spec (``build_spec``'s), updated in place.
+            config: the new ranker's typed ``Config``, updated in place.
+            pretrained: the loaded checkpoint (``load_pretrained``): its kind, its sentence-transformers modules and
+                the weights the encoder did not take.
+        """
 
     def fit_start(self, documents: list[str], seed: int = 0) -> str | None:
         """Fit what the ranker's start needs from the corpus (``documents``, sampled with ``seed``), before training;
         a note of what was fitted, or None. Most rankers start from the checkpoint alone; ColBERT fits a narrower
-        projection to the corpus's token states."""
+        projection to the corpus's token states.
+
+        Args:
+            documents: the corpus's document texts.
+            seed: the seed of the sample drawn from ``documents``.
+
+        Returns:
+            A one-line note of what was fitted (logged before training), or None when nothing was.
+        """
         return None
 
     def adopt_pretrained(self, pretrained: Pretrained) -> None:
         """Hook: take the checkpoint's weights this ranker uses beyond the encoder (``Pretrained.take``: a
-        classifier head, a projection); whatever is left is reported as unused."""
+        classifier head, a projection); whatever is left is reported as unused.
+
+        Args:
+            pretrained: the checkpoint the ranker was built from (``load_pretrained``); the weights taken are removed
+                from it.
+        """
 
     def export_refusal(self) -> str | None:
         """Hook: why this ranker's own modules have no standard format (one line naming what serves it), or None
-        (``ssft.models.interop.export``; the method's refusal is checked there, from ``Adapter.exportable``)."""
+        (``ssft.models.interop.export``; the method's refusal is checked there, from ``Adapter.exportable``).
+
+        Returns:
+            The reason, one line; None when the ranker's own modules export (the base class).
+        """
         return None
 
     def quiet_unused(self, pretrained: Pretrained) -> tuple[str, ...]:
         """Checkpoint weight names (without the task model's prefix) legitimately unused by this ranker: BERT's
-        next-sentence pooler beside a plain encoder; a fine-tuned sequence-classification pooler is never quiet."""
+        next-sentence pooler beside a plain encoder; a fine-tuned sequence-classification pooler is never quiet.
+
+        Args:
+            pretrained: the checkpoint the ranker was built from (``load_pretrained``).
+
+        Returns:
+            Name prefixes that ``Pretrained.report`` leaves out of its list of unused weights.
+        """
         if pretrained.kind == "sequence-classification":
             return ("embeddings.position_ids",)
         return ("pooler.", "embeddings.position_ids")
@@ -371,7 +426,18 @@ class Ranker(nn.Module):
     @classmethod
     def build_spec(cls, model_cfg, method: str, options: dict[str, Any], config: Any = None) -> dict[str, Any]:
         """What ``ssft_model.json`` records of a built ranker: enough to load it back. ``config``: the architecture's
-        typed config (default ``model_cfg.config``)."""
+        typed config (default ``model_cfg.config``).
+
+        Args:
+            model_cfg: the recipe's model section (a ``ModelConfig``).
+            method: the fine-tuning method's registry name.
+            options: the method's options as the recipe gives them.
+            config: the architecture's typed config; None: ``model_cfg.config``.
+
+        Returns:
+            The spec: architecture, base model, method and its options, lengths, trust_remote_code and the keys of
+            ``config`` (``spec_of``).
+        """
         return {
             "architecture": cls.architecture,
             "base_model": model_cfg.name,
@@ -385,34 +451,70 @@ class Ranker(nn.Module):
 
     @classmethod
     def spec_of(cls, config: Any) -> dict[str, Any]:
-        """The spec keys of the architecture's typed config (what ``ssft_model.json`` records of it)."""
+        """The spec keys of the architecture's typed config (what ``ssft_model.json`` records of it).
+
+        Args:
+            config: the architecture's typed ``Config``.
+
+        Returns:
+            Key → value (an architecture may leave out keys its settings do not read).
+        """
         return dataclasses.asdict(config)
 
     @classmethod
     def config_from_spec(cls, spec: dict[str, Any], where: str = "model") -> Any:
         """The architecture's typed config of a spec (a saved folder's ``ssft_model.json``, or one being built):
         its ``Config`` keys, types and values checked; a key a folder saved before it existed lacks means what
-        ``legacy_spec`` says; any other missing key is the default."""
+        ``legacy_spec`` says; any other missing key is the default.
+
+        Args:
+            spec: the spec (its keys beyond the architecture's ``Config`` are ignored).
+            where: what an error message starts with (e.g. the spec file's path and section).
+
+        Returns:
+            An instance of the architecture's ``Config``.
+        """
         saved = {key: spec[key] for key in field_names(cls.Config) if key in spec}
         return parse_dataclass(cls.Config, {**cls.legacy_spec, **saved}, where)
 
     @classmethod
     def carries_reconstruction_head(cls, config: Any) -> bool:
-        """Whether a ranker of this typed config carries a token-reconstruction head (``reconstruction_heads``)."""
+        """Whether a ranker of this typed config carries a token-reconstruction head (``reconstruction_heads``).
+
+        Args:
+            config: the architecture's typed ``Config`` (e.g. the recipe's ``model.config``).
+
+        Returns:
+            True when its ``head`` is one of ``reconstruction_heads``; always False for the base class.
+        """
         return False
 
     def ranker_state(self) -> dict[str, torch.Tensor]:
-        """Parameters and buffers outside the backbone(s) (heads, projections)."""
+        """Parameters and buffers outside the backbone(s) (heads, projections).
+
+        Returns:
+            State-dict name → detached, contiguous tensor: what ``save`` writes to ``ranker.safetensors``.
+        """
         return {k: v.detach().contiguous() for k, v in self.state_dict().items() if not k.startswith(self.backbone_prefixes)}
 
     def head_parameters(self) -> list[nn.Parameter]:
+        """The ranker's own parameters: every one outside the backbone(s) (heads, projections), the ones
+        ``model.head_learning_rate`` applies to.
+
+        Returns:
+            The parameters, trainable or not, in ``named_parameters`` order.
+        """
         return [p for n, p in self.named_parameters() if not n.startswith(self.backbone_prefixes)]
 
     # ------------------------------------------------------------ save / load
     def save(self, path: str | Path) -> None:
         """Write the ranker folder atomically: complete, or the previous one left in place. The folder and its
         files get the modes the umask gives (not ``mkdtemp``'s 0700 / safetensors' 0600); the temporary folders
-        an earlier save of the same folder left when it was killed are removed."""
+        an earlier save of the same folder left when it was killed are removed.
+
+        Args:
+            path: the folder to write (replaced when it exists); its parent is created when missing.
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_save_folders(path)
@@ -433,6 +535,15 @@ class Ranker(nn.Module):
 
     @staticmethod
     def read_spec(path: str | Path) -> dict[str, Any]:
+        """The spec (``ssft_model.json``) of a saved ranker folder; an SsftError when the folder has none or it is
+        not a JSON object naming the architecture, the base model and the method.
+
+        Args:
+            path: the saved ranker folder.
+
+        Returns:
+            The spec as saved.
+        """
         path = Path(path)
         spec_file = path / SPEC_FILE
         if not spec_file.is_file():
@@ -451,7 +562,15 @@ class Ranker(nn.Module):
     def load(cls, path: str | Path, trust_remote_code: bool = False) -> Ranker:
         """The ranker saved in ``path``; a damaged folder is an SsftError naming it. ``trust_remote_code`` is the
         user's permission to run Python code the model ships: a folder saved with trust_remote_code is refused
-        without it (the folder's own spec never grants it)."""
+        without it (the folder's own spec never grants it).
+
+        Args:
+            path: the saved ranker folder.
+            trust_remote_code: the user's permission to run code the model ships.
+
+        Returns:
+            The ranker, in eval mode with every parameter frozen.
+        """
         try:
             return cls._load(Path(path), trust_remote_code=trust_remote_code)
         except SsftError:
@@ -461,7 +580,13 @@ class Ranker(nn.Module):
 
     @staticmethod
     def check_trust(path: Path, spec: dict[str, Any], trust_remote_code: bool) -> None:
-        """Refuse a folder whose spec says it needs trust_remote_code unless the user passed it."""
+        """Refuse a folder whose spec says it needs trust_remote_code unless the user passed it.
+
+        Args:
+            path: the saved ranker folder (named in the error).
+            spec: its spec (``read_spec``).
+            trust_remote_code: the user's permission to run code the model ships.
+        """
         if spec.get("trust_remote_code") not in (None, False) and not trust_remote_code:
             raise SsftError(f"{Path(path) / SPEC_FILE}: this model was saved with trust_remote_code; pass "
                             f"--trust-remote-code (or trust_remote_code=True) if you trust its code")
@@ -491,7 +616,11 @@ class Ranker(nn.Module):
 
     def load_weights(self, path: str | Path) -> None:
         """Copy the weights of the saved ranker folder ``path`` into this ranker (same architecture and method),
-        in place: what a checkpoint resume needs, with the optimizer still pointing at these parameters."""
+        in place: what a checkpoint resume needs, with the optimizer still pointing at these parameters.
+
+        Args:
+            path: the saved ranker folder; it is loaded with this ranker's own trust_remote_code.
+        """
         path = Path(path)
         spec = self.read_spec(path)
         for key in ("architecture", "method"):
@@ -512,7 +641,18 @@ class Ranker(nn.Module):
     def from_loaded(cls, path: Path, backbone: Backbone, tokenizer, spec: dict[str, Any],
                     trust_remote_code: bool = False) -> Ranker:
         """Hook: the ranker around a loaded backbone (rankers with more than one backbone load the others, with
-        the user's ``trust_remote_code``)."""
+        the user's ``trust_remote_code``).
+
+        Args:
+            path: the saved ranker folder (the other backbones' folders are inside it).
+            backbone: the loaded (first) backbone.
+            tokenizer: the folder's tokenizer.
+            spec: the folder's spec (``read_spec``).
+            trust_remote_code: the user's permission to run code the model ships.
+
+        Returns:
+            The ranker, before ``ranker.safetensors`` is loaded into it.
+        """
         return cls(backbone, tokenizer, spec)
 
     def _frozen_base(self) -> bool:

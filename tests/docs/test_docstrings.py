@@ -16,14 +16,6 @@ import pytest
 
 import ssft
 
-# Ranker methods whose docstrings are still being written in the Google style (ssft/models is being reworked): each
-# is reported as an expected failure until its docstring is complete, and then simply passes
-TO_COMPLETE: set[str] = {f"ssft.Ranker.{name}" for name in (
-    "adopt_pretrained", "build", "build_spec", "carries_reconstruction_head", "check_trust", "config_from_spec",
-    "export_refusal", "fit_start", "from_loaded", "head_parameters", "load", "load_weights", "quiet_unused",
-    "ranker_state", "read_spec", "save", "serving_pooler", "spec_from_pretrained", "spec_of", "token_cache",
-)}
-
 
 def _home(name: str) -> object:
     """The object ``ssft.<name>`` stands for (``ssft.train`` / ``ssft.retrieve`` are also old modules: the function)."""
@@ -117,9 +109,7 @@ def problems(fn: Callable, skip: int) -> list[str]:
 CALLABLES = public_callables()
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason="docstring being completed",
-                                                                          strict=False))
-                                  if n in TO_COMPLETE else n for n in sorted(CALLABLES)])
+@pytest.mark.parametrize("name", sorted(CALLABLES))
 def test_every_public_callable_documents_its_arguments_and_return(name):
     fn, skip = CALLABLES[name]
     assert problems(fn, skip) == [], f"{name}: {'; '.join(problems(fn, skip))}"
@@ -131,8 +121,6 @@ def test_the_walk_covers_the_api():
                      "ssft.Ranker.rank", "ssft.Ranker.predict", "ssft.Ranker.encode_query", "ssft.Ranker.save",
                      "ssft.Index.search", "ssft.Index.load"):
         assert expected in names, expected
-    assert set(TO_COMPLETE) <= names, sorted(set(TO_COMPLETE) - names)
-    assert all(n.startswith("ssft.Ranker.") for n in TO_COMPLETE)  # only the models' docstrings may be unfinished
 
 
 def test_the_checker_finds_what_is_missing():
