@@ -1,0 +1,83 @@
+"""The quickstart's learning rate on NFCorpus's dev queries: what validation says of runs of recipes/quickstart.yaml
+that differ only in ``training.learning_rate`` (the start scored once; the test split is not used).
+
+Runs (one seed each; ``eval.start=false data.test_split=dev`` where the start is already known, so no test query is
+looked at):
+
+    SSFT_DATA_HOME=../shared/data ssft-train recipes/quickstart.yaml training.output_dir=runs/trials/qs-lr5e-4
+    SSFT_DATA_HOME=../shared/data ssft-train recipes/quickstart.yaml training.learning_rate=1e-4 \
+        training.output_dir=runs/trials/qs-lr1e-4 eval.start=false data.test_split=dev
+    python benchmarks/quickstart_dev.py --runs runs/trials/qs-lr5e-4,runs/trials/qs-lr1e-4 [--write]
+
+Each run folder's validation history is read from its ``best_epoch.json`` (the run's root or its last checkpoint),
+or its ``metrics.json`` dev row; the start (epoch 0) from whichever run scored it. ``--write``: BENCHMARKS.md
+§ quickstart_dev.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import write_section  # noqa: E402
+
+METRICS = ("nDCG@10", "R@100", "RR@10")
+
+
+def history(run: Path) -> list[dict]:
+    """The run's validation rows (epoch, metrics), epoch 0 the start where it was scored."""
+    files = sorted(run.glob("checkpoint-*/best_epoch.json"), key=lambda p: int(p.parent.name.split("-")[-1]))
+    files = [run / "best_epoch.json", *files[::-1]]
+    for f in files:
+        if f.is_file():
+            rows = json.loads(f.read_text())["history"]
+            return [{"epoch": r["epoch"], **{m: r.get(f"eval_{m}") for m in METRICS}} for r in rows]
+    metrics = json.loads((run / "metrics.json").read_text())
+    split = yaml.safe_load((run / "recipe.yaml").read_text())["data"]["validation_split"]
+    return [{"epoch": 1.0, **{m: metrics[split].get(m) for m in METRICS}}]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", required=True, help="comma-separated run folders of recipes/quickstart.yaml")
+    p.add_argument("--write", action="store_true")
+    a = p.parse_args()
+    start, rows = None, []
+    for folder in a.runs.split(","):
+        run = Path(folder)
+        recipe = yaml.safe_load((run / "recipe.yaml").read_text())
+        lr = recipe["training"]["learning_rate"]
+        for h in history(run):
+            if h["epoch"] == 0:
+                start = h
+            else:
+                rows.append((lr, recipe["seed"], h))
+    if start is None:
+        raise SystemExit("no run scored the start (epoch 0) on validation")
+    fmt = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
+    lines = ["## The quickstart's learning rate on NFCorpus dev", "",
+             "recipes/quickstart.yaml (all-MiniLM-L6-v2, dense, semi-Siamese LoRA hetero_value, 800 training queries, "
+             "1 epoch of 50 steps of 16 queries), validation on all 324 dev queries, full retrieval; one seed per "
+             "learning rate. The test split is not used here.", "",
+             "| model | learning rate | seed | " + " | ".join(METRICS) + " |", "|---|---:|---:|" + "---:|" * len(METRICS),
+             "| start (all-MiniLM-L6-v2) | — | — | " + " | ".join(fmt(start[m]) for m in METRICS) + " |"]
+    for lr, seed, h in rows:
+        lines.append(f"| trained | {lr:g} | {seed} | " + " | ".join(fmt(h[m]) for m in METRICS) + " |")
+    best = max(rows, key=lambda r: r[2]["nDCG@10"])
+    beats = best[2]["nDCG@10"] > start["nDCG@10"]
+    lines += ["", f"The best learning rate measured ({best[0]:g}) {'beats' if beats else 'does not beat'} the start on "
+              f"dev nDCG@10 ({best[2]['nDCG@10']:.5f} against {start['nDCG@10']:.5f}). A run keeps the better of "
+              f"the two (validation's epoch 0 is the start)"
+              + ("." if beats else ", so at these settings the quickstart hands back its start."), ""]
+    body = "\n".join(lines)
+    print(body)
+    if a.write:
+        write_section("quickstart_dev", body)
+
+
+if __name__ == "__main__":
+    main()
