@@ -7,7 +7,9 @@ looked at):
     SSFT_DATA_HOME=../shared/data ssft-train recipes/quickstart.yaml training.output_dir=runs/trials/qs-lr5e-4
     SSFT_DATA_HOME=../shared/data ssft-train recipes/quickstart.yaml training.learning_rate=1e-4 \
         training.output_dir=runs/trials/qs-lr1e-4 eval.start=false data.test_split=dev
-    python benchmarks/quickstart_dev.py --runs runs/trials/qs-lr5e-4,runs/trials/qs-lr1e-4 [--write]
+    SSFT_DATA_HOME=../shared/data ssft-train recipes/quickstart.yaml adapter=full training.learning_rate=2e-5 \
+        training.output_dir=runs/trials/qs-full-2e-5 eval.start=false data.test_split=dev
+    python benchmarks/quickstart_dev.py --runs runs/trials/qs-lr5e-4,runs/trials/qs-lr1e-4,runs/trials/qs-full-2e-5 [--write]
 
 Each run folder's validation history is read from its ``best_epoch.json`` (the run's root or its last checkpoint),
 or its ``metrics.json`` dev row; the start (epoch 0) from whichever run scored it. ``--write``: BENCHMARKS.md
@@ -51,25 +53,27 @@ def main() -> None:
         run = Path(folder)
         recipe = yaml.safe_load((run / "recipe.yaml").read_text())
         lr = recipe["training"]["learning_rate"]
+        adapter = recipe["adapter"] if isinstance(recipe["adapter"], str) else recipe["adapter"]["method"]
         for h in history(run):
             if h["epoch"] == 0:
                 start = h
             else:
-                rows.append((lr, recipe["seed"], h))
+                rows.append((lr, recipe["seed"], h, adapter))
     if start is None:
         raise SystemExit("no run scored the start (epoch 0) on validation")
     fmt = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
     lines = ["## The quickstart's learning rate on NFCorpus dev", "",
-             "recipes/quickstart.yaml (all-MiniLM-L6-v2, dense, semi-Siamese LoRA hetero_value, 800 training queries, "
-             "1 epoch of 50 steps of 16 queries), validation on all 324 dev queries, full retrieval; one seed per "
-             "learning rate. The test split is not used here.", "",
-             "| model | learning rate | seed | " + " | ".join(METRICS) + " |", "|---|---:|---:|" + "---:|" * len(METRICS),
-             "| start (all-MiniLM-L6-v2) | — | — | " + " | ".join(fmt(start[m]) for m in METRICS) + " |"]
-    for lr, seed, h in rows:
-        lines.append(f"| trained | {lr:g} | {seed} | " + " | ".join(fmt(h[m]) for m in METRICS) + " |")
+             "recipes/quickstart.yaml (all-MiniLM-L6-v2, dense, semi-Siamese LoRA hetero_value unless the adapter "
+             "column says otherwise, 800 training queries, 1 epoch of 50 steps of 16 queries), validation on all 324 dev queries, full retrieval; one seed per "
+             "arm. The test split is not used here.", "",
+             "| model | adapter | learning rate | seed | " + " | ".join(METRICS) + " |",
+             "|---|---|---:|---:|" + "---:|" * len(METRICS),
+             "| start (all-MiniLM-L6-v2) | — | — | — | " + " | ".join(fmt(start[m]) for m in METRICS) + " |"]
+    for lr, seed, h, adapter in rows:
+        lines.append(f"| trained | {adapter} | {lr:g} | {seed} | " + " | ".join(fmt(h[m]) for m in METRICS) + " |")
     best = max(rows, key=lambda r: r[2]["nDCG@10"])
     beats = best[2]["nDCG@10"] > start["nDCG@10"]
-    lines += ["", f"The best learning rate measured ({best[0]:g}) {'beats' if beats else 'does not beat'} the start on "
+    lines += ["", f"The best arm measured ({best[3]}, learning rate {best[0]:g}) {'beats' if beats else 'does not beat'} the start on "
               f"dev nDCG@10 ({best[2]['nDCG@10']:.5f} against {start['nDCG@10']:.5f}). A run keeps the better of "
               f"the two (validation's epoch 0 is the start)"
               + ("." if beats else ", so at these settings the quickstart hands back its start."), ""]
