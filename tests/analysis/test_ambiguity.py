@@ -76,11 +76,11 @@ def test_confidence_rule(lexicon):
 @pytest.mark.integration
 def test_cli_counts_and_labels_file(lexicon, tiny_dataset, tmp_path, capsys):
     out = tmp_path / "labels.tsv"
-    assert ambiguity_cli.main([str(tiny_dataset), "--split", "test", "--max-words", "3", "--out", str(out)]) == 0
+    assert ambiguity_cli.main(["--data", str(tiny_dataset), "--split", "test", "--max-words", "3", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "all 2 queries: ambiguous 2, non-ambiguous 0, excluded 0" in printed  # "sleep memory", "coffee liver"
     assert ambiguity.read_labels(out) == {"q6": AMBIGUOUS, "q5": AMBIGUOUS}
-    assert ambiguity_cli.main([str(tiny_dataset), "--split", "nope"]) == 2
+    assert ambiguity_cli.main(["--data", str(tiny_dataset), "--split", "nope"]) == 2
     assert "no split 'nope'" in capsys.readouterr().err
 
 
