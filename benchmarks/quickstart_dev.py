@@ -64,8 +64,8 @@ def main() -> None:
     fmt = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
     lines = ["## The quickstart's learning rate on NFCorpus dev", "",
              "recipes/quickstart.yaml (all-MiniLM-L6-v2, dense, semi-Siamese LoRA hetero_value unless the adapter "
-             "column says otherwise, 800 training queries, 1 epoch of 50 steps of 16 queries), validation on all 324 dev queries, full retrieval; one seed per "
-             "arm. The test split is not used here.", "",
+             "column says otherwise, 800 training queries, 1 epoch of 50 steps of 16 queries), validation on all 324 "
+             "dev queries, full retrieval; one seed per arm. The test split is not used here.", "",
              "| model | adapter | learning rate | seed | " + " | ".join(METRICS) + " |",
              "|---|---|---:|---:|" + "---:|" * len(METRICS),
              "| start (all-MiniLM-L6-v2) | — | — | — | " + " | ".join(fmt(start[m]) for m in METRICS) + " |"]
@@ -73,7 +73,8 @@ def main() -> None:
         lines.append(f"| trained | {adapter} | {lr:g} | {seed} | " + " | ".join(fmt(h[m]) for m in METRICS) + " |")
     best = max(rows, key=lambda r: r[2]["nDCG@10"])
     beats = best[2]["nDCG@10"] > start["nDCG@10"]
-    lines += ["", f"The best arm measured ({best[3]}, learning rate {best[0]:g}) {'beats' if beats else 'does not beat'} the start on "
+    verdict = "beats" if beats else "does not beat"
+    lines += ["", f"The best arm measured ({best[3]}, learning rate {best[0]:g}) {verdict} the start on "
               f"dev nDCG@10 ({best[2]['nDCG@10']:.5f} against {start['nDCG@10']:.5f}). A run keeps the better of "
               f"the two (validation's epoch 0 is the start)"
               + ("." if beats else ", so at these settings the quickstart hands back its start."), ""]
