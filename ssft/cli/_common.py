@@ -64,6 +64,17 @@ def add_batch_size_argument(parser: argparse.ArgumentParser, default: int = 64) 
     parser.add_argument("--batch-size", type=int, default=default, help="texts or pairs scored per forward pass")
 
 
+def add_checkpoint_arguments(parser: argparse.ArgumentParser, pooling_help: str = "pooling of a checkpoint given by "
+                             "folder or hub id (default: mean)") -> None:
+    """How a checkpoint given by folder or hub id is imported: its pooling and token lengths."""
+    parser.add_argument("--pooling", default=None, choices=("mean", "cls"), help=pooling_help)
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="document tokens of a checkpoint (default: its sentence-transformers max_seq_length, "
+                             "else 256)")
+    parser.add_argument("--query-max-length", type=int, default=None,
+                        help="query tokens of a checkpoint (default: as its documents)")
+
+
 def add_trust_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="run Python code the saved model ships (a model saved with trust_remote_code); only for "

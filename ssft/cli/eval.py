@@ -20,6 +20,7 @@ import sys
 from ssft.cli._common import (
     add_backend_argument,
     add_batch_size_argument,
+    add_checkpoint_arguments,
     add_model_argument,
     add_precision_argument,
     add_trust_argument,
@@ -50,13 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="test", help="qrels split of every dataset (default test)")
     parser.add_argument("--metrics", default="nDCG@10,R@100", help="ir_measures names (default nDCG@10,R@100)")
     add_batch_size_argument(parser)
-    parser.add_argument("--pooling", default=None, choices=("mean", "cls"),
-                        help="pooling of a dense checkpoint given by folder or hub id (default: mean)")
-    parser.add_argument("--max-length", type=int, default=None,
-                        help="document tokens of a checkpoint (default: its sentence-transformers max_seq_length, "
-                             "else 256)")
-    parser.add_argument("--query-max-length", type=int, default=None,
-                        help="query tokens of a checkpoint (default: as its documents)")
+    add_checkpoint_arguments(parser, "pooling of a dense checkpoint given by folder or hub id (default: mean)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier ssft-eval result in --output (only what ssft-eval wrote is removed)")
     add_trust_argument(parser)

@@ -21,6 +21,7 @@ import sys
 
 from ssft.cli._common import (
     add_batch_size_argument,
+    add_checkpoint_arguments,
     add_model_argument,
     add_trust_argument,
     make_parser,
@@ -42,13 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bm25", action="store_true", help="BM25 miner (bm25s, English stopwords) instead of a model")
     parser.add_argument("--model", dest="deprecated_model", default=None,
                         help="old spelling of the positional model (deprecated)")
-    parser.add_argument("--pooling", default=None, choices=("mean", "cls"),
-                        help="pooling of a checkpoint given by folder or hub id (default: mean)")
-    parser.add_argument("--max-length", type=int, default=None,
-                        help="document tokens of a checkpoint (default: its sentence-transformers max_seq_length, "
-                             "else 256)")
-    parser.add_argument("--query-max-length", type=int, default=None,
-                        help="query tokens of a checkpoint (default: as its documents)")
+    add_checkpoint_arguments(parser)
     parser.add_argument("--depth", type=int, default=100, help="candidates retrieved per query")
     parser.add_argument("--range-min", type=int, default=1, help="best rank a negative may have (1 = top)")
     parser.add_argument("--range-max", type=int, default=None, help="worst rank a negative may have (default --depth)")
