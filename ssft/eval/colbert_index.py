@@ -29,6 +29,7 @@ from ssft.core.errors import SsftError
 from ssft.data.beir import IRDataset
 from ssft.data.trec import Run
 from ssft.eval.index import check_index, load_index
+from ssft.eval.plaid import PlaidIndex
 from ssft.models.corpus import corpus_units, encode_query_tokens, encode_token_corpus, read_shards, read_token_lengths
 
 logger = logging.getLogger(__name__)
@@ -230,7 +231,6 @@ def memory_late_index(model, dataset: IRDataset, kind: str = "flat", batch_size:
     matrices = encode_token_corpus(model, texts, batch_size)
     store = TokenStore([np.concatenate(matrices).astype(np.float16)], np.array([len(m) for m in matrices]))
     if kind == "plaid":
-        from ssft.eval.plaid import PlaidIndex  # noqa: PLC0415
 
         plaid = PlaidIndex.build(store.parts, store.lengths)
         return PlaidLateIndex(plaid, unit_ids, {"kind": kind, **plaid.meta}, store=store)  # the store is in memory

@@ -34,6 +34,7 @@ from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_file, atomic_write_json
 from ssft.core.progress import track
 from ssft.data.beir import IRDataset
+from ssft.eval.plaid import DEFAULT_BITS, PLAID_FILE, PlaidIndex, check_plaid_options
 from ssft.models.corpus import corpus_difference, file_sha256, read_manifest, read_shards, read_token_lengths
 
 INDEX_FILE = "index.faiss"
@@ -101,7 +102,6 @@ def check_index(kind: str, units: int, dim: int) -> tuple[str, int]:
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
     if kind == PLAID:  # k-means over the tokens: a centroid per 8 tokens at most, any number of tokens from 8
-        from ssft.eval.plaid import DEFAULT_BITS, check_plaid_options  # noqa: PLC0415
 
         check_plaid_options(bits=DEFAULT_BITS, dim=dim)
         if units < 8:
@@ -187,7 +187,6 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int = 16, max_tr
 def _remove_other(folder: Path, written: str) -> None:
     """The index file of the other format (index.faiss beside a new index.plaid, or the reverse), left by an earlier
     build: index.json names the one written now."""
-    from ssft.eval.plaid import PLAID_FILE  # noqa: PLC0415
 
     for name in (INDEX_FILE, PLAID_FILE):
         if name != written and (folder / name).is_file():
@@ -196,7 +195,6 @@ def _remove_other(folder: Path, written: str) -> None:
 
 def _build_plaid(folder: Path, manifest: dict, nprobe: int, ef_search: int) -> dict[str, Any]:
     """``build_saved_index`` for kind ``plaid``: ``index.plaid`` from the token shards, ``index.json`` beside it."""
-    from ssft.eval.plaid import PLAID_FILE, PlaidIndex  # noqa: PLC0415
 
     if not manifest.get("token_vectors"):
         raise SsftError(f"--index plaid: {folder} holds single vectors of a dense model; plaid indexes a ColBERT "
@@ -265,7 +263,6 @@ def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None
     ``index.json``; with ``dataset`` (ssft-retrieve's ``--data``), its corpus must be the one indexed."""
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
-    from ssft.eval.plaid import PLAID_FILE, PlaidIndex  # noqa: PLC0415
 
     folder = Path(folder)
     manifest = read_manifest(folder)
