@@ -22,11 +22,22 @@ from ssft.core.errors import SsftError
 from ssft.core.run_folder import ENCODE_MARKERS, ENCODE_OUTPUTS, OutputFolder
 from ssft.data.beir import IRDataset, load_dataset
 from ssft.data.corpus_file import write_corpus
-from ssft.eval.index import CORPUS_FILE, KINDS, build_saved_index, check_index
+from ssft.eval.index import CORPUS_FILE, KINDS, PLAID, build_saved_index, check_index
 from ssft.models.base import Ranker
 from ssft.models.corpus import corpus_units, encode_shards, multi_vector
 from ssft.models.interop import openvino
 from ssft.pipeline.sources import ModelInput, dataset_sources, whole_numbers
+
+
+def _check_index_kind(index: str, ranker: Ranker, late: bool, units: int, name: str) -> None:
+    """Refuse an index the model's vectors cannot fill, before anything is encoded."""
+    if late:  # the token count is known once encoded: the kind is checked here, its size then
+        check_index(index, 10**9, ranker.dim)
+    elif index == PLAID:
+        raise SsftError(f"--index plaid: indexes a ColBERT model's token vectors; {name} is a dense model "
+                        f"(one vector per document): use --index flat, ivf, hnsw, pq or ivfpq")
+    else:  # an index too big to train on this corpus
+        check_index(index, units, ranker.embedding_dim)
 
 
 def encode_corpus(model: str | Path | Ranker, data: str | IRDataset, output: Path, *, index: str = "flat",
@@ -76,10 +87,8 @@ def encode_corpus(model: str | Path | Ranker, data: str | IRDataset, output: Pat
     if model_name or source.path is not None:  # what Index.load serves the queries with when given no model
         settings["model"] = str(model_name or source.path)
     settings.update(extra_settings or {})
-    if build_index and late:  # the token count is known once encoded: the kind is checked here, its size then
-        check_index(index, 10**9, ranker.dim)
-    elif build_index:  # an index too big to train on this corpus is refused before anything is encoded
-        check_index(index, len(unit_ids), ranker.embedding_dim)
+    if build_index:
+        _check_index_kind(index, ranker, late, len(unit_ids), source.name)
     if main_process:
         folder.claim()  # the lock, held until the index is written; a second ssft-encode here is refused
     # the process group's own ranks: accelerate's PartialState calls every CPU process of --multi_gpu its main one

@@ -366,3 +366,17 @@ def test_accelerate_launch_two_processes_build_the_index_one_process_builds(arch
     queries = np.random.default_rng(0).standard_normal((5, info_one["dim"])).astype(np.float32)
     found_one, found_two = load_index(tmp_path / "one").search(queries, 10), load_index(tmp_path / "two").search(queries, 10)
     np.testing.assert_array_equal(found_two[1], found_one[1])
+
+
+def test_a_dense_model_is_refused_an_index_of_kind_plaid_before_anything_is_encoded(tiny_model_dir, tiny_dataset,
+                                                                                   tmp_path):
+    """plaid indexes a ColBERT model's token vectors: a dense model asking for it is told so before its corpus is
+    encoded, not after (no shard, no folder contents left behind)."""
+    from ssft.core.errors import SsftError
+    from ssft.pipeline.encode import encode_corpus
+    from tests.helpers import tiny_frozen_ranker
+
+    out = tmp_path / "enc"
+    with pytest.raises(SsftError, match=r"^--index plaid: indexes a ColBERT model's token vectors; .* dense model"):
+        encode_corpus(tiny_frozen_ranker(tiny_model_dir, "dense"), tiny_dataset, out, index="plaid", precision="fp32")
+    assert not out.exists() or not any(out.rglob("*.npy"))
