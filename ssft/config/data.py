@@ -10,7 +10,8 @@ from ssft.config.model import either
 from ssft.config.parse import Checked, Problem
 from ssft.config.training import seed_problem
 
-SUBSAMPLES = ("max_train_queries", "max_positives_per_query", "max_validation_queries", "max_test_queries")
+SUBSAMPLES = ("max_train_queries", "max_positives_per_query", "max_validation_queries", "max_test_queries",
+              "holdout_queries")
 
 
 @dataclass
@@ -23,6 +24,7 @@ class DataConfig(Checked):
     max_positives_per_query: int | None = None
     max_validation_queries: int | None = None
     max_test_queries: int | None = None
+    holdout_queries: int | None = None  # with validation_split = train_split: these many train queries validate, never train
     min_relevance: int = 1  # qrels score counted as relevant for training positives
     train: str | None = None  # training rows: a Hugging Face dataset (file, folder, hub id); null: train_split's qrels
     train_format: str = "auto"  # auto | text | ids | scored (teacher scores: margin_mse / listwise_kl)
@@ -47,6 +49,15 @@ class DataConfig(Checked):
             return "train_format", f"expected {either(list(TRAIN_FORMS))}, got '{self.train_format}'"
         if self.train is None and (self.train_format != "auto" or self.train_subset is not None):
             return "train_format / data.train_subset", "only with data.train (a dataset of training rows)"
+        held = self.validation_split is not None and self.validation_split == self.train_split
+        if held and self.holdout_queries is None:
+            return "validation_split", (f"'{self.validation_split}' is also the train split: set data.holdout_queries "
+                                        "to validate on that many of its queries, held out of training")
+        if self.holdout_queries is not None and not held:
+            return "holdout_queries", ("holds queries of the train split out for validation: set "
+                                       f"data.validation_split: {self.train_split} (the train split) with it")
+        if self.holdout_queries is not None and self.train is not None:
+            return "holdout_queries", "holds out queries of data.train_split's qrels, not of data.train's rows"
         small = [key for key in SUBSAMPLES if getattr(self, key) is not None and getattr(self, key) < 1]
         return (small[0], "must be >= 1 or null") if small else None
 

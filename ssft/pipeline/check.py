@@ -273,7 +273,9 @@ def _data_line(recipe: Recipe) -> str:
             + (f" (at most {d.max_train_queries} queries)" if d.max_train_queries else " (all queries)")
             + f", {d.num_negatives} {d.negatives} negative(s) per positive"
             + (f", at most {d.max_positives_per_query} positive(s) per query" if d.max_positives_per_query else "")
-            + f"; validation {d.validation_split or 'none'}; test {d.test_split}"
+            + f"; validation {d.validation_split or 'none'}"
+            + (f" ({d.holdout_queries} of its queries, held out of training)" if d.holdout_queries else "")
+            + f"; test {d.test_split}"
             + (f"; fold {d.fold}" if d.fold is not None else ""))
 
 

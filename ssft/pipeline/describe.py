@@ -51,7 +51,8 @@ def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str, 
         notes.append(f"token reconstruction loss (004 §4.2), weight {recipe.loss.reconstruction_weight:g}, beside "
                      f"{recipe.loss.name}")
     if inputs.validation_qrels:
-        notes.append(f"validation: {len(inputs.validation_qrels)} queries of {d.validation_split}, "
+        held = " held out of training (data.holdout_queries)" if d.holdout_queries else ""
+        notes.append(f"validation: {len(inputs.validation_qrels)} queries of {d.validation_split}{held}, "
                      f"top-{inputs.validation_depth} of the first stage, best epoch by {e.selection_metric}"
                      + ("" if e.start else " among the trained epochs (eval.start: false)"))
     subsampled = d.max_test_queries and d.max_test_queries < len(inputs.dataset.qrels(d.test_split))

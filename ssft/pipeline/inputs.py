@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from ssft.config.data import DataConfig
 from ssft.config.recipe import Recipe
 from ssft.config.registry import LOSSES
 from ssft.core.errors import SsftError
@@ -59,10 +60,10 @@ def load_inputs(recipe: Recipe) -> RunInputs:
                                + "' trains on" if loss_needs_scores(recipe) else
                                "scored rows train with a distillation loss (loss.name: margin_mse or listwise_kl)"))
         train_qrels: Qrels = {}
+        validation_qrels = (subsample_queries(dataset.qrels(d.validation_split), d.max_validation_queries,
+                                              d.sample_seed) if d.validation_split else None)
     else:
-        train_qrels = subsample_queries(dataset.qrels(d.train_split), d.max_train_queries, d.sample_seed)
-    validation_qrels = (subsample_queries(dataset.qrels(d.validation_split), d.max_validation_queries, d.sample_seed)
-                        if d.validation_split else None)
+        train_qrels, validation_qrels = split_queries(d, dataset)
     test_qrels = subsample_queries(dataset.qrels(d.test_split), d.max_test_queries, d.sample_seed)
     loss = LOSSES.get(recipe.loss.name).from_config(recipe.loss.config)  # the typed config the recipe parsed
     in_loop_teacher = recipe.loss.config.teacher if loss.needs_teacher else None
@@ -85,6 +86,22 @@ def load_inputs(recipe: Recipe) -> RunInputs:
         _, negatives_run = first_stage_run("bm25", dataset, bm25_cache, _texts(dataset, train_qrels), d.negatives_depth)
     return RunInputs(dataset, train_qrels, validation_qrels, test_qrels, report_name(test_name, d.test_split), test_first,
                      validation_first, validation_depth, negatives_run, train_source, bm25_cache, loss, in_loop_teacher, teacher)
+
+
+def split_queries(d: DataConfig, dataset: IRDataset) -> tuple[Qrels, Qrels | None]:
+    """(train, validation) qrels of the run: with ``data.holdout_queries``, that many queries of the train split
+    (drawn with ``data.sample_seed``) validate and never train; each side then subsampled by its ``max_*_queries``."""
+    train = dataset.qrels(d.train_split)
+    validation = dataset.qrels(d.validation_split) if d.validation_split else None
+    if d.holdout_queries is not None:
+        if d.holdout_queries >= len(train):
+            raise SsftError(f"data.holdout_queries: {d.holdout_queries} of the {len(train)} queries of "
+                            f"{d.train_split} would leave none to train on")
+        held = set(subsample_queries(train, d.holdout_queries, d.sample_seed))
+        validation = {q: rel for q, rel in train.items() if q in held}
+        train = {q: rel for q, rel in train.items() if q not in held}
+    return (subsample_queries(train, d.max_train_queries, d.sample_seed),
+            None if validation is None else subsample_queries(validation, d.max_validation_queries, d.sample_seed))
 
 
 def loss_needs_scores(recipe: Recipe) -> bool:

@@ -46,6 +46,10 @@ def test_round_trip_through_to_dict():
         ("data: {negatives: hard}\n", [], "data.negatives: expected 'bm25' or 'random'"),
         ("eval: {interpolation: 1.5}\n", [], "eval.interpolation"),
         ("eval: {interpolation: auto}\ndata: {validation_split: null}\n", [], "'auto' tunes the weight"),
+        ("data: {validation_split: train}\n", [], "data.validation_split: 'train' is also the train split: set "
+                                                  "data.holdout_queries"),
+        ("data: {holdout_queries: 50}\n", [], "data.holdout_queries: .*set data.validation_split: train"),
+        ("data: {validation_split: train, holdout_queries: 0}\n", [], "data.holdout_queries: must be >= 1"),
         ("- a\n- b\n", [], "a recipe must be a mapping"),
         ("{}\n", ["adapter.r"], "expected key=value"),
         ("{}\n", ["=3"], "empty key"),
