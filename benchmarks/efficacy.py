@@ -24,7 +24,8 @@ so a killed invocation resumes where it stopped):
 - **ST baseline** (``--st-baseline``): ``SentenceTransformerTrainer`` + ``MultipleNegativesRankingLoss`` (bi-encoder
   recipes: dense, twin, colbert) or ``CrossEncoderTrainer`` + ``BinaryCrossEntropyLoss`` (cross-encoder recipes) on the
   run's own training groups (its recipe.yaml: same base model, queries, positives, negatives of the first epoch's draw),
-  epochs, batch (queries per step; a cross-encoder's pairs per step = queries x (1 + negatives)), learning rate, warm-up
+  epochs, batch (queries per step; a cross-encoder's pairs per step = queries x (1 + negatives)), learning rate (the
+  recipe's for full fine-tuning; for an adapter recipe sentence-transformers' default 5e-5, as it trains every weight), warm-up
   (capped at half the run, as ssft-train) and max length; saved and scored like the trained model.
 
 The models other than the run folders' rows are scored by ``ssft.pipeline.evaluate.evaluate_datasets`` -- what
@@ -74,6 +75,7 @@ ROWS = ("bm25", "zero_shot", "start", "trained", "st_baseline")
 ROW_NAMES = {"bm25": "BM25", "zero_shot": "zero-shot", "start": "start", "trained": "trained",
              "st_baseline": "ST baseline"}
 START_OVERRIDES = ["training.learning_rate=0", "training.max_steps=1", "model.head_learning_rate=0"]
+ST_LEARNING_RATE = 5e-5  # sentence-transformers' default (its TrainingArguments'), for the baseline of an adapter recipe
 ZERO_SHOT_LENGTHS = (256, 64)  # ssft-eval's defaults for a model given by name (document, query tokens)
 
 
@@ -602,8 +604,11 @@ def _worker_st_train(job: dict[str, Any]) -> None:
     asked = int(asked) if asked >= 1 else int(math.ceil(asked * total))
     if t.get("warmup_ratio"):
         asked = max(asked, int(math.ceil(float(t["warmup_ratio"]) * total)))
+    # the recipe's learning rate where it trains every weight as ST does; an adapter's (LoRA: 1e-4 to 1e-3) would wreck
+    # a fully fine-tuned model, so there ST's own default (TrainingArguments' 5e-5)
+    learning_rate = float(t.get("learning_rate", ST_LEARNING_RATE)) if recipe.adapter.method == "full" else ST_LEARNING_RATE
     common = dict(output_dir=str(out / "trainer"), per_device_train_batch_size=batch, num_train_epochs=epochs,
-                  max_steps=max_steps, learning_rate=float(t.get("learning_rate", 5e-5)),
+                  max_steps=max_steps, learning_rate=learning_rate,
                   weight_decay=float(t.get("weight_decay", 0.0)), warmup_steps=min(asked, total // 2),
                   lr_scheduler_type=t.get("lr_scheduler_type", "linear"), seed=seed, data_seed=seed, report_to=[],
                   save_strategy="no", logging_strategy="no", disable_tqdm=True, dataloader_pin_memory=False)
