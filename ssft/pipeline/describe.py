@@ -53,7 +53,9 @@ def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str, 
     if inputs.validation_qrels:
         held = " held out of training (data.holdout_queries)" if d.holdout_queries else ""
         notes.append(f"validation: {len(inputs.validation_qrels)} queries of {d.validation_split}{held}, "
-                     f"top-{inputs.validation_depth} of the first stage, best epoch by {e.selection_metric}"
+                     + ("full retrieval of the corpus" if built.ranker.full_retrieval
+                        else f"top-{inputs.validation_depth} of the first stage")
+                     + f", best epoch by {e.selection_metric}"
                      + ("" if e.start else " among the trained epochs (eval.start: false)"))
     subsampled = d.max_test_queries and d.max_test_queries < len(inputs.dataset.qrels(d.test_split))
     notes.append(f"test: {len(inputs.test_qrels)} queries of {d.test_split}{' (subsampled)' if subsampled else ''}, "
