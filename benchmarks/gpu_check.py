@@ -70,7 +70,8 @@ REFERENCE_STEPS = 3
 
 
 # ---------------------------------------------------------------------------------------------- models and data
-def model_folder(scratch: Path, label: str, hub_id: str | None, shape: tuple[int, int, int, int]) -> tuple[Path, str]:
+def model_folder(scratch: Path, label: str, hub_id: str | None, shape: tuple[int, int, int, int],
+                 tokenizer: str | None = None) -> tuple[Path, str]:
     """(folder, 'installed' | 'random'): the installed weights of ``hub_id`` when a pip package ships them, else a
     random BERT of ``shape`` saved with the all-MiniLM-L6-v2 tokenizer (BERT-base's 30,522-word vocabulary)."""
     from ssft.core.errors import SsftError
@@ -81,7 +82,7 @@ def model_folder(scratch: Path, label: str, hub_id: str | None, shape: tuple[int
             return Path(resolve_model(hub_id)), "installed"
         except (SsftError, OSError):
             pass
-    return random_bert(scratch / f"random-{label}", shape), "random"
+    return random_bert(scratch / f"random-{label}", shape, tokenizer), "random"
 
 
 def build_ranker(folder: Path, architecture: str, method: str, seq_len: int):
@@ -219,7 +220,7 @@ def cpu_references(a, scratch: Path) -> dict[tuple[str, str, str], list[float]]:
     threads = torch.get_num_threads()
     refs = {}
     for label, hub_id, shape in (MODELS_DRY if a.dry_run else MODELS_FULL):
-        folder, _ = model_folder(scratch, label, hub_id, shape)
+        folder, _ = model_folder(scratch, label, hub_id, shape, a.tokenizer)
         for architecture, method, loss_name in CONFIGS:
             row = train_one(folder, architecture, method, loss_name, a, "fp32", REFERENCE_STEPS, use_cpu=True,
                             scratch=scratch / "ref")
@@ -237,7 +238,9 @@ def launch_training(a, precision: str, scratch: Path) -> list[dict]:
            "--scratch", str(scratch), "--steps", str(a.steps), "--batch", str(a.batch), "--seq-len", str(a.seq_len),
            "--warmup", str(a.warmup), "--learning-rate", str(a.learning_rate),
            *(["--peak-tflops", str(a.peak_tflops)] if a.peak_tflops else []), *(["--dry-run"] if a.dry_run else [])]
-    proc = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+    # ROOT first, the caller's PYTHONPATH kept (packages installed beside the machine's own, e.g. with --target)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True)
     if proc.returncode != 0:
         return [{"precision": precision, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else
                  f"exit {proc.returncode}", "stderr_tail": proc.stderr[-2000:]}]
@@ -271,7 +274,7 @@ def inference_check(a, scratch: Path) -> list[dict]:
     on_gpu = torch.cuda.is_available() and not a.dry_run
     device = "cuda" if on_gpu else "cpu"
     label, hub_id, shape = (MODELS_DRY if a.dry_run else MODELS_FULL)[0]
-    folder, weights = model_folder(scratch, label, hub_id, shape)
+    folder, weights = model_folder(scratch, label, hub_id, shape, a.tokenizer)
     rows = []
     n = 64 if a.dry_run else 2048
     for architecture in ("cross", "dense"):
@@ -408,7 +411,7 @@ def ddp_check(a, scratch: Path) -> dict:
 
     use_gpu = torch.cuda.is_available() and not a.dry_run
     label, hub_id, shape = (MODELS_DRY if a.dry_run else MODELS_FULL)[-1]
-    folder, _ = model_folder(scratch, label, hub_id, shape)
+    folder, _ = model_folder(scratch, label, hub_id, shape, a.tokenizer)
     out = scratch / "ddp.json"
     mp.spawn(_ddp_worker, args=(2, str(scratch / "ddp-init"), str(folder), str(out), use_gpu), nprocs=2, join=True)
     two = json.loads(out.read_text())
@@ -455,6 +458,39 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def report(path: Path, write: bool, notes: Path | None = None) -> int:
+    """The table of a saved result (a device's run brought back), and with ``write`` BENCHMARKS.md § gpu_check."""
+    from report import write_section
+
+    results = json.loads(path.read_text())
+    s = results["settings"]
+    train = [r for r in results["train"] if "error" not in r]
+    mfu = [r["mfu"] for r in train if r.get("mfu")]
+    checks = [*results["train"], *results["inference"], results["faiss"], results["ddp"]]
+    lines = [f"## The GPU path: mixed-precision training, inference, faiss and a gathered loss on an {results['device']}",
+             "", f"`python benchmarks/gpu_check.py --precisions {','.join(sorted({r['precision'] for r in results['train']}))}"
+             f" --steps {s['steps']} --batch {s['batch']} --seq-len {s['seq_len']}` on the device (one "
+             f"{results['device']}, 16 host cores), the tree of commit {results['commit']} with the fixes below; "
+             f"result: `{path.as_posix()}`; `python benchmarks/gpu_check.py --report {path.as_posix()} --write "
+             "[--notes …]` wrote this section. Random weights of each model's shape (the pip packages of the weights "
+             "are not on the device; speed does not depend on them); dropout off; first loss against a float32 "
+             "reference of the same batch computed on the host's CPU.", "", table(results), "",
+             f"{sum(c['passed'] for c in checks)} of {len(checks)} checks passed in {results['seconds']:.0f} s."]
+    if mfu:
+        target = results.get("mfu_target", {})
+        lines += ["", f"Model FLOP utilisation {100 * min(mfu):.1f}–{100 * max(mfu):.1f} % of the card's dense bf16 peak"
+                  + (f"; BERT-base-shaped full fine-tuning {100 * target['measured']:.1f} % against the "
+                     f"{100 * target['target']:.0f} % target: {'met' if target['met'] else 'missed'}" if target else "")
+                  + f" (batch {s['batch']} × {s['seq_len']} tokens, eager PyTorch, one process)."]
+    if notes is not None:
+        lines += ["", notes.read_text().strip()]
+    body = "\n".join(lines)
+    print(body)
+    if write:
+        write_section("gpu_check", body)
+    return 0
+
+
 def commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
@@ -473,12 +509,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--learning-rate", type=float, default=None, help="default 2e-4 (dry run 3e-3)")
     p.add_argument("--peak-tflops", type=float, help="the device's dense peak for the precision (default: a table)")
     p.add_argument("--precisions", default="bf16,fp16", help="mixed precisions to train in (default bf16,fp16)")
+    p.add_argument("--tokenizer", help="a tokenizer folder for the random models where the all-MiniLM-L6-v2 package "
+                   "is not installed (its tokenizer files suffice)")
     p.add_argument("--output", default=str(ROOT / "results" / "gpu_check.json"), help="where the JSON goes")
     p.add_argument("--worker", choices=("train",), help=argparse.SUPPRESS)
     p.add_argument("--precision", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     p.add_argument("--scratch", help=argparse.SUPPRESS)
+    p.add_argument("--report", metavar="JSON", help="print (with --write: BENCHMARKS.md § gpu_check) the table of a "
+                   "saved result instead of running the check")
+    p.add_argument("--write", action="store_true", help="with --report: write BENCHMARKS.md § gpu_check")
+    p.add_argument("--notes", help="with --report: a Markdown file of readings appended to the section")
     a = p.parse_args(argv)
+    if a.report:
+        return report(Path(a.report), a.write, Path(a.notes) if a.notes else None)
     dry = {"steps": 12, "batch": 8, "seq_len": 32, "warmup": 2, "learning_rate": 3e-3}
     full = {"steps": 30, "batch": 32, "seq_len": 256, "warmup": 5, "learning_rate": 2e-4}
     for key, value in (dry if a.dry_run else full).items():

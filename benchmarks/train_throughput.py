@@ -82,9 +82,10 @@ class CountingCollator:
         return batch
 
 
-def random_bert(folder: Path, shape: tuple[int, int, int, int]) -> Path:
+def random_bert(folder: Path, shape: tuple[int, int, int, int], tokenizer: str | None = None) -> Path:
     """A random BERT of ``shape`` (hidden, layers, heads, intermediate) saved in ``folder`` (once) with the
-    all-MiniLM-L6-v2 tokenizer that pip ships (BERT-base's 30,522-word vocabulary)."""
+    all-MiniLM-L6-v2 tokenizer that pip ships (BERT-base's 30,522-word vocabulary), or the tokenizer folder
+    ``tokenizer`` (a machine without that package: its tokenizer files alone are a few hundred KB)."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
@@ -92,12 +93,12 @@ def random_bert(folder: Path, shape: tuple[int, int, int, int]) -> Path:
 
     if not (folder / "config.json").is_file():
         hidden, layers, heads, intermediate = shape
-        tokenizer = AutoTokenizer.from_pretrained(resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
+        words = AutoTokenizer.from_pretrained(tokenizer or resolve_model("sentence-transformers/all-MiniLM-L6-v2"))
         torch.manual_seed(0)
-        config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+        config = BertConfig(vocab_size=words.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
                             num_attention_heads=heads, intermediate_size=intermediate, max_position_embeddings=512)
         BertModel(config, add_pooling_layer=False).save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
+        words.save_pretrained(folder)
     return folder
 
 

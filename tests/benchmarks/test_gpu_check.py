@@ -59,3 +59,58 @@ def test_adapter_steps_count_two_forwards_full_three():
     assert gpu_check.training_flops(lengths, shape, "lora") == 2 * forward
     # BERT-base, 32 x 256 tokens: about 2 x 86M weights x 8192 tokens + attention per forward
     assert 1.3e12 < forward < 1.6e12
+
+
+def test_training_workers_keep_the_callers_pythonpath(tmp_path, monkeypatch):
+    """Packages installed beside the machine's own (pip install --target DIR, DIR on PYTHONPATH) reach the
+    accelerate-launched workers: the repository goes first, the caller's path stays."""
+    seen = {}
+
+    def fake_run(cmd, env, **kwargs):
+        seen["path"] = env["PYTHONPATH"].split(os.pathsep)
+        return subprocess.CompletedProcess(cmd, 1, "", "boom")
+
+    monkeypatch.setenv("PYTHONPATH", "/tmp/site")
+    monkeypatch.setattr(gpu_check.subprocess, "run", fake_run)
+    a = gpu_check.argparse.Namespace(dry_run=True, steps=1, batch=4, seq_len=8, warmup=0, learning_rate=1e-3,
+                                     peak_tflops=None)
+    rows = gpu_check.launch_training(a, "bf16", tmp_path)
+    assert seen["path"] == [str(ROOT), "/tmp/site"]
+    assert rows[0]["error"] == "boom"
+
+
+def test_random_models_take_a_tokenizer_folder_where_the_weights_package_is_absent(tiny_model_dir, tmp_path,
+                                                                                      monkeypatch):
+    import train_throughput
+
+    from ssft.core.errors import SsftError
+
+    def absent(name):
+        raise SsftError(f"model '{name}' not found")
+
+    monkeypatch.setattr("ssft.core.hub.resolve_model", absent)
+    folder, weights = gpu_check.model_folder(tmp_path, "tiny", "sentence-transformers/all-MiniLM-L6-v2", (32, 2, 2, 64),
+                                             tokenizer=str(tiny_model_dir))
+    assert weights == "random" and (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file()
+    assert train_throughput.random_bert(folder, (32, 2, 2, 64)) == folder  # made once: no tokenizer asked again
+
+
+def test_a_saved_result_is_reported_without_running_the_check(tmp_path, capsys):
+    result = {"device": "NVIDIA H200", "commit": "abc1234", "date": "2026-11-28", "dry_run": False, "seconds": 201.0,
+              "settings": {"steps": 12, "batch": 16, "seq_len": 256, "warmup": 5, "learning_rate": 2e-4},
+              "train": [{"model": "mpnet-base", "weights": "random", "architecture": "dense", "method": "lora",
+                         "precision": "bf16", "losses": [3.41, 3.25], "cpu_reference": [3.42, 3.3, 3.2],
+                         "tokens_per_s": 1000.0, "mfu": 0.05, "grad_scaler": False, "passed": True, "why": ""}],
+              "inference": [], "faiss": {"passed": True, "why": "not run", "gpu": False},
+              "ddp": {"processes": 2, "backend": "gloo", "device": "cuda:0", "loss_1_process": 1.0,
+                      "loss_2_processes": 1.0, "passed": True, "why": ""},
+              "mfu_target": {"target": 0.4, "measured": 0.05, "met": False}}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(result))
+    notes = tmp_path / "notes.md"
+    notes.write_text("Reading: starved.")
+    assert gpu_check.main(["--report", str(path), "--notes", str(notes)]) == 0
+    out = capsys.readouterr().out
+    assert "| mpnet-base | random | dense | lora | bf16 | 3.4100 (3.4200) |" in out
+    assert "3 of 3 checks passed" in out and "5.0 % against the 40 % target: missed" in out
+    assert out.rstrip().endswith("Reading: starved.")
