@@ -595,7 +595,7 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
          bm25: bool = True, depth: int = 100, *, range_min: int = 1, range_max: int | None = None,
          absolute_margin: float | None = None, relative_margin: float | None = None, max_score: float | None = None,
          num_negatives: int | None = None, min_negatives: int = 1, min_relevance: int = 1, form: str | None = None,
-         teacher: str | Path | None = None, pooling: str | None = None, max_length: int | None = None,
+         teacher: str | Path | Ranker | None = None, pooling: str | None = None, max_length: int | None = None,
          query_max_length: int | None = None, batch_size: int = 64, overwrite: bool = False,
          trust_remote_code: bool = False, command: Sequence[str] | None = None) -> dict[str, Any]:
     """Mine hard negatives for the judged queries of ``split`` (``ssft-mine``): BM25 (no ``model``) or a dense
@@ -619,7 +619,8 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
         min_negatives: drop rows left with fewer negatives.
         min_relevance: the qrels grade counted as a positive.
         form: ``ids`` or ``scored`` (None: scored with a ``teacher``, else ids).
-        teacher: an ssft run folder (or saved model) that rescores the kept pairs.
+        teacher: the model that rescores the kept pairs (a cross-encoder, typically): anything ``ssft.load`` takes,
+            or a loaded ranker.
         pooling: pooling of a dense checkpoint given by folder or hub id (mean or cls; None: mean).
         max_length: document tokens of a checkpoint (None: its sentence-transformers max_seq_length, else 256).
         query_max_length: query tokens of a checkpoint (None: as its documents).
@@ -648,6 +649,7 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
                           range_max=range_max, absolute_margin=absolute_margin, relative_margin=relative_margin,
                           max_score=max_score, num_negatives=num_negatives, min_negatives=min_negatives,
                           min_relevance=min_relevance, form=form,
-                          teacher=None if teacher is None else user_path(str(teacher)), batch_size=batch_size,
+                          teacher=None if teacher is None else model_input(teacher, trust_remote_code, output=out,
+                                                                           name="teacher"), batch_size=batch_size,
                           overwrite=overwrite, trust_remote_code=trust_remote_code,
                           command=list(command) if command is not None else ["ssft.mine", str(dataset), str(output)])

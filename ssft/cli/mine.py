@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 
 from ssft.cli._common import (
+    MODEL_HELP,
     add_batch_size_argument,
     add_checkpoint_arguments,
     add_model_argument,
@@ -29,7 +30,7 @@ from ssft.cli._common import (
     parse_args,
     setup_logging,
 )
-from ssft.core.errors import cli_entry, user_path
+from ssft.core.errors import cli_entry
 
 
 @cli_entry("ssft-mine")
@@ -55,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-relevance", type=int, default=1, help="qrels grade counted as a positive")
     parser.add_argument("--form", default=None, choices=("ids", "scored"),
                         help="output form (default: scored with --teacher, else ids)")
-    parser.add_argument("--teacher", type=user_path, default=None,
-                        help="an ssft run (or saved model) that rescores the kept pairs")
+    parser.add_argument("--teacher", default=None,
+                        help="the model that rescores the kept pairs (a cross-encoder, typically): "
+                        + MODEL_HELP.removeprefix("the model: "))
     add_batch_size_argument(parser)
     add_trust_argument(parser)
     parser.add_argument("--overwrite", action="store_true",

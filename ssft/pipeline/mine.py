@@ -35,7 +35,8 @@ def mine_negatives(data: str, output: Path, *, split: str = "train", model: str 
                    depth: int = 100, range_min: int = 1, range_max: int | None = None,
                    absolute_margin: float | None = None, relative_margin: float | None = None,
                    max_score: float | None = None, num_negatives: int | None = None, min_negatives: int = 1,
-                   min_relevance: int = 1, form: str | None = None, teacher: Path | None = None, pooling: str = "mean",
+                   min_relevance: int = 1, form: str | None = None, teacher: Path | Ranker | None = None,
+                   pooling: str = "mean",
                    max_length: int = 256, query_max_length: int = 64, batch_size: int = 64, overwrite: bool = False,
                    trust_remote_code: bool = False, command: list[str] | None = None) -> dict[str, Any]:
     """Mine (module docstring) with BM25 when ``model`` is None; returns what ``.mining.json`` holds."""
@@ -47,7 +48,8 @@ def mine_negatives(data: str, output: Path, *, split: str = "train", model: str 
     if output.is_symlink() and output.exists():
         output = resolved(output)  # a link to an earlier output: that file is the one replaced (the link stays)
     info_path = output.with_suffix(".mining.json")
-    named = (("--model", None if isinstance(model, Ranker) else model), ("--teacher", teacher))
+    named = (("--model", None if isinstance(model, Ranker) else model),
+             ("--teacher", None if isinstance(teacher, Ranker) else teacher))
     sources = tuple((Path(p), f"the {flag} model being read") for flag, p in named
                     if p is not None and Path(p).exists()) + dataset_sources(data, "the dataset folder being mined")
     # never into what is read; an existing pair replaced only with overwrite and only when ssft-mine wrote it
@@ -82,7 +84,7 @@ def mine_negatives(data: str, output: Path, *, split: str = "train", model: str 
                 teacher_scores = pairs.to_run(scorer.score(pairs))
         records = to_records(rows, form, teacher_scores)
         info = {"tool": "ssft-mine", "dataset": data, "split": split, "miner": miner, "depth": depth, "form": form,
-                "teacher": str(teacher) if teacher else None, "filters": filters.__dict__ | {
+                "teacher": _teacher_name(teacher), "filters": filters.__dict__ | {
                     "range_max": filters.range_max or depth}, **report.as_dict(),
                 "seconds": round(time.time() - started, 1), "command": command or ["ssft-mine"]}
         if index is not None:
@@ -157,10 +159,17 @@ def _dense_miner(model: str | Path | Ranker, dataset, pooling: str, max_length: 
     return retrieve_fn, score_positives, miner
 
 
-def _teacher(teacher: Path, batch_size: int, trust_remote_code: bool):
-    ranker = load_ranker(model_dir(teacher), trust_remote_code=trust_remote_code)
+def _teacher(teacher: Path | Ranker, batch_size: int, trust_remote_code: bool):
+    ranker = teacher if isinstance(teacher, Ranker) else load_ranker(model_dir(teacher), trust_remote_code=trust_remote_code)
     ranker.eval()
     return prediction_trainer(ranker, batch_size)
+
+
+def _teacher_name(teacher: Path | Ranker | None) -> str | None:
+    """How .mining.json records the teacher: its path, or the loaded checkpoint's name."""
+    if teacher is None or not isinstance(teacher, Ranker):
+        return None if teacher is None else str(teacher)
+    return str(teacher.spec.get("base_model") or teacher.architecture)
 
 
 __all__ = ["mine_negatives", "mining_summary", "not_mined"]

@@ -103,5 +103,5 @@ CASES: list[tuple] = [
     ("mine-filters-leave-nothing", "ssft.cli.mine", _mine("--max-score", "-1"), "the filters left no row"),
     ("mine-split-missing", "ssft.cli.mine", _mine("--split", "nosuch"), "nosuch"),
     ("mine-teacher-missing", "ssft.cli.mine", lambda w: [*_mine()(w), "--teacher", str(w.root / "none")],
-     "run folder not found"),
+     "teacher not found:"),
 ]

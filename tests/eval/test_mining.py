@@ -112,3 +112,28 @@ def test_ssft_mine_dense_with_a_teacher(tiny_dataset, tiny_model_dir, tmp_path):
         expected = teacher(**teacher.tokenize([dataset.queries[first["query_id"]]],
                                               [dataset.corpus[first["document_ids"][0]].full_text])).item()
     assert first["scores"][0] == pytest.approx(expected, abs=1e-4)
+
+
+def test_a_mining_teacher_is_anything_ssft_load_takes(tiny_dataset, tiny_model_dir, tmp_path):
+    """``teacher`` takes what ``ssft.load`` takes: a loaded ranker (its scores, the caller's object left as it was)
+    and a checkpoint folder that is no ssft run (imported), each recorded in .mining.json."""
+    import ssft
+    from ssft.config.recipe import ModelConfig
+    from ssft.models.cross import CrossEncoder
+
+    torch.manual_seed(0)
+    teacher = CrossEncoder.build(ModelConfig(architecture="cross", name=str(tiny_model_dir), max_length=48), "full", {})
+    teacher.train()
+    out = tmp_path / "scored.jsonl"
+    ssft.mine(str(tiny_dataset), out, model=str(tiny_model_dir), depth=4, teacher=teacher, max_length=48,
+              query_max_length=16)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records and all(len(r["document_ids"]) == len(r["scores"]) >= 2 for r in records)
+    assert teacher.training  # the caller's ranker: not switched to eval mode by the call
+    info = json.loads(out.with_suffix(".mining.json").read_text())
+    assert info["teacher"] == str(tiny_model_dir)  # the loaded teacher's checkpoint
+    imported = tmp_path / "imported.jsonl"
+    ssft.mine(str(tiny_dataset), imported, model=str(tiny_model_dir), depth=4, teacher=str(tiny_model_dir),
+              max_length=48, query_max_length=16)
+    assert json.loads(imported.with_suffix(".mining.json").read_text())["teacher"] == str(tiny_model_dir)
+    assert [json.loads(line)["scores"] for line in imported.read_text().splitlines()]
