@@ -157,7 +157,8 @@ class Recipe:
         e = self.recipe.eval
         if "auto" in (e.interpolation, e.fusion):
             return list(START_OVERRIDES)
-        return [*START_OVERRIDES, "data.validation_split=null", "eval.start=false"]
+        held = ["data.holdout_queries=null"] if self.recipe.data.holdout_queries is not None else []
+        return [*START_OVERRIDES, "data.validation_split=null", *held, "eval.start=false"]
 
     def train_command(self, seed: int, out: Path, extra: list[str] = ()) -> list[str]:
         return ["ssft-train", str(self.path), f"seed={seed}", f"training.output_dir={out}", *self.extra, *extra]
