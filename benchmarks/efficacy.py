@@ -25,7 +25,8 @@ so a killed invocation resumes where it stopped):
   recipes: dense, twin, colbert) or ``CrossEncoderTrainer`` + ``BinaryCrossEntropyLoss`` (cross-encoder recipes) on the
   run's own training groups (its recipe.yaml: same base model, queries, positives, negatives of the first epoch's draw),
   epochs, batch (queries per step; a cross-encoder's pairs per step = queries x (1 + negatives)), learning rate (the
-  recipe's for full fine-tuning; for an adapter recipe sentence-transformers' default 5e-5, as it trains every weight), warm-up
+  recipe's for full fine-tuning; for an adapter recipe sentence-transformers' default 5e-5, as it trains every weight),
+  precision (bf16 mixed precision where the ssft run trained so), warm-up
   (capped at half the run, as ssft-train) and max length; saved and scored like the trained model.
 
 The models other than the run folders' rows are scored by ``ssft.pipeline.evaluate.evaluate_datasets`` -- what
@@ -581,6 +582,12 @@ def _worker_eval(job: dict[str, Any]) -> None:
                                       "what": result["what"], "per_query": {"model": model_q, "bm25": bm25_q}})
 
 
+def _trained_in_bf16(run_dir: Path) -> bool:
+    """Whether the ssft run trained with bf16 mixed precision (its run_info.json)."""
+    info = run_dir / "run_info.json"
+    return info.is_file() and json.loads(info.read_text()).get("training_precision") == "bf16"
+
+
 def _worker_st_train(job: dict[str, Any]) -> None:
     """sentence-transformers' own recipe on the ssft run's training groups and budget; saved to OUT/model."""
     import torch  # noqa: PLC0415  (the ST baseline's libraries: loaded only for it)
@@ -612,7 +619,8 @@ def _worker_st_train(job: dict[str, Any]) -> None:
                   max_steps=max_steps, learning_rate=learning_rate,
                   weight_decay=float(t.get("weight_decay", 0.0)), warmup_steps=min(asked, total // 2),
                   lr_scheduler_type=t.get("lr_scheduler_type", "linear"), seed=seed, data_seed=seed, report_to=[],
-                  save_strategy="no", logging_strategy="no", disable_tqdm=True, dataloader_pin_memory=False)
+                  save_strategy="no", logging_strategy="no", disable_tqdm=True, dataloader_pin_memory=False,
+                  bf16=_trained_in_bf16(run_dir))  # the precision the ssft run trained in, so CPU-seconds compare
     torch.manual_seed(seed)
     base = str(resolve_model(m.name))
     cpu, wall = time.process_time(), time.perf_counter()
@@ -649,6 +657,7 @@ def _worker_st_train(job: dict[str, Any]) -> None:
     _write_json(Path(job["result"]), {"run_dir": str(run_dir), "seed": seed, "what": what, "base": m.name,
                                       "steps": trainer.state.global_step, "epochs": epochs, "batch": batch,
                                       "learning_rate": common["learning_rate"], "warmup_steps": common["warmup_steps"],
+                                      "bf16": common["bf16"],
                                       "max_length": m.max_length, "cpu_seconds": round(cpu, 1),
                                       "wall_seconds": round(wall, 1)})
 
