@@ -620,7 +620,8 @@ def _worker_st_train(job: dict[str, Any]) -> None:
                   weight_decay=float(t.get("weight_decay", 0.0)), warmup_steps=min(asked, total // 2),
                   lr_scheduler_type=t.get("lr_scheduler_type", "linear"), seed=seed, data_seed=seed, report_to=[],
                   save_strategy="no", logging_strategy="no", disable_tqdm=True, dataloader_pin_memory=False,
-                  bf16=_trained_in_bf16(run_dir))  # the precision the ssft run trained in, so CPU-seconds compare
+                  bf16=_trained_in_bf16(run_dir),  # the precision the ssft run trained in, so CPU-seconds compare
+                  use_cpu=not torch.cuda.is_available())  # bf16 on a CPU: transformers asks for use_cpu
     torch.manual_seed(seed)
     base = str(resolve_model(m.name))
     cpu, wall = time.process_time(), time.perf_counter()
