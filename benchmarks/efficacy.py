@@ -483,7 +483,10 @@ def efficacy_markdown(result: dict[str, Any], cmd: str) -> str:
              "Start elsewhere: a run of the recipe with `" + " ".join(START_OVERRIDES) + "` (it hands back its start). "
              "Zero-shot: the checkpoint as a dense model (mean pooling, cosine) under the same first stage. "
              "ST baseline: sentence-transformers' standard recipe (MultipleNegativesRankingLoss for bi-encoders, "
-             "CrossEncoderTrainer + BinaryCrossEntropyLoss for cross-encoders) on the run's training groups and budget. "
+             "CrossEncoderTrainer + BinaryCrossEntropyLoss for cross-encoders) on the run's training groups and budget, "
+             f"every weight trained (full fine-tuning) at the recipe's learning rate where the recipe trains every "
+             f"weight too, else at sentence-transformers' default {ST_LEARNING_RATE:g}, in the run's training precision; "
+             "no validation (its last step is scored). "
              "CPU-seconds: the `ssft-train` child's user + sys time.", ""]
     for stem, r in result["recipes"].items():
         keys = list(r["datasets"])
