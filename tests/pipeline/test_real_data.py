@@ -17,10 +17,11 @@ def data_home() -> str:
     return os.environ.get("SSFT_DATA_HOME") or str(SHARED_DATA)
 
 
-def test_quickstart_recipe_shortened_on_nfcorpus(tmp_path):
+def test_quickstart_recipe_shortened_on_scifact(tmp_path):
     """The quickstart recipe itself, cut down to a few minutes (documents cut at 16 tokens): fine-tunes the dense
-    model with semi-Siamese LoRA on NFCorpus, scores its start, keeps the best validation evaluation, retrieves from the
-    whole corpus for the test queries, and writes the output contract."""
+    model with semi-Siamese LoRA on SciFact, validates on training queries held out of training, scores its start,
+    keeps the best validation evaluation, retrieves from the whole corpus for the test queries, and writes the output
+    contract."""
     out = tmp_path / "qs"
     env = {**os.environ, "SSFT_DATA_HOME": data_home(), "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "ssft.train", str(ROOT / "recipes" / "quickstart.yaml"), f"training.output_dir={out}",
@@ -42,7 +43,7 @@ def test_quickstart_recipe_shortened_on_nfcorpus(tmp_path):
     from ssft.data.trec import read_run
     from ssft.eval.metrics import evaluate_run
 
-    ds = load_dataset(str(Path(data_home()) / "nfcorpus"))
+    ds = load_dataset(str(Path(data_home()) / "scifact"))
     qrels = subsample_queries(ds.qrels("test"), 16, 0)  # the recipe's data.sample_seed
     bm25 = read_run(out / "run.bm25.test.trec")
     assert set(bm25) <= set(qrels) and len(bm25) >= 14
@@ -51,6 +52,8 @@ def test_quickstart_recipe_shortened_on_nfcorpus(tmp_path):
     trained = read_run(out / "run.test.trec")
     assert set(trained) == set(qrels) and all(len(docs) == 100 for docs in trained.values())
     assert "nDCG@10" in result.stdout and "bm25" in result.stdout
+    # validation: held-out training queries, none of them trained on
+    assert "8 queries of train held out of training" in result.stderr + result.stdout
 
 
 def test_bm25_reference_figure_on_scifact():
@@ -70,7 +73,7 @@ def test_bm25_reference_figure_on_scifact():
 def test_nfcorpus_loads_with_crlf_qrels():
     from ssft.data.beir import load_dataset
 
-    ds = load_dataset(str(Path(data_home()) / "nfcorpus"))
+    ds = load_dataset(str(Path(data_home()) / "scifact"))
     assert len(ds.corpus) == 3633 and len(ds.queries) == 3237
     assert len(ds.qrels("test")) == 323 and len(ds.qrels("dev")) == 324 and len(ds.qrels("train")) == 2590
     assert len(ds.qrels("test_short")) == 192
