@@ -15,8 +15,12 @@ nDCG@10 beside BM25's on the same queries. Arms:
   identity);
 - ``twin_cosine`` / ``twin_random``: TwinBERT's combiner started as the checkpoint's cosine (the default) or at random
   (as published).
+- ``cross_dual_segment_mean`` / ``cross_dual_cls_sep``: a cross-encoder with 004's dual-pooled head (no scoring
+  layer: proxy query and document embeddings pooled from the joint encoding, Eq. 15 / Eq. 14), the only cross-encoder
+  start with nothing random in it.
 
-``--write`` writes BENCHMARKS.md § warm_starts.
+``--write`` writes BENCHMARKS.md § warm_starts (``--section``, ``--title``: another section, e.g. § warm_starts_cross
+for the cross-encoder arms).
 """
 from __future__ import annotations
 
@@ -33,13 +37,15 @@ import ssft
 from ssft.config.recipe import ModelConfig
 from ssft.data.beir import load_dataset
 from ssft.models.colbert import ColBert
+from ssft.models.cross import CrossEncoder
 from ssft.models.twin import TwinBert
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import write_section  # noqa: E402
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-ARMS = ("dense", "colbert_pca", "colbert_random", "colbert_identity", "twin_cosine", "twin_random")
+ARMS = ("dense", "colbert_pca", "colbert_random", "colbert_identity", "twin_cosine", "twin_random",
+        "cross_dual_segment_mean", "cross_dual_cls_sep")
 
 
 def subset(dataset: str, split: str, max_queries: int, folder: Path) -> Path:
@@ -71,6 +77,10 @@ def build(arm: str, documents: list[str], seed: int):
                              colbert_dim=384 if arm == "colbert_identity" else 128,
                              projection_start="random" if arm == "colbert_random" else "pca")
         ranker = ColBert.build(config, "full", {})
+    elif arm.startswith("cross_dual"):  # 004's dual-pooled head: no scoring layer, the pretrained states rank
+        config = ModelConfig(name=MODEL, architecture="cross", max_length=128, head="dual_pooled",
+                             dual_pooling=arm.removeprefix("cross_dual_"))
+        ranker = CrossEncoder.build(config, "full", {})
     else:
         config = ModelConfig(name=MODEL, architecture="twin", max_length=128, query_max_length=20,
                              combiner_start="random" if arm == "twin_random" else "cosine")
@@ -89,6 +99,9 @@ def main() -> int:
     p.add_argument("--arms", default=",".join(ARMS))
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--out", default="", help="a JSON file for the figures (default: none)")
+    p.add_argument("--section", default="warm_starts", help="the BENCHMARKS.md section --write replaces")
+    p.add_argument("--title", default="How each architecture ranks before training (warm starts)",
+                   help="the section's title")
     p.add_argument("--results", default="", help="a JSON file an earlier run wrote with --out: report its figures "
                                                  "instead of measuring again (--measured-at: the commit they are from)")
     p.add_argument("--measured-at", default="", help="with --results: the commit the figures were measured at")
@@ -116,7 +129,7 @@ def main() -> int:
     if a.out:
         Path(a.out).write_text(json.dumps(results, indent=1))
     bm25 = next(iter(results.values()))["bm25"] if results else float("nan")
-    lines = ["## How each architecture ranks before training (warm starts)", "",
+    lines = [f"## {a.title}", "",
              f"{MODEL}, {a.dataset} {a.split} (first {a.max_queries} judged queries), reranking the BM25 top-{a.depth}, "
              f"fp32, torch, nothing trained. BM25 on the same queries: nDCG@10 {bm25:.4f}."
              + (f" Measured at commit {a.measured_at}." if a.measured_at else ""), "",
@@ -129,7 +142,7 @@ def main() -> int:
     body = "\n".join(lines) + "\n"
     print(body)
     if a.write:
-        write_section("warm_starts", body)
+        write_section(a.section, body)
     return 0
 
 
