@@ -23,8 +23,8 @@ looked at):
     python benchmarks/quickstart_dev.py --runs runs/trials/qs-lr5e-4,runs/trials/qs-lr1e-4,runs/trials/qs-full-2e-5 [--write]
 
 Each run folder's validation history is read from its ``best_epoch.json`` (the run's root or its last checkpoint),
-its ``run_info.json``, or its ``metrics.json`` dev row; the start (epoch 0) from whichever run scored it. ``--write``: BENCHMARKS.md
-§ quickstart_dev.
+its ``run_info.json``, or its ``metrics.json`` dev row; the start (epoch 0) from whichever run scored it.
+``--write``: BENCHMARKS.md § quickstart_dev (``--section``: another section).
 """
 from __future__ import annotations
 
