@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
 
         hits = index.search(texts, top_k=100)
         scale = float(getattr(model, "score_scale", 1.0))
-        vectors = np.asarray(model.encode_query(texts, convert_to_numpy=True), dtype=np.float32)
+        # the query vectors the index searches with: its own served model's (OpenVINO where the build chose it)
+        vectors = np.asarray(index.model.encode_query(texts, convert_to_numpy=True), dtype=np.float32)
         brute = exhaustive(root / "flat", vectors, [index._corpus_id(u) for u in index._unit_ids], 100)
         brute = [[(i, scale * s) for i, s in want] for want in brute]
         same_order = sum([h["corpus_id"] for h in got] == [i for i, _ in want] for got, want in zip(hits, brute))
