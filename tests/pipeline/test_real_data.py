@@ -73,7 +73,7 @@ def test_bm25_reference_figure_on_scifact():
 def test_nfcorpus_loads_with_crlf_qrels():
     from ssft.data.beir import load_dataset
 
-    ds = load_dataset(str(Path(data_home()) / "scifact"))
+    ds = load_dataset(str(Path(data_home()) / "nfcorpus"))
     assert len(ds.corpus) == 3633 and len(ds.queries) == 3237
     assert len(ds.qrels("test")) == 323 and len(ds.qrels("dev")) == 324 and len(ds.qrels("train")) == 2590
     assert len(ds.qrels("test_short")) == 192
