@@ -88,6 +88,11 @@ class CrossEncoder(Ranker):
     ranks_untrained = False  # the ranker head starts random (001 §3.1): the untrained model cannot rank
     reconstruction_heads = (DUAL_POOLED,)  # model.head values that carry a token-reconstruction head (Ranker)
 
+    @classmethod
+    def ranks_untrained_for(cls, config: CrossConfig) -> bool | None:
+        # a classifier head ranks untrained only where the checkpoint brings a trained one: known once loaded
+        return True if config.head == DUAL_POOLED else None
+
     @property
     def serves_first_token_only(self) -> bool:
         """Ranker: the [CLS] heads read the first token's state only; the dual-pooled head reads every token."""

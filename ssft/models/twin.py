@@ -82,14 +82,18 @@ class TwinBert(BiEncoder):
     legacy_spec = {"combiner_start": "random"}  # a spec without the key: saved before the cosine start existed
     cache_document_embeddings = True  # a frozen model's pooled document vectors go to the on-disk cache (embedding_cache)
 
+    @classmethod
+    def ranks_untrained_for(cls, config: TwinConfig) -> bool | None:
+        # a combiner started at random cannot rank; one started as the cosine, or a cosine / dot scorer, can
+        return config.scorer != "combiner" or config.combiner_start == "cosine"
+
     def __init__(self, backbone: Backbone, tokenizer, spec):
         super().__init__(backbone, tokenizer, spec)
         self.pooling, self.scorer = self.arch_config.pooling, self.arch_config.scorer
         cosine_start = self.arch_config.combiner_start == "cosine"
         self.combiner = (ResidualCombiner(backbone.config.hidden_size, cosine_start) if self.scorer == "combiner"
                          else None)
-        # a combiner started at random cannot rank; one started as the cosine, or a cosine / dot scorer, ranks untrained
-        self.ranks_untrained = self.scorer != "combiner" or cosine_start
+        self.ranks_untrained = bool(self.ranks_untrained_for(self.arch_config))
 
     @classmethod
     def spec_from_pretrained(cls, spec, config: TwinConfig, pretrained) -> None:

@@ -207,7 +207,8 @@ def plan(recipe: Recipe) -> tuple[list[str], list[Found]]:
     if recipe.callbacks:
         lines.append("callbacks: " + ", ".join(json.dumps(c) if isinstance(c, dict) else c for c in recipe.callbacks))
     lines.append(_evaluation_line(recipe, model_cls))
-    lines += evaluation_plan(recipe, model_cls.full_retrieval, model_cls.bi_encoder, _ranks_untrained(recipe, model_cls))
+    lines += evaluation_plan(recipe, model_cls.full_retrieval, model_cls.bi_encoder,
+                             model_cls.ranks_untrained_for(recipe.model.config))
     return lines, found
 
 
@@ -305,16 +306,6 @@ def _evaluation_line(recipe: Recipe, model_cls) -> str:
                if d.validation_split else "; no validation (the last epoch is kept)")
             + (f"; BM25 interpolation {e.interpolation}" if e.interpolation is not None else "")
             + (f"; dense-sparse fusion (003 Eq. 7) α {e.fusion}" if e.fusion is not None else ""))
-
-
-def _ranks_untrained(recipe: Recipe, model_cls) -> bool | None:
-    """Whether the starting model can rank (``Ranker.ranks_untrained``; None: not known before it is loaded)."""
-    m, c = recipe.model, recipe.model.config
-    if m.architecture == "cross":  # a classifier head ranks untrained only when the checkpoint brings a trained one
-        return True if c.head == "dual_pooled" else None
-    if m.architecture == "twin":
-        return c.scorer != "combiner" or c.combiner_start == "cosine"
-    return model_cls.ranks_untrained
 
 
 def evaluation_plan(recipe: Recipe, full_retrieval: bool, bi_encoder: bool, ranks_untrained: bool | None) -> list[str]:

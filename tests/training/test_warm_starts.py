@@ -9,6 +9,7 @@ from transformers import TrainingArguments
 
 import ssft
 from ssft.config.recipe import ModelConfig
+from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
 from ssft.models.colbert import ColBert
 from ssft.models.twin import TwinBert
@@ -53,6 +54,20 @@ def test_a_twin_combiner_starts_as_the_checkpoints_cosine(tiny_model_dir):
     batch = combiner.tokenize(QUERIES, DOCUMENTS[: len(QUERIES)])
     combiner(**batch).sum().backward()
     assert combiner.combiner.out.weight.grad.abs().sum() > 0 and combiner.combiner.cosine_scale.grad is not None
+
+
+@pytest.mark.parametrize("architecture, keys", [
+    ("twin", {}), ("twin", {"combiner_start": "random"}), ("twin", {"scorer": "cosine"}), ("dense", {}),
+    ("colbert", {"colbert_dim": 16}), ("cross", {}), ("cross", {"head": "dual_pooled"})])
+def test_the_plan_knows_before_building_whether_the_start_ranks(tiny_model_dir, architecture, keys):
+    """``--check`` and the run's plan say whether the start is scored from the recipe alone
+    (``Ranker.ranks_untrained_for``); where they say yes or no, the model built agrees."""
+    config = ModelConfig(name=str(tiny_model_dir), max_length=32, architecture=architecture, **keys)
+    model_cls = MODELS.get(architecture)
+    planned = model_cls.ranks_untrained_for(config.config)
+    built = model_cls.build(config, "full", {}).ranks_untrained
+    assert planned is None or planned == built
+    assert planned is not None or architecture == "cross"  # only a classifier head waits for its checkpoint
 
 
 def test_a_saved_twin_without_the_key_keeps_the_published_combiner():
