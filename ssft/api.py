@@ -457,7 +457,7 @@ def retrieve(model: str | Path | Ranker, dataset: str, split: str = "test", dept
 
 
 def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: str | None = "flat", *,
-           nprobe: int = 16, shard_size: int = 10_000, batch_size: int = 64, passage_words: int | None = None,
+           nprobe: int | None = None, shard_size: int = 10_000, batch_size: int = 64, passage_words: int | None = None,
            passage_stride: int | None = None, precision: str = precisions.DEFAULT,
            trust_remote_code: bool = False, backend: str = "auto") -> dict[str, Any]:
     """Encode ``dataset``'s corpus with a dense or ColBERT model's document tower (a ColBERT model: every document's
@@ -469,7 +469,8 @@ def encode(model: str | Path | Ranker, dataset: str, output: str | Path, index: 
         dataset: a dataset name, BEIR folder, hub id or ``ir_datasets`` id.
         output: the folder the shards and the index are written into.
         index: the faiss index: flat, ivf, hnsw, pq, ivfpq or an index_factory string; None: shards only.
-        nprobe: IVF lists searched per query (kept in index.json).
+        nprobe: IVF lists searched per query, kept in index.json (None: the fewest lists that find 0.99 of the
+            exact top-100 of stored vectors searched as queries, calibrated when the index is built).
         shard_size: documents (or passages) per shard.
         batch_size: texts encoded at once.
         passage_words: split documents into passages of this many words; None: whole documents.

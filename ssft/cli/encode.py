@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--index", default="flat", help="flat, ivf, hnsw, pq, ivfpq, or a faiss index_factory string; "
                         "for a ColBERT model also plaid (centroids + 2-bit residuals, pruned search)")
     parser.add_argument("--no-index", action="store_true", help="encode only (build the index later with --index)")
-    parser.add_argument("--nprobe", type=int, default=16, help="IVF lists searched per query (kept in index.json)")
+    parser.add_argument("--nprobe", type=int, default=None,
+                        help="IVF lists searched per query, kept in index.json (default: calibrated when the index is "
+                             "built: the fewest lists that find 0.99 of the exact top-100 of stored vectors)")
     parser.add_argument("--shard-size", type=int, default=10_000, help="units per shard")
     add_batch_size_argument(parser)
     parser.add_argument("--passage-words", type=int, default=None, help="split documents into passages of N words (maxP)")

@@ -28,7 +28,7 @@ import numpy as np
 from ssft.core.errors import SsftError
 from ssft.data.beir import IRDataset
 from ssft.data.trec import Run
-from ssft.eval.index import check_index, load_index
+from ssft.eval.index import CALIBRATION_QUERIES, check_index, load_index, set_nprobe
 from ssft.eval.plaid import PlaidIndex
 from ssft.models.corpus import corpus_units, encode_query_tokens, encode_token_corpus, read_shards, read_token_lengths
 
@@ -200,9 +200,10 @@ class PlaidLateIndex(LateIndex):
         return [_top(every, self.plaid.maxsim(q, every), depth) for q in queries]
 
 
-def train_and_fill(kind: str, vectors: list[np.ndarray], nprobe: int = 16, max_train: int = 200_000) -> Any:
+def train_and_fill(kind: str, vectors: list[np.ndarray], nprobe: int | None = None, max_train: int = 200_000) -> Any:
     """A faiss inner-product index of ``kind`` (``ssft.eval.index`` kinds or a factory string) over the rows of
-    ``vectors`` (float16 or float32 arrays), trained on an even sample of at most ``max_train`` rows."""
+    ``vectors`` (float16 or float32 arrays), trained on an even sample of at most ``max_train`` rows; an IVF index
+    searches ``nprobe`` lists (None: ``calibrate_nprobe``'s count)."""
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
     rows, dim = sum(v.shape[0] for v in vectors), vectors[0].shape[1]
@@ -213,15 +214,13 @@ def train_and_fill(kind: str, vectors: list[np.ndarray], nprobe: int = 16, max_t
         index.train(np.ascontiguousarray(np.concatenate([v[::step] for v in vectors]), dtype=np.float32))
     for part in vectors:
         index.add(np.ascontiguousarray(part, dtype=np.float32))
-    try:
-        faiss.extract_index_ivf(index).nprobe = nprobe
-    except RuntimeError:  # not an IVF index
-        pass
+    rows_step = max(1, rows // CALIBRATION_QUERIES)
+    set_nprobe(index, nprobe, np.concatenate([v[::rows_step] for v in vectors]))
     return index
 
 
 def memory_late_index(model, dataset: IRDataset, kind: str = "flat", batch_size: int = 64,
-                      passage_words: int | None = None, passage_stride: int | None = None, nprobe: int = 16,
+                      passage_words: int | None = None, passage_stride: int | None = None, nprobe: int | None = None,
                       token_k: int = DEFAULT_TOKEN_K) -> LateIndex:
     """The corpus (documents, or passages) encoded now into a token store and a faiss index of ``kind``."""
     unit_ids, texts = corpus_units(dataset, passage_words, passage_stride)

@@ -19,6 +19,12 @@ in row order, a token index's tokens per unit), each compared with ``encode.json
 load (an ``index.faiss`` + ``index.json`` copied from another model's folder is refused); the
 shards are verified against their own checksums while the index is built (``ssft.models.corpus.read_shards``); and
 ``load_index(folder, dataset=...)`` refuses a dataset whose corpus is not the one indexed (``corpus_difference``).
+
+IVF ``nprobe`` (lists searched per query): given, or calibrated when the index is built (``calibrate_nprobe``): the
+fewest lists at which the index finds ``CALIBRATION_RECALL`` of the exact top-100 of stored vectors searched as
+queries. Stored vectors are easier queries than real ones (each lies in its own list): on NFCorpus with
+all-MiniLM-L6-v2 (93 lists) 0.99 on stored vectors is 48 lists and 0.965 of the exact top-100 of the real test
+queries, where a fixed 16 lists found 0.78 (BENCHMARKS.md § index_search).
 """
 from __future__ import annotations
 
@@ -60,6 +66,57 @@ def factory_string(kind: str, n: int, dim: int, nlist: int | None = None, pq_m: 
     # "np": no polysemous training (a permutation search that takes minutes and only serves Hamming filtering)
     return {"flat": "Flat", "ivf": f"IVF{nlist},Flat", "hnsw": f"HNSW{hnsw_m}", "pq": f"PQ{pq_m}x{bits}np",
             "ivfpq": f"IVF{nlist},PQ{pq_m}x{bits}np"}[kind]
+
+
+CALIBRATION_RECALL = 0.99
+CALIBRATION_QUERIES = 256
+
+
+def probe_counts(nlist: int) -> list[int]:
+    """The nprobe values ``calibrate_nprobe`` tries: 1, 2, 3, 4, 6, 8, 12, ... (about 1.4x apart) up to ``nlist``."""
+    counts, power = [], 1
+    while power < nlist:
+        counts += [c for c in sorted({power, power + power // 2}) if c < nlist]
+        power *= 2
+    return counts + [nlist]
+
+
+def calibrate_nprobe(index: Any, vectors: np.ndarray, k: int = 100, target: float = CALIBRATION_RECALL,
+                     queries: int = CALIBRATION_QUERIES) -> tuple[int, float]:
+    """``(nprobe, recall)``: the fewest IVF lists (``probe_counts``) at which ``index`` (filled with ``vectors``'
+    rows, and maybe more) finds ``target`` of what it finds searching every list, in the top-``k`` of an even sample
+    of ``queries`` rows of ``vectors`` (searching every list is exact for IVF-Flat, the quantiser's own ceiling for
+    IVF-PQ); ``recall`` is that overlap. The index's nprobe is left at the value returned."""
+    import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
+
+    ivf = faiss.extract_index_ivf(index)
+    sample = np.ascontiguousarray(vectors[:: max(1, len(vectors) // queries)][:queries], dtype=np.float32)
+    k = min(k, int(index.ntotal))
+    ivf.nprobe = ivf.nlist
+    _, every = index.search(sample, k)
+    wanted = [set(row[row >= 0].tolist()) for row in every]
+    for nprobe in probe_counts(int(ivf.nlist)):
+        ivf.nprobe = nprobe
+        _, found = index.search(sample, k)
+        recall = float(np.mean([len(w & set(f.tolist())) / max(1, len(w)) for w, f in zip(wanted, found)]))
+        if recall >= target:
+            return nprobe, recall
+    return int(ivf.nlist), 1.0
+
+
+def set_nprobe(index: Any, nprobe: int | None, vectors: np.ndarray) -> int | None:
+    """Set an IVF ``index``'s nprobe to ``nprobe``, or with None to ``calibrate_nprobe``'s over ``vectors``; returns
+    the nprobe set (None: not an IVF index)."""
+    import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
+
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except RuntimeError:  # not an IVF index
+        return None
+    if nprobe is None:
+        return calibrate_nprobe(index, vectors)[0]
+    ivf.nprobe = nprobe
+    return nprobe
 
 
 def _training_needs(index: Any) -> list[tuple[int, str]]:
@@ -140,10 +197,11 @@ def _training_sample(folder: Path, manifest: dict, max_train: int, rows: int) ->
     return np.ascontiguousarray(np.concatenate(parts)[:max_train])
 
 
-def build_saved_index(folder: Path, kind: str = "flat", nprobe: int = 16, max_train: int = 200_000,
+def build_saved_index(folder: Path, kind: str = "flat", nprobe: int | None = None, max_train: int = 200_000,
                       ef_search: int = 128) -> dict[str, Any]:
     """Build the index of the shards in ``folder`` (each verified against its checksum) and write ``index.faiss``
     and ``index.json`` (atomically; an earlier index is replaced; index.json records index.faiss's SHA-256).
+    ``nprobe``: IVF lists searched per query (None: ``calibrate_nprobe`` on the training sample).
     Returns index.json's content."""
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
@@ -170,6 +228,11 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int = 16, max_tr
     for shard in track(read_shards(folder, manifest), f"indexing ({spec})",
                        total=-(-manifest["units"] // manifest["shard_size"]), unit="shards"):
         index.add(np.ascontiguousarray(shard, dtype=np.float32))
+    if not _is_ivf(index):
+        nprobe = None
+    elif nprobe is None:  # the training sample, or every vector where the index needs no training
+        sample = _training_sample(folder, manifest, CALIBRATION_QUERIES, rows)
+        nprobe = set_nprobe(index, None, sample)
     checksum: dict[str, str] = {}
 
     def write(tmp: str) -> None:
@@ -184,6 +247,16 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int = 16, max_tr
     return info
 
 
+def _is_ivf(index: Any) -> bool:
+    import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
+
+    try:
+        faiss.extract_index_ivf(index)
+    except RuntimeError:
+        return False
+    return True
+
+
 def _remove_other(folder: Path, written: str) -> None:
     """The index file of the other format (index.faiss beside a new index.plaid, or the reverse), left by an earlier
     build: index.json names the one written now."""
@@ -193,7 +266,7 @@ def _remove_other(folder: Path, written: str) -> None:
             (folder / name).unlink()
 
 
-def _build_plaid(folder: Path, manifest: dict, nprobe: int, ef_search: int) -> dict[str, Any]:
+def _build_plaid(folder: Path, manifest: dict, nprobe: int | None, ef_search: int) -> dict[str, Any]:
     """``build_saved_index`` for kind ``plaid``: ``index.plaid`` from the token shards, ``index.json`` beside it."""
 
     if not manifest.get("token_vectors"):
@@ -298,10 +371,8 @@ def load_index(folder: Path, mmap: bool = True, dataset: IRDataset | None = None
             error = err
     if index is None:
         raise SsftError(f"{folder / INDEX_FILE}: faiss cannot read it ({str(error).strip().splitlines()[-1]})")
-    try:
-        faiss.extract_index_ivf(index).nprobe = int(info.get("nprobe", 16))
-    except RuntimeError:  # not an IVF index
-        pass
+    if _is_ivf(index):  # indexes built before nprobe was calibrated recorded 16
+        faiss.extract_index_ivf(index).nprobe = int(info.get("nprobe") or 16)
     hnsw = getattr(faiss.downcast_index(index), "hnsw", None)
     if hnsw is not None:
         hnsw.efSearch = int(info.get("ef_search", 128))

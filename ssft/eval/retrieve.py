@@ -25,6 +25,7 @@ from ssft.data.beir import IRDataset, Qrels
 from ssft.data.trec import Run, top_k, write_run
 from ssft.eval.colbert_index import memory_late_index
 from ssft.eval.fusion import fuse_dense_sparse, tune_fusion_alpha
+from ssft.eval.index import set_nprobe
 from ssft.eval.metrics import evaluate_run, write_per_query
 from ssft.eval.rerank import write_and_evaluate
 from ssft.models.corpus import corpus_vectors, encode_corpus, encode_query_texts, multi_vector, split_passages
@@ -36,8 +37,9 @@ _GPU_RESOURCES = None
 
 
 def build_index(vectors: np.ndarray, kind: str = "flat", nlist: int | None = None, pq_m: int = 16, hnsw_m: int = 32,
-                nprobe: int = 16, gpu: bool | None = None):
-    """A faiss inner-product index holding ``vectors``."""
+                nprobe: int | None = None, gpu: bool | None = None):
+    """A faiss inner-product index holding ``vectors``; an IVF one searches ``nprobe`` lists (None: calibrated,
+    ``ssft.eval.index.calibrate_nprobe``)."""
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
     if kind not in INDEX_KINDS:
@@ -60,7 +62,6 @@ def build_index(vectors: np.ndarray, kind: str = "flat", nlist: int | None = Non
             quantizer = faiss.IndexFlatIP(dim)
             index = (faiss.IndexIVFFlat(quantizer, dim, nlist, ip) if kind == "ivf"
                      else faiss.IndexIVFPQ(quantizer, dim, nlist, pq_m, bits, ip))
-            index.nprobe = min(nprobe, nlist)
         index.train(vectors)
     use_gpu = gpu if gpu is not None else (hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0)
     if use_gpu and kind in ("flat", "ivf"):
@@ -71,6 +72,10 @@ def build_index(vectors: np.ndarray, kind: str = "flat", nlist: int | None = Non
             _GPU_RESOURCES = faiss.StandardGpuResources()
         index = faiss.index_cpu_to_gpu(_GPU_RESOURCES, 0, index)
     index.add(vectors)
+    if kind in ("ivf", "ivfpq") and not use_gpu:
+        set_nprobe(index, None if nprobe is None else min(nprobe, nlist), vectors)
+    elif kind in ("ivf", "ivfpq"):
+        index.nprobe = min(nprobe or 16, nlist)
     return index
 
 

@@ -240,7 +240,7 @@ def _load_model(model: str | Path | Ranker | None, folder: Path) -> Ranker:
 def build_index(model: str | Path | Ranker, corpus: str | Path | Sequence[str] | IRDataset, path: Path | None = None,
                 *, ids: Sequence[str] | None = None, kind: str = "flat", model_name: str | None = None,
                 batch_size: int = 64, precision: str = precisions.DEFAULT, backend: str | None = None,
-                token_k: int = DEFAULT_TOKEN_K, shard_size: int = 10_000, nprobe: int = 16,
+                token_k: int = DEFAULT_TOKEN_K, shard_size: int = 10_000, nprobe: int | None = None,
                 trust_remote_code: bool = False) -> Index:
     """``ssft.index`` (module docstring): ``model`` a ranker (served as given: the caller hands a copy) or a path;
     ``model_name`` what ``Index.load`` loads it by later."""

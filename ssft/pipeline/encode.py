@@ -42,7 +42,7 @@ def _check_index_kind(index: str, ranker: Ranker, late: bool, units: int, name: 
 
 def encode_corpus(model: str | Path | Ranker, data: str | IRDataset, output: Path, *, index: str = "flat",
                   build_index: bool = True,
-                  nprobe: int = 16, shard_size: int = 10_000, batch_size: int = 64, passage_words: int | None = None,
+                  nprobe: int | None = None, shard_size: int = 10_000, batch_size: int = 64, passage_words: int | None = None,
                   passage_stride: int | None = None, precision: str = precisions.DEFAULT,
                   trust_remote_code: bool = False, backend: str | None = None, model_name: str | None = None,
                   extra_settings: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def encode_corpus(model: str | Path | Ranker, data: str | IRDataset, output: Pat
     ``backend``: torch, openvino or auto (None: auto); int8 runs on openvino, calibrated on texts drawn from the
     corpus encoded.
     Returns ``{"output", "manifest" (the shards'), "index" (index.json's content, or None)}``."""
-    whole_numbers(batch_size=batch_size, shard_size=shard_size, nprobe=nprobe)
+    whole_numbers(batch_size=batch_size, shard_size=shard_size, **({} if nprobe is None else {"nprobe": nprobe}))
     if passage_words is not None and passage_words < 1:
         raise SsftError("--passage-words must be >= 1")
     precision = precisions.check(precision, "--precision")

@@ -137,6 +137,52 @@ def test_a_saved_index_reloads_with_the_same_top_k(kind, tmp_path):
         np.testing.assert_array_equal(got[1], exact)
 
 
+def _clustered(n: int, dim: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((20, dim))
+    vectors = centres[rng.integers(0, 20, n)] + 0.6 * rng.standard_normal((n, dim))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_calibrated_nprobe_finds_the_target_share_of_the_exact_top_k_with_fewer_lists():
+    faiss = pytest.importorskip("faiss")
+    from ssft.eval.index import CALIBRATION_RECALL, calibrate_nprobe, probe_counts
+
+    assert probe_counts(10) == [1, 2, 3, 4, 6, 8, 10] and probe_counts(1) == [1]
+    vectors = _clustered(4000, 32)
+    index = faiss.index_factory(32, "IVF64,Flat", faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors)
+    index.add(vectors)
+    nprobe, recall = calibrate_nprobe(index, vectors, k=50)
+    assert 1 < nprobe < 64 and recall >= CALIBRATION_RECALL
+    assert faiss.extract_index_ivf(index).nprobe == nprobe
+    sample = vectors[:: len(vectors) // 256][:256]
+    exact = np.argsort(-(sample @ vectors.T), axis=1)[:, :50]
+    _, found = index.search(sample, 50)
+    assert np.mean([len(set(a) & set(b)) / 50 for a, b in zip(exact, found)]) >= CALIBRATION_RECALL - 0.005
+    faiss.extract_index_ivf(index).nprobe = probe_counts(64)[probe_counts(64).index(nprobe) - 1]
+    _, fewer = index.search(sample, 50)  # one step fewer lists falls short of the target
+    assert np.mean([len(set(a) & set(b)) / 50 for a, b in zip(exact, fewer)]) < CALIBRATION_RECALL
+
+
+def test_a_saved_ivf_index_records_its_calibrated_nprobe_and_reloads_with_it(tmp_path):
+    faiss = pytest.importorskip("faiss")
+    from ssft.eval.index import build_saved_index, load_index
+
+    vectors = _clustered(2000, 32)
+    folder = tmp_path / "idx"
+    manifest = {"format": corpus.SHARDS_FORMAT, "model": "m", "precision": "fp32", "corpus": "c", "units": 2000,
+                "shard_size": 1000, "settings": {}, "unit_ids": [f"d{i}" for i in range(2000)]}
+    for shard in range(2):
+        corpus.write_shard(folder, shard, vectors[shard * 1000 : (shard + 1) * 1000], manifest)
+    (folder / "encode.json").write_text(json.dumps(manifest))
+    info = build_saved_index(folder, "ivf")
+    assert isinstance(info["nprobe"], int) and 1 <= info["nprobe"] <= int(info["factory"][3:].split(",")[0])
+    assert faiss.extract_index_ivf(load_index(folder).index).nprobe == info["nprobe"]
+    assert build_saved_index(folder, "ivf", nprobe=3)["nprobe"] == 3
+    assert build_saved_index(folder, "flat")["nprobe"] is None
+
+
 def test_encode_then_retrieve_from_the_saved_index(tiny_model_dir, tiny_dataset, tmp_path):
     from ssft.cli.encode import main as encode_main
     from ssft.cli.retrieve import main as retrieve_main
