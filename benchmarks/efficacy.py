@@ -731,6 +731,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--zero-shot-lengths", default="256,64",
                    help="document,query tokens of the zero-shot model (default 256,64: ssft-eval's)")
     p.add_argument("--write", action="store_true", help="write BENCHMARKS.md § efficacy (or semi_siamese_warm_starts)")
+    p.add_argument("--section", default=None, help="the BENCHMARKS.md section written (default efficacy, or "
+                   "semi_siamese_warm_starts with --compare), e.g. efficacy_colbert for a table of other recipes")
     p.add_argument("--notes", help="a Markdown file of readings appended to the section")
     p.add_argument("--smoke", action="store_true", help="the whole pipeline on a tiny random model and synthetic data "
                    "(1 seed, 2 steps, both modes; never writes BENCHMARKS.md)")
@@ -849,6 +851,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as err:
         print(f"efficacy.py: error: {err}", file=sys.stderr)
         return 1
+    section = a.section or section
     if a.notes:
         text = text.rstrip() + "\n\n" + Path(a.notes).read_text().strip()
     (out / f"{section}.md").write_text(text + "\n")
