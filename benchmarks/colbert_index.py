@@ -3,8 +3,9 @@
     SSFT_DATA_HOME=../shared/data python benchmarks/colbert_index.py --data nfcorpus --split test \
         --work /tmp/colbert-nfcorpus [--plaid-cache /tmp/nfc.plaid] [--simulate-docs 1000000]
 
-Builds a ColBERT model on ``--model`` (default all-MiniLM-L6-v2, its projection to ``--dim`` untrained unless ``--dim``
-is the hidden size: recall against exhaustive MaxSim measures the index, not the model), encodes the corpus with
+Builds a ColBERT model on ``--model`` (default all-MiniLM-L6-v2, its projection to ``--dim`` started as a training run
+starts it, ``--projection pca``: the top principal directions of the corpus's token states, or ``random``; nothing
+trained: recall against exhaustive MaxSim measures the index, not the model), encodes the corpus with
 ``ssft.encode`` (token shards + an ``--index`` token index; ``--work`` keeps them, a second run resumes), then for every
 query of ``--split``: the exhaustive MaxSim top-100 (every document scored) and the index's top-100 at each
 ``--token-k`` / ``--nprobe``, their overlap (recall@100 of exhaustive), the documents re-scored per query, and the
@@ -35,6 +36,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.report import write_section  # noqa: E402
 
+PROJECTIONS = {"pca": "started as ssft-train starts it: the top principal directions of the corpus's token states",
+               "random": "**random**"}
+
 
 def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
@@ -45,7 +49,9 @@ def main() -> None:
     parser.add_argument("--model", default="sentence-transformers/all-MiniLM-L6-v2")
     parser.add_argument("--data", default="nfcorpus")
     parser.add_argument("--split", default="test")
-    parser.add_argument("--dim", type=int, default=128, help="ColBERT token dimension (projection untrained)")
+    parser.add_argument("--dim", type=int, default=128, help="ColBERT token dimension")
+    parser.add_argument("--projection", default="pca", choices=["pca", "random"],
+                        help="the projection's start: pca (as ssft-train starts it, fitted to the corpus) or random")
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--query-length", type=int, default=32)
     parser.add_argument("--index", default="ivfpq", help="token index kind (ssft-encode --index)")
@@ -81,9 +87,12 @@ def main() -> None:
     torch.manual_seed(0)
     load = [os.getloadavg()[0]]
     cfg = ModelConfig(architecture="colbert", name=ns.model, max_length=ns.max_length,
-                      query_max_length=ns.query_length, colbert_dim=ns.dim)
-    ranker = ssft.load(MODELS.get("colbert").build(cfg, "full", {}), precision=ns.precision)
+                      query_max_length=ns.query_length, colbert_dim=ns.dim, projection_start=ns.projection)
+    model = MODELS.get("colbert").build(cfg, "full", {})
     dataset = load_dataset(ns.data)
+    if ns.projection == "pca":  # as ssft-train starts a run (ssft.pipeline.build)
+        print(model.fit_start([d.full_text for d in dataset.corpus.values()], seed=0), flush=True)
+    ranker = ssft.load(model, precision=ns.precision)
     start = time.perf_counter()
     encoded = ssft.encode(ranker, ns.data, ns.work, index=ns.index, precision=ns.precision, shard_size=1000)
     build_s = time.perf_counter() - start
@@ -136,8 +145,9 @@ def main() -> None:
     isa = _vector_isa()
     body = f"""## ColBERT corpus index: recall against exhaustive MaxSim
 
-Model: {ns.model} as a ColBERT backbone, token dimension {ns.dim} (projection **untrained**: recall against exhaustive
-MaxSim measures the index, not ranking quality), documents {ns.max_length} tokens, queries {ns.query_length},
+Model: {ns.model} as a ColBERT backbone, token dimension {ns.dim} (projection {PROJECTIONS[ns.projection]}, nothing
+trained: recall against exhaustive MaxSim measures the index, not ranking quality), documents {ns.max_length} tokens,
+queries {ns.query_length},
 documents and queries encoded as {encoded['manifest']['precision']} (`ssft.encode`'s default backend,
 `--backend auto`, at `--precision {ns.precision}`). Corpus: {ns.data}, {len(dataset.corpus):,} documents, {tokens:,}
 scored token vectors; queries: the
