@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,22 @@ class Document:
     @property
     def full_text(self) -> str:
         return f"{self.title} {self.text}".strip() if self.title else self.text
+
+
+class DocumentTexts(Sequence[str]):
+    """The ``full_text`` of each of ``documents``, built when read by position (a corpus of millions sampled
+    without building every text)."""
+
+    def __init__(self, documents: list[Document]):
+        self._documents = documents
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    def __getitem__(self, position):  # noqa: ANN001 -- an index or a slice, as a list takes
+        if isinstance(position, slice):
+            return [d.full_text for d in self._documents[position]]
+        return self._documents[position].full_text
 
 
 @dataclass

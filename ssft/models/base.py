@@ -383,13 +383,13 @@ class Ranker(nn.Module):
                 the weights the encoder did not take.
         """
 
-    def fit_start(self, documents: list[str], seed: int = 0) -> str | None:
+    def fit_start(self, documents: Sequence[str], seed: int = 0) -> str | None:
         """Fit what the ranker's start needs from the corpus (``documents``, sampled with ``seed``), before training;
         a note of what was fitted, or None. Most rankers start from the checkpoint alone; ColBERT fits a narrower
         projection to the corpus's token states.
 
         Args:
-            documents: the corpus's document texts.
+            documents: the corpus's document texts (read by position: only the sample is read).
             seed: the seed of the sample drawn from ``documents``.
 
         Returns:

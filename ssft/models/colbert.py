@@ -24,6 +24,7 @@ checkpoint expanding queries to another length is reported.
 from __future__ import annotations
 
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -185,15 +186,16 @@ class ColBert(BiEncoder):
         self.projection_fitted = True
         pretrained.take("linear.weight")  # Stanford's (a MultiVectorEncoder's Dense is read from its own folder)
 
-    def fit_start(self, documents: list[str], seed: int = 0) -> str | None:
+    def fit_start(self, documents: Sequence[str], seed: int = 0) -> str | None:
         """A narrower projection's start (``projection_start: pca``): the top ``colbert_dim`` right singular vectors
         of the token states (scored positions only) of up to ``PCA_DOCUMENTS`` of ``documents``, drawn with ``seed``."""
-        if self.projection_fitted or not documents:
+        if self.projection_fitted or not len(documents):
             return None
-        sample = list(documents)
-        if len(sample) > PCA_DOCUMENTS:
-            picked = torch.randperm(len(sample), generator=torch.Generator().manual_seed(seed))[:PCA_DOCUMENTS]
-            sample = [sample[i] for i in sorted(picked.tolist())]
+        positions = range(len(documents))
+        if len(documents) > PCA_DOCUMENTS:  # only the sample is read: a corpus of millions stays where it is
+            picked = torch.randperm(len(documents), generator=torch.Generator().manual_seed(seed))[:PCA_DOCUMENTS]
+            positions = sorted(picked.tolist())
+        sample = [documents[i] for i in positions]
         states = []
         was_training = self.training
         self.eval()

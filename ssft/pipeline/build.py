@@ -16,6 +16,7 @@ from ssft.adapters.semi_siamese import tower_parameter_counts
 from ssft.config.recipe import Recipe
 from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
+from ssft.data.beir import DocumentTexts
 from ssft.data.examples import ScoredGroups, TextGroups, TrainingGroups, build_examples
 from ssft.data.query_generation import generate_queries, load_generator
 from ssft.pipeline.inputs import RunInputs
@@ -97,7 +98,7 @@ def build(recipe: Recipe, inputs: RunInputs) -> BuiltRun:
                                                          config=recipe.adapter.config)
     # the start keeps the checkpoint's ranking ability: what it needs from the corpus (ColBERT's narrower projection)
     # is fitted before training, deterministically (a resumed run fits the same start, then loads its checkpoint)
-    fitted = ranker.fit_start([d.full_text for d in inputs.dataset.corpus.values()], seed=recipe.seed)
+    fitted = ranker.fit_start(DocumentTexts(list(inputs.dataset.corpus.values())), seed=recipe.seed)
     if fitted:
         logger.info("%s", fitted)
     if getattr(ranker, "reconstruction", None) is not None and not recipe.loss.reconstruction_weight:

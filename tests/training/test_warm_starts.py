@@ -8,9 +8,11 @@ import torch
 from transformers import TrainingArguments
 
 import ssft
+import ssft.models.colbert as colbert_module
 from ssft.config.recipe import ModelConfig
 from ssft.config.registry import MODELS
 from ssft.core.errors import SsftError
+from ssft.data.beir import Document, DocumentTexts
 from ssft.models.colbert import ColBert
 from ssft.models.twin import TwinBert
 from ssft.training.trainer import warmup_steps_for
@@ -104,6 +106,27 @@ def test_a_narrow_colbert_projection_starts_from_the_corpus_token_states(tiny_mo
     assert fitted.fit_start(DOCUMENTS) is None  # fitted once
     wider = ColBert.build(ModelConfig(**config, colbert_dim=48), "full", {})  # more dimensions than the hidden size
     assert wider.fit_start(DOCUMENTS * 3) is None  # no 48 principal directions of 32-wide states: the default start
+
+
+def test_the_projection_start_reads_only_its_sample_of_a_large_corpus(tiny_model_dir, monkeypatch):
+    """A corpus larger than the sample: only the sampled documents' texts are built (DocumentTexts, by position),
+    and the fit equals the fit over the same corpus given as a list."""
+    monkeypatch.setattr(colbert_module, "PCA_DOCUMENTS", 4)
+    documents = [Document(title=f"t{i}", text=text) for i, text in enumerate(DOCUMENTS * 5)]
+    read = []
+
+    class Counted(DocumentTexts):
+        def __getitem__(self, position):
+            read.append(position)
+            return super().__getitem__(position)
+
+    config = {"name": str(tiny_model_dir), "max_length": 32, "query_max_length": 8, "architecture": "colbert"}
+    lazy = ColBert.build(ModelConfig(**config, colbert_dim=8), "full", {})
+    assert lazy.fit_start(Counted(documents), seed=3)
+    assert len(read) == 4 and len(set(read)) == 4
+    listed = ColBert.build(ModelConfig(**config, colbert_dim=8), "full", {})
+    listed.fit_start([d.full_text for d in documents], seed=3)
+    assert torch.equal(lazy.projection.weight, listed.projection.weight)
 
 
 def _recipe(model_dir, dataset, out, **training):
