@@ -733,6 +733,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--write", action="store_true", help="write BENCHMARKS.md § efficacy (or semi_siamese_warm_starts)")
     p.add_argument("--section", default=None, help="the BENCHMARKS.md section written (default efficacy, or "
                    "semi_siamese_warm_starts with --compare), e.g. efficacy_colbert for a table of other recipes")
+    p.add_argument("--title", default=None, help="the section's title (with --section; default the table's own)")
     p.add_argument("--notes", help="a Markdown file of readings appended to the section")
     p.add_argument("--smoke", action="store_true", help="the whole pipeline on a tiny random model and synthetic data "
                    "(1 seed, 2 steps, both modes; never writes BENCHMARKS.md)")
@@ -852,6 +853,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"efficacy.py: error: {err}", file=sys.stderr)
         return 1
     section = a.section or section
+    if a.title:
+        text = f"## {a.title}\n" + text.split("\n", 1)[1]
     if a.notes:
         text = text.rstrip() + "\n\n" + Path(a.notes).read_text().strip()
     (out / f"{section}.md").write_text(text + "\n")
