@@ -293,8 +293,15 @@ class Ranker(nn.Module):
 
     @classmethod
     def ranks_untrained_for(cls, config: Any) -> bool | None:
-        """Whether a model of this class built from its ``model.config`` ranks before training, known before it is
-        built (``--check``, the run's plan); None: known only once the checkpoint is loaded."""
+        """Whether a model of this class built from ``config`` ranks before training, known before it is built
+        (``--check``, the run's plan).
+
+        Args:
+            config: the recipe's ``model.config`` (the class's typed ``Config``).
+
+        Returns:
+            True or False; None where it is known only once the checkpoint is loaded.
+        """
         return cls.ranks_untrained
     # what a serving runtime hands back of the last layer (ssft.models.interop.openvino): every token's state, or only
     # the first token's where the ranker reads nothing else (a converted graph returning less runs faster)
