@@ -39,7 +39,7 @@ _GPU_RESOURCES = None
 def build_index(vectors: np.ndarray, kind: str = "flat", nlist: int | None = None, pq_m: int = 16, hnsw_m: int = 32,
                 nprobe: int | None = None, gpu: bool | None = None):
     """A faiss inner-product index holding ``vectors``; an IVF one searches ``nprobe`` lists (None: calibrated,
-    ``ssft.eval.index.calibrate_nprobe``)."""
+    ``ssft.eval.index.calibrate_nprobe``; on a GPU, where the index is not searched on the CPU first, 16)."""
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
     if kind not in INDEX_KINDS:
