@@ -95,13 +95,14 @@ def calibrate_nprobe(index: Any, vectors: np.ndarray, k: int = 100, target: floa
     ivf.nprobe = ivf.nlist
     _, every = index.search(sample, k)
     wanted = [set(row[row >= 0].tolist()) for row in every]
-    for nprobe in probe_counts(int(ivf.nlist)):
+    counts = probe_counts(int(ivf.nlist))
+    for nprobe in counts:  # the last, every list, finds all of it
         ivf.nprobe = nprobe
         _, found = index.search(sample, k)
         recall = float(np.mean([len(w & set(f.tolist())) / max(1, len(w)) for w, f in zip(wanted, found)]))
-        if recall >= target:
-            return nprobe, recall
-    return int(ivf.nlist), 1.0
+        if recall >= target or nprobe == counts[-1]:
+            break
+    return nprobe, recall
 
 
 def set_nprobe(index: Any, nprobe: int | None, vectors: np.ndarray) -> int | None:
@@ -109,13 +110,11 @@ def set_nprobe(index: Any, nprobe: int | None, vectors: np.ndarray) -> int | Non
     the nprobe set (None: not an IVF index)."""
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
-    try:
-        ivf = faiss.extract_index_ivf(index)
-    except RuntimeError:  # not an IVF index
+    if not _is_ivf(index):
         return None
     if nprobe is None:
         return calibrate_nprobe(index, vectors)[0]
-    ivf.nprobe = nprobe
+    faiss.extract_index_ivf(index).nprobe = nprobe
     return nprobe
 
 
@@ -201,7 +200,8 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int | None = Non
                       ef_search: int = 128) -> dict[str, Any]:
     """Build the index of the shards in ``folder`` (each verified against its checksum) and write ``index.faiss``
     and ``index.json`` (atomically; an earlier index is replaced; index.json records index.faiss's SHA-256).
-    ``nprobe``: IVF lists searched per query (None: ``calibrate_nprobe`` on the training sample).
+    ``nprobe``: IVF lists searched per query (None: ``calibrate_nprobe`` on the training sample); recorded as None
+    for an index that is not IVF.
     Returns index.json's content."""
     import faiss  # noqa: PLC0415 -- optional and heavy: only full retrieval needs it
 
@@ -218,6 +218,7 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int | None = Non
     if kind == PLAID:
         return _build_plaid(folder, manifest, nprobe, ef_search)
     index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
+    sample = None
     if not index.is_trained:
         sample = _training_sample(folder, manifest, max(max_train, need), rows)
         try:
@@ -228,11 +229,10 @@ def build_saved_index(folder: Path, kind: str = "flat", nprobe: int | None = Non
     for shard in track(read_shards(folder, manifest), f"indexing ({spec})",
                        total=-(-manifest["units"] // manifest["shard_size"]), unit="shards"):
         index.add(np.ascontiguousarray(shard, dtype=np.float32))
-    if not _is_ivf(index):
-        nprobe = None
-    elif nprobe is None:  # the training sample, or every vector where the index needs no training
-        sample = _training_sample(folder, manifest, CALIBRATION_QUERIES, rows)
-        nprobe = set_nprobe(index, None, sample)
+    # an IVF index is trained: its calibration queries are every k-th row of the training sample (every k-th stored
+    # vector where the sample holds them all), not another pass over the shards
+    calibration = sample[:: -(-len(sample) // CALIBRATION_QUERIES)] if sample is not None else None
+    nprobe = set_nprobe(index, nprobe, calibration) if calibration is not None else None
     checksum: dict[str, str] = {}
 
     def write(tmp: str) -> None:

@@ -74,7 +74,7 @@ def build_index(vectors: np.ndarray, kind: str = "flat", nlist: int | None = Non
     index.add(vectors)
     if kind in ("ivf", "ivfpq") and not use_gpu:
         set_nprobe(index, None if nprobe is None else min(nprobe, nlist), vectors)
-    elif kind in ("ivf", "ivfpq"):
+    elif kind in ("ivf", "ivfpq"):  # a GPU index (faiss cannot reach its IVF part to calibrate): set on it directly
         index.nprobe = min(nprobe or 16, nlist)
     return index
 

@@ -290,6 +290,9 @@ class Ranker(nn.Module):
     # the model as built ranks before any training (no freshly initialised, random scoring head): ssft-train scores it
     # on the test split as the run's 'start' entry; a subclass whose head may be random overrides it
     ranks_untrained: bool = True
+    # what a serving runtime hands back of the last layer (ssft.models.interop.openvino): every token's state, or only
+    # the first token's where the ranker reads nothing else (a converted graph returning less runs faster)
+    serves_first_token_only: bool = False
 
     @classmethod
     def ranks_untrained_for(cls, config: Any) -> bool | None:
@@ -303,9 +306,7 @@ class Ranker(nn.Module):
             True or False; None where it is known only once the checkpoint is loaded.
         """
         return cls.ranks_untrained
-    # what a serving runtime hands back of the last layer (ssft.models.interop.openvino): every token's state, or only
-    # the first token's where the ranker reads nothing else (a converted graph returning less runs faster)
-    serves_first_token_only: bool = False
+
     def __init__(self, backbone: Backbone, tokenizer, spec: dict[str, Any]):
         super().__init__()
         self.backbone = backbone

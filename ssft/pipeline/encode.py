@@ -18,6 +18,7 @@ from accelerate import PartialState
 
 from ssft.core import distributed
 from ssft.core import precision as precisions
+from ssft.core.arguments import whole_number
 from ssft.core.errors import SsftError
 from ssft.core.run_folder import ENCODE_MARKERS, ENCODE_OUTPUTS, OutputFolder
 from ssft.data.beir import IRDataset, load_dataset
@@ -53,7 +54,8 @@ def encode_corpus(model: str | Path | Ranker, data: str | IRDataset, output: Pat
     ``backend``: torch, openvino or auto (None: auto); int8 runs on openvino, calibrated on texts drawn from the
     corpus encoded.
     Returns ``{"output", "manifest" (the shards'), "index" (index.json's content, or None)}``."""
-    whole_numbers(batch_size=batch_size, shard_size=shard_size, **({} if nprobe is None else {"nprobe": nprobe}))
+    whole_numbers(batch_size=batch_size, shard_size=shard_size)
+    whole_number(nprobe, "--nprobe", allow_none=True)
     if passage_words is not None and passage_words < 1:
         raise SsftError("--passage-words must be >= 1")
     precision = precisions.check(precision, "--precision")
