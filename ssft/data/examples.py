@@ -78,14 +78,11 @@ class TrainingGroups(Dataset):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
 
-    def item_texts(self) -> list[tuple[str, str]]:
-        """Per item, its query and positive (the negatives change every epoch): what
-        ``training.train_sampling_strategy: group_by_length`` measures in tokens to group batches by."""
-        return [(self.dataset.queries[ex.qid], self.dataset.corpus[ex.positive].full_text) for ex in self.examples]
-
-    def lengths(self) -> list[int]:
-        """Per item, the characters of its query and positive (``item_texts``); the trainer groups by tokens."""
-        return [len(q) + len(d) for q, d in self.item_texts()]
+    def item_texts(self) -> list[tuple[str, list[str]]]:
+        """Per item, its query and the documents it brings this epoch (positive and the negatives drawn for the
+        epoch ``set_epoch`` set): what ``training.train_sampling_strategy: group_by_length`` counts in tokens to
+        group batches by (``ssft.training.sampling``)."""
+        return [(item["query"], list(item["documents"])) for item in (self[i] for i in range(len(self)))]
 
     def query_texts(self) -> list[str]:
         """The distinct query texts of the items, in item order."""
@@ -113,9 +110,6 @@ class TextGroups(TrainingGroups):
     """``TrainingGroups`` of a ``data.train`` source in the text form (``ssft.data.hf_sources.TextExample``): the
     texts come with the rows; a row with fewer negatives than ``num_negatives`` is topped up with random
     documents of the recipe's corpus."""
-
-    def item_texts(self) -> list[tuple[str, str]]:
-        return [(ex.query, ex.positive) for ex in self.examples]
 
     def query_texts(self) -> list[str]:
         return list(dict.fromkeys(ex.query for ex in self.examples))
@@ -150,9 +144,6 @@ class ScoredGroups(TrainingGroups):
                         f"see the warning logged above)" if dropped else "")
                 raise SsftError(f"data.train: {name}: column 'document_ids', row {row}: {len(ex.document_ids)} "
                                 f"documents{left}, fewer than 1 + data.num_negatives = {1 + num_negatives}")
-
-    def item_texts(self) -> list[tuple[str, str]]:
-        return [(self.dataset.queries[ex.qid], self.dataset.corpus[ex.document_ids[0]].full_text) for ex in self.examples]
 
     def __getitem__(self, i: int) -> dict:
         ex = self.examples[i]

@@ -7,7 +7,6 @@ import torch
 from torch.utils.data import SequentialSampler
 from transformers.optimization import get_scheduler
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
-from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from ssft.core import precision as precisions
 from ssft.core import progress
@@ -20,23 +19,9 @@ from ssft.models.bi import score_pairs_once
 from ssft.training.callbacks.log_lines import LogLinesCallback
 from ssft.training.checkpoints import CheckpointedTrainer
 from ssft.training.objectives import Objective, objective_for
+from ssft.training.sampling import TokenLengthGroupedSampler, token_lengths
 
 logger = logging.getLogger(__name__)
-
-
-def token_lengths(ranker, items: list[tuple[str, str]]) -> list[int]:
-    """Per (query, document) item, the tokens the ranker computes for it: each text's token count (its
-    ``TokenCache``, each distinct text tokenised once) cut at the query / document length. For a cross-encoder,
-    whose pair shares ``max_length``, the sum is cut at it. Characters where the ranker has no token cache."""
-    if not hasattr(ranker, "token_cache"):
-        return [len(q) + len(d) for q, d in items]
-    cache = ranker.token_cache()
-    queries = [n for _, n in cache.ids([q for q, _ in items])]
-    documents = [n for _, n in cache.ids([d for _, d in items])]
-    q_max, d_max = ranker.query_max_length, ranker.max_length
-    if getattr(ranker, "bi_encoder", True):
-        return [min(q, q_max) + min(d, d_max) for q, d in zip(queries, documents)]
-    return [min(q + d, d_max) for q, d in zip(queries, documents)]
 
 
 def warmup_steps_for(args, num_training_steps: int) -> tuple[int, int]:
@@ -98,13 +83,15 @@ class RankingTrainer(CheckpointedTrainer):
 
     # ------------------------------------------------------------ batching
     def _get_train_sampler(self, train_dataset=None):
-        # training.train_sampling_strategy: group_by_length batches items of similar length together (less
-        # padding); the Trainer can only read lengths from a datasets column or tokenised items, so the training
-        # groups give their texts (query + positive) and they are counted here in the ranker's tokens
+        # training.train_sampling_strategy: group_by_length batches items of similar token count together (less
+        # padding; ssft.training.sampling). The training groups give each epoch's texts (query, positive and the
+        # negatives drawn for the epoch), counted in the ranker's tokens when the epoch starts (after the Trainer's
+        # set_epoch). Datasets without texts are shuffled as the Trainer shuffles them.
         dataset = train_dataset if train_dataset is not None else self.train_dataset
         if self.args.train_sampling_strategy == "group_by_length" and hasattr(dataset, "item_texts"):
-            return LengthGroupedSampler(self.args.train_batch_size * self.args.gradient_accumulation_steps,
-                                        lengths=token_lengths(self.model, dataset.item_texts()))
+            return TokenLengthGroupedSampler(lambda: token_lengths(self.model, dataset.item_texts()),
+                                             self.args.train_batch_size * self.args.gradient_accumulation_steps,
+                                             size=len(dataset))
         return super()._get_train_sampler(train_dataset)
 
     def _get_eval_sampler(self, eval_dataset):

@@ -14,38 +14,108 @@ from tests.training.test_trainer import make_trainer
 
 def test_group_by_length_batches_training_groups_by_length(tiny_model_dir, tmp_path):
     from transformers import TrainingArguments
-    from transformers.trainer_pt_utils import LengthGroupedSampler
 
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
     from ssft.data.beir import load_dataset
     from ssft.data.examples import RankerCollator, TrainingGroups, build_examples
+    from ssft.losses import ContrastiveLoss
+    from ssft.training.sampling import TokenLengthGroupedSampler
     from ssft.training.trainer import RankingTrainer, token_lengths
 
     ds = load_dataset(str(write_synthetic_beir(tmp_path / "beir", queries=60, docs=80)))
     groups = TrainingGroups(build_examples(ds.qrels("train"), list(ds.corpus), None), ds, 1)
     args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, report_to=[], use_cpu=True,
                              remove_unused_columns=False, train_sampling_strategy="group_by_length")
-    from ssft.config.recipe import ModelConfig
-    from ssft.config.registry import MODELS
-    from ssft.losses import ContrastiveLoss
-
     ranker = MODELS.get("dense").build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=32), "full", {})
     trainer = RankingTrainer(model=ranker, args=args, train_dataset=groups, data_collator=RankerCollator(ranker),
                              loss=ContrastiveLoss())
     sampler = trainer._get_train_sampler()
-    assert isinstance(sampler, LengthGroupedSampler)
+    assert isinstance(sampler, TokenLengthGroupedSampler) and sampler.batch_size == 4
     # grouped by the ranker's tokens (query cut at query_max_length, document at max_length), not characters
     lengths = token_lengths(ranker, groups.item_texts())
-    query, document = groups[0]["query"], groups[0]["documents"][0]
+    assert sampler.lengths == lengths
+    # an item's width: its query, and its documents (positive and this epoch's negative) padded to the longest of them
+    query, documents = groups[0]["query"], groups[0]["documents"]
     count = lambda text: len(ranker.tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
-    assert lengths[0] == min(count(query), ranker.query_max_length) + min(count(document), ranker.max_length)
-    order = list(sampler)
-    assert sorted(order) == list(range(len(groups)))
-    # the longest item leads the first batch (LengthGroupedSampler's rule) and each megabatch is sorted longest first
-    assert lengths[order[0]] == max(lengths)
-    megabatch = 4 * 50
-    for start in range(0, len(order), megabatch):
-        chunk = [lengths[i] for i in order[start : start + megabatch]]
-        assert chunk == sorted(chunk, reverse=True) or start == 0
+    assert len(documents) == 2
+    assert lengths[0] == (min(count(query), ranker.query_max_length)
+                          + 2 * max(min(count(d), ranker.max_length) for d in documents))
+    assert sorted(sampler) == list(range(len(groups)))
+
+
+def test_grouping_counts_each_epochs_negatives(tiny_model_dir, tmp_path):
+    """The negatives change every epoch (``set_epoch``): the lengths the sampler groups by are read when the epoch
+    starts, so they follow them."""
+    from ssft.config.recipe import ModelConfig
+    from ssft.config.registry import MODELS
+    from ssft.data.beir import load_dataset
+    from ssft.data.examples import TrainingGroups, build_examples
+    from ssft.training.sampling import TokenLengthGroupedSampler, token_lengths
+
+    ds = load_dataset(str(write_synthetic_beir(tmp_path / "beir", queries=40, docs=80)))
+    groups = TrainingGroups(build_examples(ds.qrels("train"), list(ds.corpus), None), ds, 2)
+    ranker = MODELS.get("dense").build(ModelConfig(architecture="dense", name=str(tiny_model_dir), max_length=32), "full", {})
+    sampler = TokenLengthGroupedSampler(lambda: token_lengths(ranker, groups.item_texts()), 4, size=len(groups))
+    epoch0 = [groups[i]["documents"] for i in range(len(groups))]
+    assert sampler.lengths == token_lengths(ranker, [(groups[i]["query"], epoch0[i]) for i in range(len(groups))])
+    groups.set_epoch(1)
+    epoch1 = [groups[i]["documents"] for i in range(len(groups))]
+    assert epoch1 != epoch0
+    assert sampler.lengths == token_lengths(ranker, [(groups[i]["query"], epoch1[i]) for i in range(len(groups))])
+
+
+def _lengths(n: int = 203, seed: int = 0) -> list[int]:
+    import random
+
+    rng = random.Random(seed)
+    return [rng.randint(3, 300) for _ in range(n)]
+
+
+def test_token_grouped_batches_are_length_bands_in_a_shuffled_order():
+    """One window (fewer items than 50 batches): the batches are the items sorted by length cut every 8, the one
+    holding the longest item first, the partial batch last, and the others in an order that is not longest to
+    shortest (transformers' LengthGroupedSampler would run the whole epoch from the longest items to the shortest)."""
+    from ssft.training.sampling import TokenLengthGroupedSampler
+
+    lengths = _lengths()
+    generator = torch.Generator().manual_seed(3)
+    batches = TokenLengthGroupedSampler(lengths, 8, generator=generator).batches()
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert [len(b) for b in batches] == [8] * 25 + [3]
+    bands = sorted(tuple(sorted(lengths[i] for i in b)) for b in batches)
+    by_length = sorted(lengths, reverse=True)
+    expected = sorted(tuple(sorted(by_length[i : i + 8])) for i in range(0, len(lengths), 8))
+    assert bands == expected
+    assert max(lengths[i] for i in batches[0]) == max(lengths)
+    assert sorted(lengths[i] for i in batches[-1]) == sorted(lengths)[:3]
+    heads = [max(lengths[i] for i in b) for b in batches[1:-1]]
+    assert heads != sorted(heads, reverse=True)
+
+
+def test_token_grouped_epochs_follow_torch_seed_and_each_window_is_grouped():
+    from ssft.training.sampling import TokenLengthGroupedSampler
+
+    lengths = _lengths(1000)
+    sampler = TokenLengthGroupedSampler(lengths, 4, window_batches=10)  # windows of 40 items
+    torch.manual_seed(7)
+    first = list(sampler)
+    torch.manual_seed(7)
+    assert list(sampler) == first  # the same seed, the same epoch: what an exact resume replays
+    second = list(sampler)
+    assert second != first and sorted(second) == sorted(first) == list(range(1000))
+    # grouped within windows: far less spread inside a batch than in a shuffled batch of 4
+    spread = lambda order: sum(max(lengths[i] for i in order[k : k + 4]) - min(lengths[i] for i in order[k : k + 4])  # noqa: E731
+                               for k in range(0, len(order), 4))
+    shuffled = torch.randperm(1000, generator=torch.Generator().manual_seed(0)).tolist()
+    assert spread(first) < 0.25 * spread(shuffled)
+
+
+def test_token_grouped_sampler_refuses_an_empty_batch():
+    from ssft.training.sampling import TokenLengthGroupedSampler
+
+    with pytest.raises(ValueError, match="batch_size"):
+        TokenLengthGroupedSampler([1, 2], 0)
 
 
 class _VariedItems(torch.utils.data.Dataset):

@@ -1,0 +1,256 @@
+"""Training batches grouped by token count (``training.train_sampling_strategy: group_by_length``,
+``ssft.training.sampling``) against shuffled batches (``random``): where grouping saves padding, and whether it
+changes what a recipe trains.
+
+    SSFT_DATA_HOME=../shared/data python benchmarks/length_grouping.py --recipe recipes/quickstart.yaml \\
+        --seeds 42,43,44 --random-runs runs/bench/efficacy_v2/quickstart --out runs/bench/grouping --write
+
+1. **Padding** (nothing trained): for each ``--padding`` case (recipe:document tokens), one epoch of the recipe's
+   own training groups (query, positive, its negatives) batched at the recipe's batch size, shuffled and grouped
+   (seed 0), with the token counts the ranker computes: the token positions a bi-encoder computes (each batch's
+   queries padded to its longest query, its documents to its longest document) against the tokens it needs. The
+   ratio of the two arms' positions bounds what grouping can save in the encoder's matrix products.
+2. **Quality and training time**: ``ssft-train RECIPE seed=S`` with ``training.train_sampling_strategy=`` each
+   arm, every seed; test nDCG@10 (mean ± sd over seeds; two-sided paired t-test over the queries, each query's value
+   averaged over seeds) and training CPU-seconds (the ``ssft-train`` child's user + sys). ``--random-runs`` /
+   ``--grouped-runs``: folders of finished runs of that arm (``seed-S/``, as ``benchmarks/efficacy.py`` leaves
+   them), reused instead of training again.
+3. **Speed** (``--speed recipe:document tokens``, comma-separated): one epoch of the recipe's training groups at that
+   length (its model, adapter and loss; nothing validated or evaluated), once per arm and repeat, interleaved, in
+   bf16 where the CPU computes it natively (as ``training.bf16: auto``): CPU-seconds of the whole epoch (every step,
+   the same items in both arms), median over ``--repeats``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from scipy import stats
+
+from ssft.config.recipe import load_recipe
+from ssft.config.registry import MODELS
+from ssft.core.output_names import per_query_file
+from ssft.eval.significance import read_per_query
+from ssft.pipeline.build import training_source
+from ssft.pipeline.inputs import load_inputs
+from ssft.training.sampling import TokenLengthGroupedSampler, token_lengths
+
+METRIC = "nDCG@10"
+ARMS = ("random", "group_by_length")
+DEFAULT_PADDING = ("recipes/quickstart.yaml:256", "recipes/quickstart.yaml:512", "recipes/ss_lora_colbert.yaml:128")
+
+
+# ---------------------------------------------------------------------------------------------- 1. padding
+def padding_case(recipe_path: str, max_length: int) -> dict[str, Any]:
+    recipe = load_recipe(Path(recipe_path), [f"model.max_length={max_length}"])
+    inputs = load_inputs(recipe)
+    groups = training_source(recipe, inputs).training_set(recipe.data.sample_seed)
+    model = MODELS.get(recipe.model.architecture).build(recipe.model, "full", {})
+    if not getattr(model, "bi_encoder", False):
+        raise SystemExit(f"{recipe_path}: the padding count is written for bi-encoders")
+    items = [groups[i] for i in range(len(groups))]
+    cache = model.token_cache()
+    query_tokens = [min(n, model.query_max_length) for _, n in cache.ids([it["query"] for it in items])]
+    doc_tokens = [[min(n, model.max_length) for _, n in cache.ids(it["documents"])] for it in items]
+    batch = int(recipe.training.get("per_device_train_batch_size", 8))
+    lengths = token_lengths(model, groups.item_texts())
+
+    def computed(batches: list[list[int]]) -> int:
+        return sum(len(b) * max(query_tokens[i] for i in b)
+                   + sum(len(doc_tokens[i]) for i in b) * max(max(doc_tokens[i]) for i in b) for b in batches)
+
+    shuffled = torch.randperm(len(items), generator=torch.Generator().manual_seed(0)).tolist()
+    random_batches = [shuffled[i : i + batch] for i in range(0, len(shuffled), batch)]
+    grouped = TokenLengthGroupedSampler(lengths, batch, generator=torch.Generator().manual_seed(0)).batches()
+    needed = sum(query_tokens) + sum(sum(d) for d in doc_tokens)
+    at_max = sum(n == model.max_length for d in doc_tokens for n in d) / sum(len(d) for d in doc_tokens)
+    return {"recipe": recipe_path, "dataset": str(recipe.data.dataset), "max_length": max_length,
+            "query_max_length": model.query_max_length, "items": len(items), "batch": batch,
+            "documents_per_item": len(doc_tokens[0]), "documents_cut": at_max, "needed": needed,
+            "random": computed(random_batches), "grouped": computed(grouped)}
+
+
+# ---------------------------------------------------------------------------------------------- 3. speed
+def epoch_seconds(recipe_path: str, max_length: int, arm: str, scratch: Path) -> dict[str, float]:
+    """CPU and wall seconds of one training epoch of the recipe at ``max_length`` under ``arm``."""
+    from transformers import TrainingArguments  # noqa: PLC0415
+
+    from ssft.core import precision  # noqa: PLC0415
+    from ssft.pipeline.build import build  # noqa: PLC0415
+    from ssft.training.trainer import RankingTrainer  # noqa: PLC0415
+
+    recipe = load_recipe(Path(recipe_path), [f"model.max_length={max_length}"])
+    inputs = load_inputs(recipe)
+    built = build(recipe, inputs)
+    bf16 = {"bf16": True, "use_cpu": True} if precision.bf16_native("cpu") else {}
+    args = TrainingArguments(output_dir=str(scratch), num_train_epochs=1, report_to=[], save_strategy="no",
+                             logging_strategy="no", disable_tqdm=True, remove_unused_columns=False, seed=recipe.seed,
+                             learning_rate=float(recipe.training.get("learning_rate", 1e-4)),
+                             per_device_train_batch_size=int(recipe.training.get("per_device_train_batch_size", 8)),
+                             train_sampling_strategy=arm, dataloader_pin_memory=False, **bf16)
+    trainer = RankingTrainer(model=built.ranker, args=args, train_dataset=built.source.training_set(recipe.data.sample_seed),
+                             objective=built.objective, head_learning_rate=recipe.model.head_learning_rate)
+    cpu, wall = time.process_time(), time.perf_counter()
+    trainer.train()
+    return {"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall, "steps": trainer.state.global_step}
+
+
+def speed_case(recipe_path: str, max_length: int, repeats: int, scratch: Path) -> dict[str, Any]:
+    """The epoch timings of one case (read back from ``scratch`` when an earlier call measured it)."""
+    saved = scratch / f"{Path(recipe_path).stem}-{max_length}-x{repeats}.json"
+    if saved.is_file():
+        return json.loads(saved.read_text())
+    times: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
+    for repeat in range(repeats):
+        for arm in (ARMS if repeat % 2 == 0 else ARMS[::-1]):
+            times[arm].append(epoch_seconds(recipe_path, max_length, arm, scratch / f"{arm}-{repeat}"))
+            print(f"[length_grouping] speed {recipe_path}:{max_length} {arm} {times[arm][-1]}", flush=True)
+    result = {"recipe": recipe_path, "max_length": max_length, "repeats": repeats, "times": times,
+              **{arm: statistics.median(t["cpu"] for t in times[arm]) for arm in ARMS}}
+    saved.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- 2. training
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def trained(recipe: str, seed: int, arm: str, out: Path, reuse: Path | None) -> Path:
+    """The run folder of ``recipe`` at ``seed`` under ``arm``: ``reuse``/seed-S when it holds a finished run, else
+    trained now into ``out``/arm/seed-S (its CPU and wall seconds beside it, as efficacy.py records them)."""
+    if reuse is not None and (reuse / f"seed-{seed}" / "metrics.json").is_file():
+        return reuse / f"seed-{seed}"
+    run = out / arm / f"seed-{seed}"
+    if (run / "metrics.json").is_file():
+        return run
+    command = ["ssft-train", recipe, f"seed={seed}", f"training.output_dir={run}",
+               f"training.train_sampling_strategy={arm}"]
+    print(f"[length_grouping] {shlex.join(command)}", flush=True)
+    run.parent.mkdir(parents=True, exist_ok=True)
+    cpu, wall = _children_cpu(), time.perf_counter()
+    with open(out / "train.log", "a") as log:
+        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        raise SystemExit(f"{shlex.join(command)}: exit {done.returncode} (log: {out / 'train.log'})")
+    timing = {"command": command, "cpu_seconds": round(_children_cpu() - cpu, 1),
+              "wall_seconds": round(time.perf_counter() - wall, 1)}
+    (run.parent / f"seed-{seed}.timing.json").write_text(json.dumps(timing, indent=1) + "\n")
+    return run
+
+
+def _cpu_seconds(run: Path) -> float | None:
+    timing = run.parent / f"{run.name}.timing.json"
+    return json.loads(timing.read_text()).get("cpu_seconds") if timing.is_file() else None
+
+
+def arm_result(runs: list[Path], split: str) -> dict[str, Any]:
+    scores = [json.loads((r / "metrics.json").read_text())["test"][METRIC] for r in runs]
+    per_query: dict[str, list[float]] = {}
+    for r in runs:
+        for q, v in read_per_query(r / per_query_file("test", split), METRIC).items():
+            per_query.setdefault(q, []).append(v)
+    cpu = [c for c in (_cpu_seconds(r) for r in runs) if c is not None]
+    return {"runs": [str(r) for r in runs], "scores": scores, "per_query": {q: statistics.fmean(v) for q, v in per_query.items()},
+            "cpu_seconds": cpu, "steps": [json.loads((r / "run_info.json").read_text()).get("train_seconds") for r in runs]}
+
+
+# ---------------------------------------------------------------------------------------------- report
+def _mean_sd(values: list[float], digits: int = 4) -> str:
+    if not values:
+        return "—"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.fmean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+def markdown(result: dict[str, Any], cmd: str) -> str:
+    lines = [f"`{cmd}`"]
+    if result["padding"]:
+        lines += ["", "### Padding: token positions a bi-encoder computes in one epoch of the recipe's training groups", "",
+                  "| recipe | dataset | document / query tokens | items × documents, batch | documents cut at the maximum | "
+                  "needed tokens | shuffled: computed (useful share) | grouped: computed (useful share) | shuffled ÷ grouped |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in result["padding"]:
+        lines.append(f"| `{c['recipe']}` | {Path(c['dataset']).name} | {c['max_length']} / {c['query_max_length']} | "
+                     f"{c['items']} × {c['documents_per_item']}, {c['batch']} | {100 * c['documents_cut']:.0f}% | "
+                     f"{c['needed']:,} | {c['random']:,} ({100 * c['needed'] / c['random']:.1f}%) | "
+                     f"{c['grouped']:,} ({100 * c['needed'] / c['grouped']:.1f}%) | {c['random'] / c['grouped']:.2f}× |")
+    if result.get("speed"):
+        lines += ["", "### Speed: CPU-seconds of one training epoch (every step; median over repeats, arms interleaved)", "",
+                  "| recipe | document tokens | steps | shuffled (`random`) | grouped (`group_by_length`) | shuffled ÷ grouped |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for c in result["speed"]:
+            steps = c["times"]["random"][0]["steps"]
+            lines.append(f"| `{c['recipe']}` | {c['max_length']} | {steps} | {c['random']:.1f} | {c['group_by_length']:.1f} | "
+                         f"{c['random'] / c['group_by_length']:.2f}× |")
+    if result.get("arms"):
+        arms, p = result["arms"], result.get("p")
+        lines += ["", f"### `{result['recipe']}` trained with each strategy (seeds {', '.join(map(str, result['seeds']))})",
+                  "", f"| training.train_sampling_strategy | test {METRIC} | training CPU-s per seed |", "|---|---:|---:|"]
+        for arm in ARMS:
+            a = arms[arm]
+            lines.append(f"| `{arm}` | {_mean_sd(a['scores'])} | {_mean_sd(a['cpu_seconds'], 0)} |")
+        lines += ["", f"Paired t-test over the {result['queries']} test queries (each query's {METRIC} averaged over seeds), "
+                  f"grouped against shuffled: p = {p:.3g}." if p is not None else ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--recipe", default="recipes/quickstart.yaml", help="the recipe trained with each strategy")
+    p.add_argument("--seeds", default="42,43,44")
+    p.add_argument("--random-runs", type=Path, help="finished runs of the recipe with shuffled batches (seed-S/)")
+    p.add_argument("--grouped-runs", type=Path, help="finished runs of the recipe with grouped batches (seed-S/)")
+    p.add_argument("--padding", default=",".join(DEFAULT_PADDING), help="recipe:document tokens cases, comma-separated")
+    p.add_argument("--speed", default="", help="recipe:document tokens cases timed for one epoch, comma-separated")
+    p.add_argument("--repeats", type=int, default=3, help="--speed: epochs per arm")
+    p.add_argument("--no-training", action="store_true", help="no quality runs (the padding count, and --speed)")
+    p.add_argument("--out", type=Path, default=Path("runs/bench/grouping"))
+    p.add_argument("--notes", type=Path, help="a Markdown file of readings appended to the section")
+    p.add_argument("--write", action="store_true", help="write BENCHMARKS.md § length_grouping")
+    a = p.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
+    result: dict[str, Any] = {"recipe": a.recipe, "seeds": seeds, "padding": []}
+    for case in filter(None, a.padding.split(",")):
+        recipe, _, tokens = case.rpartition(":")
+        result["padding"].append(padding_case(recipe, int(tokens)))
+        print(json.dumps(result["padding"][-1]), flush=True)
+    result["speed"] = []
+    for case in filter(None, a.speed.split(",")):
+        recipe, _, tokens = case.rpartition(":")
+        result["speed"].append(speed_case(recipe, int(tokens), a.repeats, a.out / "speed"))
+    if not a.no_training:
+        reuse = {"random": a.random_runs, "group_by_length": a.grouped_runs}
+        result["arms"] = {arm: arm_result([trained(a.recipe, s, arm, a.out, reuse[arm]) for s in seeds], "test")
+                          for arm in ARMS}
+        x, y = result["arms"]["group_by_length"]["per_query"], result["arms"]["random"]["per_query"]
+        shared = sorted(set(x) & set(y))
+        result["queries"] = len(shared)
+        result["p"] = float(stats.ttest_rel([x[q] for q in shared], [y[q] for q in shared]).pvalue) if len(shared) > 1 else None
+    (a.out / "length_grouping.json").write_text(json.dumps(result, indent=1) + "\n")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from report import command, write_section  # noqa: PLC0415  (the section's provenance line)
+
+    text = markdown(result, command())
+    if a.notes is not None:
+        text += "\n" + a.notes.read_text()
+    print(text)
+    if a.write:
+        write_section("length_grouping", "## Training batches grouped by token count against shuffled batches\n\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
