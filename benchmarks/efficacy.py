@@ -494,6 +494,8 @@ def efficacy_markdown(result: dict[str, Any], cmd: str) -> str:
         head = ["row"] + [c for k in keys for c in (f"{k} nDCG@10", "p")] + ["mean"]
         lines += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
         for row in result["rows"]:
+            if all(r["datasets"][k]["rows"][row] is None for k in keys):  # e.g. no ST baseline was asked for
+                continue
             cells = [ROW_NAMES[row] + (f" ({r['zero_shot']})" if row == "zero_shot" else "")]
             for k in keys:
                 s = r["datasets"][k]["rows"][row]
