@@ -80,15 +80,18 @@ def padding_case(recipe_path: str, max_length: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- 3. speed
-def epoch_seconds(recipe_path: str, max_length: int, arm: str, scratch: Path) -> dict[str, float]:
-    """CPU and wall seconds of one training epoch of the recipe at ``max_length`` under ``arm``."""
+def epoch_seconds(recipe_path: str, max_length: int, arm: str, scratch: Path, queries: int | None = None
+                  ) -> dict[str, float]:
+    """CPU and wall seconds of one training epoch of the recipe at ``max_length`` under ``arm`` (on ``queries`` of
+    its training queries where given)."""
     from transformers import TrainingArguments  # noqa: PLC0415
 
     from ssft.core import precision  # noqa: PLC0415
     from ssft.pipeline.build import build  # noqa: PLC0415
     from ssft.training.trainer import RankingTrainer  # noqa: PLC0415
 
-    recipe = load_recipe(Path(recipe_path), [f"model.max_length={max_length}"])
+    recipe = load_recipe(Path(recipe_path), [f"model.max_length={max_length}"]
+                         + ([f"data.max_train_queries={queries}"] if queries else []))
     inputs = load_inputs(recipe)
     built = build(recipe, inputs)
     bf16 = {"bf16": True, "use_cpu": True} if precision.bf16_native("cpu") else {}
@@ -104,17 +107,18 @@ def epoch_seconds(recipe_path: str, max_length: int, arm: str, scratch: Path) ->
     return {"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall, "steps": trainer.state.global_step}
 
 
-def speed_case(recipe_path: str, max_length: int, repeats: int, scratch: Path) -> dict[str, Any]:
+def speed_case(recipe_path: str, max_length: int, repeats: int, scratch: Path, queries: int | None = None
+               ) -> dict[str, Any]:
     """The epoch timings of one case (read back from ``scratch`` when an earlier call measured it)."""
-    saved = scratch / f"{Path(recipe_path).stem}-{max_length}-x{repeats}.json"
+    saved = scratch / f"{Path(recipe_path).stem}-{max_length}-q{queries or 'all'}-x{repeats}.json"
     if saved.is_file():
         return json.loads(saved.read_text())
     times: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
     for repeat in range(repeats):
         for arm in (ARMS if repeat % 2 == 0 else ARMS[::-1]):
-            times[arm].append(epoch_seconds(recipe_path, max_length, arm, scratch / f"{arm}-{repeat}"))
+            times[arm].append(epoch_seconds(recipe_path, max_length, arm, scratch / f"{arm}-{repeat}", queries))
             print(f"[length_grouping] speed {recipe_path}:{max_length} {arm} {times[arm][-1]}", flush=True)
-    result = {"recipe": recipe_path, "max_length": max_length, "repeats": repeats, "times": times,
+    result = {"recipe": recipe_path, "max_length": max_length, "repeats": repeats, "queries": queries, "times": times,
               **{arm: statistics.median(t["cpu"] for t in times[arm]) for arm in ARMS}}
     saved.write_text(json.dumps(result, indent=1) + "\n")
     return result
@@ -188,12 +192,12 @@ def markdown(result: dict[str, Any], cmd: str) -> str:
                      f"{c['grouped']:,} ({100 * c['needed'] / c['grouped']:.1f}%) | {c['random'] / c['grouped']:.2f}× |")
     if result.get("speed"):
         lines += ["", "### Speed: CPU-seconds of one training epoch (every step; median over repeats, arms interleaved)", "",
-                  "| recipe | document tokens | steps | shuffled (`random`) | grouped (`group_by_length`) | shuffled ÷ grouped |",
-                  "|---|---:|---:|---:|---:|---:|"]
+                  "| recipe | document tokens | training queries | steps | shuffled (`random`) | grouped (`group_by_length`) | "
+                  "shuffled ÷ grouped |", "|---|---:|---:|---:|---:|---:|---:|"]
         for c in result["speed"]:
             steps = c["times"]["random"][0]["steps"]
-            lines.append(f"| `{c['recipe']}` | {c['max_length']} | {steps} | {c['random']:.1f} | {c['group_by_length']:.1f} | "
-                         f"{c['random'] / c['group_by_length']:.2f}× |")
+            lines.append(f"| `{c['recipe']}` | {c['max_length']} | {c.get('queries') or 'all'} | {steps} | {c['random']:.1f} | "
+                         f"{c['group_by_length']:.1f} | {c['random'] / c['group_by_length']:.2f}× |")
     if result.get("arms"):
         arms, p = result["arms"], result.get("p")
         lines += ["", f"### `{result['recipe']}` trained with each strategy (seeds {', '.join(map(str, result['seeds']))})",
@@ -215,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--padding", default=",".join(DEFAULT_PADDING), help="recipe:document tokens cases, comma-separated")
     p.add_argument("--speed", default="", help="recipe:document tokens cases timed for one epoch, comma-separated")
     p.add_argument("--repeats", type=int, default=3, help="--speed: epochs per arm")
+    p.add_argument("--speed-queries", type=int, help="--speed: that many of the recipe's training queries")
     p.add_argument("--no-training", action="store_true", help="no quality runs (the padding count, and --speed)")
     p.add_argument("--out", type=Path, default=Path("runs/bench/grouping"))
     p.add_argument("--notes", type=Path, help="a Markdown file of readings appended to the section")
@@ -230,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     result["speed"] = []
     for case in filter(None, a.speed.split(",")):
         recipe, _, tokens = case.rpartition(":")
-        result["speed"].append(speed_case(recipe, int(tokens), a.repeats, a.out / "speed"))
+        result["speed"].append(speed_case(recipe, int(tokens), a.repeats, a.out / "speed", a.speed_queries))
     if not a.no_training:
         reuse = {"random": a.random_runs, "group_by_length": a.grouped_runs}
         result["arms"] = {arm: arm_result([trained(a.recipe, s, arm, a.out, reuse[arm]) for s in seeds], "test")
