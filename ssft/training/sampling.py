@@ -43,12 +43,13 @@ def token_lengths(ranker, items: Sequence[tuple[str, str | Sequence[str]]]) -> l
 class TokenLengthGroupedSampler(Sampler[int]):
     """Item indices for batches of ``batch_size`` items of similar ``lengths``, the batches in a shuffled order (the
     module docstring). ``lengths``: one per item, or a function giving them, called at the start of each epoch
-    (training groups draw new negatives every epoch; ``size`` is then the number of items). Without a ``generator``
-    each epoch draws its seed from torch's global generator, as ``torch.utils.data.RandomSampler`` does: the same
-    seed, the same epochs, and an exact resume replays them."""
+    (training groups draw new negatives every epoch; ``size`` is then the number of items). The order of an epoch is
+    drawn from ``generator`` where given, else from ``seed`` + the epoch (``set_epoch``, which the Trainer calls
+    before each epoch: a run resumed mid-epoch replays that epoch's order, as accelerate's seedable sampler does for
+    shuffled batches), else from torch's global generator, as ``torch.utils.data.RandomSampler`` does."""
 
     def __init__(self, lengths: Sequence[int] | Callable[[], Sequence[int]], batch_size: int, window_batches: int = 50,
-                 generator: torch.Generator | None = None, size: int | None = None):
+                 generator: torch.Generator | None = None, size: int | None = None, seed: int | None = None):
         if batch_size < 1 or window_batches < 1:
             raise ValueError(f"batch_size and window_batches must be at least 1, got {batch_size}, {window_batches}")
         if callable(lengths) and size is None:
@@ -56,6 +57,10 @@ class TokenLengthGroupedSampler(Sampler[int]):
         self._lengths = lengths
         self.size = len(lengths) if size is None else int(size)
         self.batch_size, self.window_batches, self.generator = int(batch_size), int(window_batches), generator
+        self.seed, self.epoch = seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
 
     @property
     def lengths(self) -> list[int]:
@@ -73,7 +78,8 @@ class TokenLengthGroupedSampler(Sampler[int]):
         generator = self.generator
         if generator is None:
             generator = torch.Generator()
-            generator.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
+            generator.manual_seed(self.seed + self.epoch if self.seed is not None
+                                  else int(torch.empty((), dtype=torch.int64).random_().item()))
         lengths = self.lengths
         order = torch.randperm(self.size, generator=generator).tolist()
         window = self.batch_size * self.window_batches

@@ -89,9 +89,10 @@ class RankingTrainer(CheckpointedTrainer):
         # set_epoch). Datasets without texts are shuffled as the Trainer shuffles them.
         dataset = train_dataset if train_dataset is not None else self.train_dataset
         if self.args.train_sampling_strategy == "group_by_length" and hasattr(dataset, "item_texts"):
+            seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
             return TokenLengthGroupedSampler(lambda: token_lengths(self.model, dataset.item_texts()),
                                              self.args.train_batch_size * self.args.gradient_accumulation_steps,
-                                             size=len(dataset))
+                                             size=len(dataset), seed=seed)
         return super()._get_train_sampler(train_dataset)
 
     def _get_eval_sampler(self, eval_dataset):

@@ -111,6 +111,22 @@ def test_token_grouped_epochs_follow_torch_seed_and_each_window_is_grouped():
     assert spread(first) < 0.25 * spread(shuffled)
 
 
+def test_a_seeded_token_grouped_sampler_replays_each_epoch_whatever_the_global_generator():
+    """With a seed, an epoch's order depends on (seed, epoch) only: a run resumed mid-epoch (the global generator
+    restored to its state at the checkpoint, not at the epoch's start) replays the same batches."""
+    from ssft.training.sampling import TokenLengthGroupedSampler
+
+    lengths = _lengths(300)
+    sampler = TokenLengthGroupedSampler(lengths, 4, seed=42)
+    sampler.set_epoch(1)
+    torch.manual_seed(0)
+    first = list(sampler)
+    torch.manual_seed(123)
+    assert list(sampler) == first
+    sampler.set_epoch(2)
+    assert list(sampler) != first and sorted(sampler) == list(range(300))
+
+
 def test_token_grouped_sampler_refuses_an_empty_batch():
     from ssft.training.sampling import TokenLengthGroupedSampler
 
