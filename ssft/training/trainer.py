@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 
 import torch
-from torch.utils.data import SequentialSampler
+from torch.utils.data import RandomSampler, SequentialSampler
 from transformers.optimization import get_scheduler
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -86,9 +86,11 @@ class RankingTrainer(CheckpointedTrainer):
         # training.train_sampling_strategy: group_by_length batches items of similar token count together (less
         # padding; ssft.training.sampling). The training groups give each epoch's texts (query, positive and the
         # negatives drawn for the epoch), counted in the ranker's tokens when the epoch starts (after the Trainer's
-        # set_epoch). Datasets without texts are shuffled as the Trainer shuffles them.
+        # set_epoch). Datasets without texts are shuffled.
         dataset = train_dataset if train_dataset is not None else self.train_dataset
-        if self.args.train_sampling_strategy == "group_by_length" and hasattr(dataset, "item_texts"):
+        if self.args.train_sampling_strategy == "group_by_length":
+            if not hasattr(dataset, "item_texts"):  # e.g. 002's query texts: nothing to group, shuffled
+                return RandomSampler(dataset)
             seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
             return TokenLengthGroupedSampler(lambda: token_lengths(self.model, dataset.item_texts()),
                                              self.args.train_batch_size * self.args.gradient_accumulation_steps,
