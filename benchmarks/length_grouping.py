@@ -35,14 +35,17 @@ from typing import Any
 
 import torch
 from scipy import stats
+from transformers import TrainingArguments
 
 from ssft.config.recipe import load_recipe
 from ssft.config.registry import MODELS
+from ssft.core import precision
 from ssft.core.output_names import per_query_file
 from ssft.eval.significance import read_per_query
-from ssft.pipeline.build import training_source
+from ssft.pipeline.build import build, training_source
 from ssft.pipeline.inputs import load_inputs
 from ssft.training.sampling import TokenLengthGroupedSampler, token_lengths
+from ssft.training.trainer import RankingTrainer
 
 METRIC = "nDCG@10"
 ARMS = ("random", "group_by_length")
@@ -84,12 +87,6 @@ def epoch_seconds(recipe_path: str, max_length: int, arm: str, scratch: Path, qu
                   ) -> dict[str, float]:
     """CPU and wall seconds of one training epoch of the recipe at ``max_length`` under ``arm`` (on ``queries`` of
     its training queries where given)."""
-    from transformers import TrainingArguments  # noqa: PLC0415
-
-    from ssft.core import precision  # noqa: PLC0415
-    from ssft.pipeline.build import build  # noqa: PLC0415
-    from ssft.training.trainer import RankingTrainer  # noqa: PLC0415
-
     recipe = load_recipe(Path(recipe_path), [f"model.max_length={max_length}"]
                          + ([f"data.max_train_queries={queries}"] if queries else []))
     inputs = load_inputs(recipe)
