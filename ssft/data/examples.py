@@ -181,8 +181,9 @@ class RankerCollator:
 
 
 class PairDataset(Dataset):
-    """(query, document) pairs to score, e.g. a first stage's top-k. Sorted by length so batches pad little;
-    ``pairs`` keeps the order predictions come back in."""
+    """(query, document) pairs to score, e.g. a first stage's top-k, sorted by characters; ``pairs`` keeps the order
+    predictions come back in (``RankingTrainer.score`` batches them by the model's exact token count and writes the
+    scores back in this order)."""
 
     def __init__(self, run: Run, depth: int, dataset: IRDataset, queries: dict[str, str] | None = None):
         queries = queries if queries is not None else dataset.queries
@@ -200,6 +201,10 @@ class PairDataset(Dataset):
     def __getitem__(self, i: int) -> dict:
         qid, did = self.pairs[i]
         return {"query": self.queries[qid], "document": self.dataset.corpus[did].full_text}
+
+    def texts(self) -> tuple[list[str], list[str]]:
+        """The query texts and the document texts of the pairs, in the pairs' order."""
+        return ([self.queries[q] for q, _ in self.pairs], [self.dataset.corpus[d].full_text for _, d in self.pairs])
 
     def to_run(self, scores) -> Run:
         if len(scores) != len(self.pairs):

@@ -34,7 +34,7 @@ AUTO_PROGRESS_ITEMS = 256  # show_progress_bar=None: progress for calls of more 
 _FALLBACK_CHUNK = 1024  # texts tokenised at once where a model gives no token counts of its own
 
 __all__ = ["AUTO_PROGRESS_ITEMS", "as_float_tensor", "cached_lengths", "check_flag", "in_notebook", "inference_progress",
-           "length_batches", "padded_positions", "pair_lengths_of", "single_lengths", "token_lengths"]
+           "length_batches", "length_order", "padded_positions", "pair_lengths_of", "single_lengths", "token_lengths"]
 
 
 # ---------------------------------------------------------------- batches
@@ -49,8 +49,14 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
         Lists of indices into ``lengths``: all indices once, ordered by decreasing length, ties by increasing index,
         cut every ``batch_size``.
     """
-    order = sorted(range(len(lengths)), key=lambda i: (-int(lengths[i]), i))
+    order = length_order(lengths)
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def length_order(lengths: Sequence[int]) -> list[int]:
+    """Input indices by decreasing token count, ties by increasing index (deterministic): the order
+    ``length_batches`` cuts batches in."""
+    return sorted(range(len(lengths)), key=lambda i: (-int(lengths[i]), i))
 
 
 def padded_positions(lengths: Sequence[int], batches: Sequence[Sequence[int]]) -> int:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import torch
-from torch.utils.data import RandomSampler, SequentialSampler
+from torch.utils.data import RandomSampler, SequentialSampler, Subset
 from transformers.optimization import get_scheduler
 from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -15,6 +16,7 @@ from ssft.data.examples import PairDataset
 from ssft.eval.metrics import evaluate_run
 from ssft.eval.retrieve import evaluate_retrieval
 from ssft.losses.base import RankingLoss
+from ssft.models.batching import length_order
 from ssft.models.bi import score_pairs_once
 from ssft.training.callbacks.log_lines import LogLinesCallback
 from ssft.training.checkpoints import CheckpointedTrainer
@@ -22,6 +24,12 @@ from ssft.training.objectives import Objective, objective_for
 from ssft.training.sampling import TokenLengthGroupedSampler, token_lengths
 
 logger = logging.getLogger(__name__)
+
+
+def token_order(ranker, pairs: PairDataset) -> list[int]:
+    """Indices of ``pairs`` by decreasing exact token count of the rows ``ranker`` builds for them (ties by index):
+    batches cut in this order pad each row to about its own length (characters are a poor proxy for tokens)."""
+    return length_order(ranker.pair_token_lengths(*pairs.texts()))
 
 
 def warmup_steps_for(args, num_training_steps: int) -> tuple[int, int]:
@@ -98,7 +106,7 @@ class RankingTrainer(CheckpointedTrainer):
         return super()._get_train_sampler(train_dataset)
 
     def _get_eval_sampler(self, eval_dataset):
-        # predictions must come back in the pairs' order (PairDataset.to_run), which is already sorted by length:
+        # predictions must come back in the order given (score's token order, written back to the pairs' order):
         # never the length-grouped (shuffled) order the Trainer would use under group_by_length
         return SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
 
@@ -158,17 +166,23 @@ class RankingTrainer(CheckpointedTrainer):
         return None, scores, None
 
     def score(self, pairs: PairDataset):
-        """Scores of ``pairs`` in their order. Cross-encoders: ``Trainer.predict``. Bi-encoders (one process):
+        """Scores of ``pairs`` in their order. Cross-encoders: ``Trainer.predict`` over the pairs in batches by
+        exact token count (``token_order``: longest first, so a batch pads to about its own length). Bi-encoders (one process):
         ``score_pairs_once``, which encodes each distinct document once however many queries retrieved it
         (with several processes ``Trainer.predict`` shards the pairs instead)."""
         with precisions.inference(self._ranker(), self.precision) as model:
             if model.bi_encoder and self.args.world_size == 1 and len(pairs):
                 return score_pairs_once(model, pairs, self.args.per_device_eval_batch_size)
             self._scoring_model = model if model is not self._ranker() else None
+            order = token_order(self._ranker(), pairs)
             try:
-                return self.predict(pairs).predictions
+                predictions = self.predict(Subset(pairs, order)).predictions
             finally:
                 self._scoring_model = None
+        # back in the pairs' order
+        scores = np.empty_like(predictions)
+        scores[order] = predictions
+        return scores
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval"):
         pairs = eval_dataset if eval_dataset is not None else self.eval_dataset

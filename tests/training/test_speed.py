@@ -423,3 +423,40 @@ def test_rankers_tokenise_each_text_once(tiny_model_dir):
         finally:
             ranker.tokenizer.__class__.__call__ = original
         assert again[next(iter(again))].shape[0] == 1
+
+
+def test_a_cross_encoder_scores_in_batches_by_token_count_and_answers_in_the_pairs_order(tiny_model_dir, tmp_path):
+    """``RankingTrainer.score`` cuts batches in exact token order (each batch pads to about its own length), not the
+    pairs' character order, and hands the scores back in the pairs' order, equal to scoring each pair alone."""
+    from ssft.data.beir import load_dataset
+    from ssft.data.examples import PairDataset
+    from ssft.models.batching import length_batches, padded_positions
+    from ssft.training.prediction import prediction_trainer
+    from ssft.training.trainer import token_order
+
+    trainer, ranker, _ = make_trainer(tiny_model_dir, write_synthetic_beir(tmp_path / "beir", queries=8, docs=40),
+                                      tmp_path)
+    ds = load_dataset(str(tmp_path / "beir"))
+    ranker.eval()
+    pairs = PairDataset({q: {d: 1.0 for d in ds.corpus} for q in sorted(ds.queries)[:3]}, 40, ds)
+    lengths = ranker.pair_token_lengths(*pairs.texts())
+    seen: list[int] = []  # each batch's padded width, in the order the collator builds them
+    tokenize = ranker.tokenize
+
+    def recording(*args, **kwargs):
+        batch = tokenize(*args, **kwargs)
+        seen.append(batch["input_ids"].shape[1])
+        return batch
+
+    ranker.tokenize = recording
+    scores = prediction_trainer(ranker, batch_size=8, precision="fp32").score(pairs)
+    del ranker.tokenize
+    order = token_order(ranker, pairs)
+    assert [lengths[i] for i in order] == sorted(lengths, reverse=True)
+    assert seen == [max(lengths[i] for i in rows) for rows in length_batches(lengths, 8)]
+    # fewer padded positions than the characters' order the pairs are kept in (the synthetic texts vary in length)
+    by_characters = [list(range(i, min(i + 8, len(pairs)))) for i in range(0, len(pairs), 8)]
+    assert padded_positions(lengths, length_batches(lengths, 8)) < padded_positions(lengths, by_characters)
+    with torch.no_grad():
+        alone = torch.cat([ranker(**ranker.tokenize([q], [d])).float().reshape(-1) for q, d in zip(*pairs.texts())])
+    torch.testing.assert_close(torch.as_tensor(scores).reshape(-1), alone, rtol=1e-4, atol=1e-5)
