@@ -84,8 +84,88 @@ def build_data(path: Path, args) -> dict:
     rng.shuffle(corpus_ids)
     corpus = [dataset.corpus[d].full_text for d in corpus_ids[: args.encode_docs]]
     data = {"groups": groups, "pairs": pairs, "rerank_run": rerank_run, "corpus": corpus}
+    if args.real_data:
+        data["accounting"] = token_accounting(pairs, corpus, args)
     path.write_text(json.dumps(data))
     return data
+
+
+# ---------------------------------------------------------------------------------------------- token accounting
+def flops_per_row(n: int, config: dict) -> float:
+    """Multiply-add FLOPs (2 per multiply-add) of one row of ``n`` tokens through a BERT-style encoder: per layer,
+    the Q, K, V and output projections (4 h²) and the feed-forward (2 h·I) for every token, and attention's QKᵀ and
+    its weighted sum of V (2 n² h). Embeddings, LayerNorm, softmax and GELU are not matmuls and not counted."""
+    h, inter, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    return layers * (2 * n * (4 * h * h + 2 * h * inter) + 4 * n * n * h)
+
+
+def character_batches(characters: list[int], batch_size: int) -> list[list[int]]:
+    """The batches sentence-transformers cuts: inputs sorted by decreasing character count (its ``_input_length``,
+    ``np.argsort`` as it calls it), every ``batch_size``."""
+    import numpy as np
+
+    order = [int(i) for i in np.argsort([-c for c in characters])]
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def batch_accounting(lengths: list[int], batches: list[list[int]], config: dict) -> dict:
+    """Real tokens against the token positions the batches compute (each batch padded to its longest row), and
+    the FLOPs of each: ``useful`` counts every row at its own length, ``computed`` at its batch's longest."""
+    positions = sum(len(rows) * max(lengths[i] for i in rows) for rows in batches if rows)
+    tokens = sum(lengths)
+    return {"tokens": tokens, "positions": positions, "efficiency": tokens / positions,
+            "useful_flops": sum(flops_per_row(n, config) for n in lengths),
+            "computed_flops": sum(len(rows) * flops_per_row(max(lengths[i] for i in rows), config)
+                                  for rows in batches if rows)}
+
+
+def token_accounting(pairs: list, corpus: list[str], args) -> dict:
+    """Per task, each library's batches over the timed inputs: sentence-transformers by characters (its tokenizer's
+    row lengths), ssft by the exact token counts its rankers batch by (``length_batches``)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from ssft.core.hub import resolve_model
+    from ssft.models.batching import length_batches
+
+    path = str(resolve_model(MODEL))
+    config = AutoConfig.from_pretrained(path).to_dict()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    size, limit = args.eval_batch_size, args.rerank_max_length
+    queries, documents = [q for q, _ in pairs], [d for _, d in pairs]
+    st_pairs = [len(ids) for ids in tokenizer(queries, documents, truncation="longest_first", max_length=limit,
+                                              verbose=False)["input_ids"]]
+    st_docs = [len(ids) for ids in tokenizer(corpus, truncation=True, max_length=limit, verbose=False)["input_ids"]]
+    cross, dense = ssft_model("cross", limit, 32), ssft_model("dense", limit, 32)
+    ssft_pairs = cross.pair_token_lengths(queries, documents)
+    ssft_docs = dense.token_lengths(corpus, "document")
+    return {"rerank": {"st": batch_accounting(st_pairs, character_batches([len(q) + len(d) for q, d in pairs], size),
+                                              config),
+                       "ssft": batch_accounting(ssft_pairs, length_batches(ssft_pairs, size), config)},
+            "encode": {"st": batch_accounting(st_docs, character_batches([len(d) for d in corpus], size), config),
+                       "ssft": batch_accounting(ssft_docs, length_batches(ssft_docs, size), config)},
+            "items": {"rerank": len(pairs), "encode": len(corpus)}}
+
+
+def matmul_peak(threads: int) -> dict:
+    """The best matmul throughput torch reaches here per CPU-second (GFLOP/s) in bf16 and fp32, over the shapes of a
+    MiniLM layer's projections and feed-forward at 2,048 rows: the peak the useful FLOPs are set against."""
+    import torch
+
+    torch.set_num_threads(threads)
+    peaks = {}
+    for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        best = 0.0
+        for m, k, n in ((2048, 384, 1536), (2048, 1536, 384), (2048, 384, 384)):
+            a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+            for _ in range(3):
+                a @ b
+            for _ in range(3):
+                start = time.process_time()
+                for _ in range(20):
+                    a @ b
+                best = max(best, 2 * m * k * n * 20 / (time.process_time() - start) / 1e9)
+        peaks[name] = best
+    return peaks
 
 
 # ---------------------------------------------------------------------------------------------- workers
@@ -133,6 +213,8 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
+    if task == "peak":
+        return {"task": task, "side": side, "peak_gflops": matmul_peak(a.threads)}
     side, _, variant = side.partition("_")  # ssft | st, and "" | fp32 | bf16
     if side == "ssft" and variant == "":  # ssft's default training precision: what training.bf16: auto resolves to
         from ssft.core import precision
@@ -251,8 +333,10 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             model = CrossEncoder(str(resolve_model(MODEL)), num_labels=1, max_length=a.rerank_max_length, device="cpu",
                                  **st_kwargs)
-            if variant == "ov":
-                st_openvino(model, scratch, "logits", a.threads)
+            if variant.startswith("ov"):
+                st_openvino(model, scratch, "logits", a.threads,
+                            st_calibration(model, [(g["query"], d) for g in groups for d in [g["positive"], *g["negatives"]]],
+                                           a) if variant == "ovint8" else None)
             with st_autocast:
                 model.predict(pairs[: a.eval_batch_size], batch_size=a.eval_batch_size)  # warm-up
                 base = rss_mb()
@@ -281,8 +365,10 @@ def worker(task: str, side: str, data: dict, a, scratch: Path) -> dict:
 
             model = SentenceTransformer(str(resolve_model(MODEL)), device="cpu", **st_kwargs)
             model.max_seq_length = a.rerank_max_length
-            if variant == "ov":
-                st_openvino(model, scratch, "last_hidden_state", a.threads)
+            if variant.startswith("ov"):
+                st_openvino(model, scratch, "last_hidden_state", a.threads,
+                            st_calibration(model, [d for g in groups for d in [g["positive"], *g["negatives"]]], a)
+                            if variant == "ovint8" else None)
             with st_autocast:
                 model.encode(corpus[: a.eval_batch_size], batch_size=a.eval_batch_size, normalize_embeddings=True)  # warm-up
                 base = rss_mb()
@@ -311,24 +397,47 @@ def openvino_side(model, variant: str, calibration: list) -> None:
         serve_openvino(model, variant[2:], calibration)
 
 
-def st_openvino(model, scratch: Path, output: str, threads: int) -> None:
+def st_calibration(model, items: list, a) -> list[dict]:
+    """sentence-transformers + OpenVINO int8's calibration: the same items ssft's int8 side draws (at most
+    ``CALIBRATION_SIZE``, seed 0, NFCorpus *training* texts or pairs), tokenised by sentence-transformers itself in
+    batches of the evaluation batch size, as NumPy input dicts."""
+    from ssft.models.interop.openvino import CALIBRATION_SIZE
+
+    if len(items) > CALIBRATION_SIZE:
+        items = random.Random(0).sample(items, CALIBRATION_SIZE)
+    inputs = []
+    for start in range(0, len(items), a.eval_batch_size):
+        chunk = items[start : start + a.eval_batch_size]
+        if isinstance(chunk[0], tuple):  # a CrossEncoder's pairs
+            batch = model.tokenizer([q for q, _ in chunk], [d for _, d in chunk], padding=True,
+                                    truncation="longest_first", max_length=a.rerank_max_length, return_tensors="np")
+        else:
+            batch = {k: v.numpy() for k, v in model.tokenize(chunk).items() if hasattr(v, "numpy")}
+        inputs.append(dict(batch))
+    return inputs
+
+
+def st_openvino(model, scratch: Path, output: str, threads: int, calibration: list[dict] | None = None) -> None:
     """sentence-transformers + OpenVINO: its ``backend="openvino"`` needs optimum-intel, which pins a transformers
     older than ours and cannot be installed beside it; so the equivalent: each Transformer module's model converted by
     ``openvino.convert_model`` into ST's folder layout (``openvino/openvino_model.xml``), read back and compiled with
     OpenVINO's defaults (as optimum-intel does: no precision hint, i.e. bf16 on a CPU with native bf16), the IR's
-    inputs fed by name and its named output returned to ST's own modules."""
+    inputs fed by name and its named output returned to ST's own modules. ``calibration`` (input dicts): NNCF static
+    int8 first, called as ssft calls it (``ssft.models.interop.openvino.quantize``)."""
     import numpy as np
     import openvino as ov
     import torch
     from sentence_transformers.base.modules.transformer import Transformer
 
-    from ssft.models.interop.openvino import Graph, convert
+    from ssft.models.interop.openvino import Graph, convert, quantize
 
     class IR(torch.nn.Module):
         def __init__(self, path, config):
             super().__init__()
             read = ov.Core().read_model(str(path))
             self.names = [i.get_any_name() for i in read.inputs]
+            if calibration is not None:
+                read = quantize(read, [{n: batch[n] for n in self.names} for batch in calibration])
             self.compiled, self.config = ov.Core().compile_model(read, "CPU", {"INFERENCE_NUM_THREADS": threads}), config
 
         def forward(self, **features):
@@ -345,12 +454,20 @@ def st_openvino(model, scratch: Path, output: str, threads: int) -> None:
 
 # ---------------------------------------------------------------------------------------------- parent
 OPENVINO_SIDES = ("ssft", "ssft_fp32", "ssft_int8", "ssft_ovfp32", "ssft_ovbf16", "ssft_ovint8", "st", "st_ov")
+# --real-data: the fastest way each library serves, at bf16 and at int8 (ssft's serving default is ssft_ovbf16)
+REAL_SIDES = ("ssft", "ssft_ovbf16", "ssft_ovint8", "st_bf16w", "st_ov", "st_ovint8")
+PRESETS = {False: {"rerank_queries": 16, "rerank_depth": 20, "encode_docs": 320},
+           True: {"rerank_queries": 20, "rerank_depth": 50, "encode_docs": 300}}
 
 
-def sides(task: str, results: list[dict] | None = None, openvino: bool = False) -> tuple[str, ...]:
+def sides(task: str, results: list[dict] | None = None, openvino: bool = False,
+          real_data: bool = False) -> tuple[str, ...]:
     """ssft's default, ssft at the other precision, ST's default, ST under bf16. The default's precision is the
     machine's (inference: eval.precision auto; training: training.bf16 auto); an earlier results.json says which
-    other side it ran. ``openvino``: the serving comparison (``OPENVINO_SIDES``) instead."""
+    other side it ran. ``openvino``: the serving comparison (``OPENVINO_SIDES``) instead; ``real_data``: its
+    real-text mode (``REAL_SIDES``)."""
+    if real_data:
+        return REAL_SIDES
     if openvino:
         return OPENVINO_SIDES
     if results:
@@ -507,6 +624,86 @@ def openvino_report(results: list[dict], a) -> str:
     return "\n".join(lines)
 
 
+def real_data_report(results: list[dict], accounting: dict, a) -> str:
+    """The real-text serving table: per task and side, throughput per CPU-second (medians), the ratio to
+    sentence-transformers + OpenVINO at the same precision class (bf16: ``st_ov``, int8: ``st_ovint8``), how the
+    side's library batches (token efficiency: real tokens / token positions computed), the useful FLOPs it does per
+    CPU-second (every row at its own length, as a full encoder) and their share of the best bf16 matmul throughput
+    measured here, and agreement with the same library's torch bf16 side."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    model_name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                       if line.startswith("model name")), "?")
+    flags = Path("/proc/cpuinfo").read_text().split()
+    wanted = ("avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
+    cpu = ", ".join(f for f in wanted if f in flags) or "none of them"
+    if any(f not in flags for f in wanted):
+        cpu += "; without " + ", ".join(f for f in wanted if f not in flags)
+    peaks = [r["peak_gflops"] for r in results if r["task"] == "peak"]
+    peak = {k: max(p[k] for p in peaks) for k in ("bf16", "fp32")} if peaks else {"bf16": float("nan"), "fp32": float("nan")}
+
+    def med(task, side):
+        rs = [r["cpu_throughput"] for r in results if r["task"] == task and r["side"] == side]
+        return (statistics.median(rs), len(rs)) if rs else (float("nan"), 0)
+
+    def agreement(task, side):
+        reference = "st_bf16w" if side.startswith("st") else "ssft"
+        if side == reference:
+            return "reference"
+        mine = next((r.get("outputs") for r in results if r["task"] == task and r["side"] == side), None)
+        ref = next((r.get("outputs") for r in results if r["task"] == task and r["side"] == reference), None)
+        if not mine or not ref:
+            return "–"
+        if task == "rerank":
+            return f"Spearman {spearmanr(mine, ref).statistic:.3f} vs {reference}"
+        x, y = np.asarray(mine), np.asarray(ref)
+        cos = (x * y).sum(1) / np.linalg.norm(x, axis=1) / np.linalg.norm(y, axis=1)
+        return f"cosine ≥ {cos.min():.4f} vs {reference}"
+
+    precisions = {"ssft": "bf16 (torch)", "ssft_ovbf16": "bf16 (OpenVINO)", "ssft_ovint8": "int8 (OpenVINO + NNCF)",
+                  "st_bf16w": "bf16 weights (torch)", "st_ov": "OpenVINO default (bf16 here)",
+                  "st_ovint8": "int8 (OpenVINO + NNCF)"}
+    lines = ["## Serving real variable-length text: ssft against sentence-transformers + OpenVINO, bf16 and int8", "",
+             f"`python benchmarks/vs_sentence_transformers.py --real-data --dataset {a.dataset} --repeats {a.repeats} "
+             f"--threads {a.threads}` — `{MODEL}`, max length {a.rerank_max_length}, batch {a.eval_batch_size}, "
+             f"{a.threads} CPU thread(s), on {model_name} ({os.cpu_count()} cores, CPU flags {cpu}; load average "
+             f"{a.load[0]:.1f} at the start, {a.load[1]:.1f} at the end). " + "; ".join(
+                 f"rerank: {accounting['items']['rerank']} (query, passage) pairs, the BM25 top-{a.rerank_depth} of "
+                 f"{a.rerank_queries} {a.dataset} test queries (a MiniLM cross-encoder with a random head)"
+                 if task == "rerank" else
+                 f"encode: {accounting['items']['encode']} {a.dataset} documents (dense, mean pooling)"
+                 for task in a.tasks) + ". Each (task, side, repeat) in its own process, sides interleaved, medians "
+             "over the repeats of throughput per CPU-second.", "",
+             "Each library batches as it does: sentence-transformers sorts by characters, ssft by the exact token "
+             "counts its rankers batch by; each batch is padded to its longest row. Token efficiency: real tokens / "
+             "token positions computed. Useful FLOPs: the encoder's matmuls with every row at its own length (as a "
+             "full encoder: ssft's cross-encoder skips most of the last layer for [CLS], so its share can pass what "
+             "padding alone allows); % of peak: against the best bf16 matmul throughput torch reaches on this CPU per "
+             f"CPU-second ({peak['bf16']:.0f} GFLOP/s; fp32 {peak['fp32']:.0f}). int8 sides are set against the same "
+             "bf16 peak (no int8 peak measured).", "",
+             "| task | side | precision | per CPU-s | vs `st_ov` | vs `st_ovint8` | batches by | token efficiency | "
+             "useful GFLOP per CPU-s | % of bf16 peak | agreement | n |",
+             "|---|---|---|---:|---:|---:|---|---:|---:|---:|---|---:|"]
+    for task in a.tasks:
+        items = accounting["items"][task]
+        for side in REAL_SIDES:
+            value, n = med(task, side)
+            if not n:
+                continue
+            family = "st" if side.startswith("st") else "ssft"
+            book = accounting[task][family]
+            gflops = book["useful_flops"] / items * value / 1e9
+            lines.append(f"| {task} | {side} | {precisions[side]} | {value:.2f} {UNITS[task]} | "
+                         f"{value / med(task, 'st_ov')[0]:.2f}× | {value / med(task, 'st_ovint8')[0]:.2f}× | "
+                         f"{'characters' if family == 'st' else 'exact tokens'} | {book['efficiency']:.1%} | "
+                         f"{gflops:.1f} | {gflops / peak['bf16']:.0%} | {agreement(task, side)} | {n} |")
+    lines += [""] + [f"- {task}: {family} computes {accounting[task][family]['positions']:,} token positions for "
+                     f"{accounting[task][family]['tokens']:,} real tokens"
+                     for task in a.tasks for family in ("st", "ssft")]
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="bench-runs/vs_sentence_transformers")
@@ -518,15 +715,20 @@ def main() -> int:
     p.add_argument("--cross-queries", type=int, default=4, help="cross_train: queries per batch (× 4 pairs each)")
     p.add_argument("--train-steps", type=int, default=6)
     p.add_argument("--max-length", type=int, default=128)
-    p.add_argument("--rerank-queries", type=int, default=16)
-    p.add_argument("--rerank-depth", type=int, default=20)
+    p.add_argument("--rerank-queries", type=int, default=None, help="test queries reranked (default 16; --real-data 20)")
+    p.add_argument("--rerank-depth", type=int, default=None, help="BM25 top-k of each (default 20; --real-data 50)")
     p.add_argument("--rerank-max-length", type=int, default=256)
-    p.add_argument("--encode-docs", type=int, default=320)
+    p.add_argument("--encode-docs", type=int, default=None, help="corpus documents encoded (default 320; --real-data 300)")
     p.add_argument("--eval-batch-size", type=int, default=32)
     p.add_argument("--write", action="store_true", help="write the section of BENCHMARKS.md")
     p.add_argument("--openvino", action="store_true",
                    help="the serving comparison: ssft torch (default, fp32, dynamic int8), ssft on OpenVINO (fp32 / bf16 "
                         "hints, NNCF int8), sentence-transformers fp32 and + OpenVINO (rerank and encode only)")
+    p.add_argument("--real-data", action="store_true",
+                   help="serving on real variable-length text: BM25 top-k pairs and a corpus sample as they come, each "
+                        "library batching as it does (sentence-transformers by characters, ssft by exact token "
+                        "count); the fastest bf16 and int8 sides of each, with token efficiency, useful FLOPs and the "
+                        "share of this CPU's measured matmul peak")
     p.add_argument("--report-from", help="only report the results.json of an earlier (or cut short) run")
     p.add_argument("--worker", nargs=2, metavar=("TASK", "SIDE"), help=argparse.SUPPRESS)
     p.add_argument("--data-file", help=argparse.SUPPRESS)
@@ -540,12 +742,16 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as scratch:
             print(json.dumps(worker(*a.worker, data, a, Path(scratch))))
         return 0
+    for name, value in PRESETS[a.real_data].items():
+        if getattr(a, name) is None:
+            setattr(a, name, value)
+    a.openvino = a.openvino or a.real_data
     a.tasks = [t for t in a.tasks.split(",") if t]
     if a.openvino:
         a.tasks = [t for t in a.tasks if t in INFERENCE_TASKS]
     names = ("dataset", "threads", "batch_size", "cross_queries", "train_steps", "max_length", "rerank_max_length",
              "eval_batch_size")
-    a.passthrough = (["--openvino"] if a.openvino else []) + [arg for name in names
+    a.passthrough = (["--openvino"] if a.openvino else []) + (["--real-data"] if a.real_data else []) + [arg for name in names
                      for arg in (f"--{name.replace('_', '-')}", str(getattr(a, name)))]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -562,8 +768,10 @@ def main() -> int:
     results = []
     started = time.time()
     for repeat in range(a.repeats):
+        if a.real_data:  # the matmul peak, once per repeat (the best is reported)
+            results.append({**run_worker("peak", "torch", data_file, a, out), "repeat": repeat})
         for task in a.tasks:
-            order = sides(task, openvino=a.openvino)
+            order = sides(task, openvino=a.openvino, real_data=a.real_data)
             shift = (repeat + a.tasks.index(task)) % len(order)
             for side in order[shift:] + order[:shift]:
                 r = run_worker(task, side, data_file, a, out)
@@ -578,14 +786,19 @@ def main() -> int:
 
 
 def finish(results: list[dict], a, out: Path) -> int:
-    text = openvino_report(results, a) if a.openvino else report(results, a)
+    if a.real_data:
+        data_file = Path(a.report_from).with_name("data.json") if a.report_from else out / "data.json"
+        text = real_data_report(results, json.loads(data_file.read_text())["accounting"], a)
+    else:
+        text = openvino_report(results, a) if a.openvino else report(results, a)
     (out / "report.md").write_text(text + "\n")
     print(text)
     if a.write:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from report import write_section
 
-        write_section("vs_sentence_transformers_openvino" if a.openvino else "vs_sentence_transformers", text)
+        write_section("vs_sentence_transformers_real" if a.real_data else
+                      "vs_sentence_transformers_openvino" if a.openvino else "vs_sentence_transformers", text)
     return 0
 
 
