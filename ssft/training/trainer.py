@@ -12,7 +12,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 from ssft.core import precision as precisions
 from ssft.core import progress
 from ssft.data.beir import Qrels
-from ssft.data.examples import PairDataset
+from ssft.data.examples import PairDataset, TrainingGroups
 from ssft.eval.metrics import evaluate_run
 from ssft.eval.retrieve import evaluate_retrieval
 from ssft.losses.base import RankingLoss
@@ -92,12 +92,12 @@ class RankingTrainer(CheckpointedTrainer):
     # ------------------------------------------------------------ batching
     def _get_train_sampler(self, train_dataset=None):
         # training.train_sampling_strategy: group_by_length batches items of similar token count together (less
-        # padding; ssft.training.sampling). The training groups give each epoch's texts (query, positive and the
-        # negatives drawn for the epoch), counted in the ranker's tokens when the epoch starts (after the Trainer's
-        # set_epoch). Datasets without texts are shuffled.
+        # padding; ssft.training.sampling). Training groups (TrainingGroups.item_texts) give each epoch's texts
+        # (query, positive and the negatives drawn for the epoch), counted in the ranker's tokens when the epoch
+        # starts (after the Trainer's set_epoch). Other datasets are shuffled.
         dataset = train_dataset if train_dataset is not None else self.train_dataset
         if self.args.train_sampling_strategy == "group_by_length":
-            if not hasattr(dataset, "item_texts"):  # e.g. 002's query texts: nothing to group, shuffled
+            if not isinstance(dataset, TrainingGroups):  # e.g. 002's query texts: no groups to count, shuffled
                 return RandomSampler(dataset)
             seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
             return TokenLengthGroupedSampler(lambda: token_lengths(self.model, dataset.item_texts()),
