@@ -18,7 +18,8 @@ changes what a recipe trains.
 3. **Speed** (``--speed recipe:document tokens``, comma-separated): one epoch of the recipe's training groups at that
    length (its model, adapter and loss; nothing validated or evaluated), once per arm and repeat, interleaved, in
    bf16 where the CPU computes it natively (as ``training.bf16: auto``): CPU-seconds of the whole epoch (every step,
-   the same items in both arms), median over ``--repeats``.
+   the same items in both arms), median over ``--repeats``. ``--speed-st``: sentence-transformers' trainer on the same
+   items as a third arm (``st_epoch_seconds``; a dense recipe that trains every weight).
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ from ssft.training.trainer import RankingTrainer
 
 METRIC = "nDCG@10"
 ARMS = ("random", "group_by_length")
+ST_ARM = "sentence_transformers"  # --speed-st: SentenceTransformerTrainer on the same items
 DEFAULT_PADDING = ("recipes/quickstart.yaml:256", "recipes/quickstart.yaml:512", "recipes/ss_lora_colbert.yaml:128")
 
 
@@ -104,19 +106,63 @@ def epoch_seconds(recipe_path: str, max_length: int, arm: str, scratch: Path, qu
     return {"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall, "steps": trainer.state.global_step}
 
 
-def speed_case(recipe_path: str, max_length: int, repeats: int, scratch: Path, queries: int | None = None
-               ) -> dict[str, Any]:
-    """The epoch timings of one case (read back from ``scratch`` when an earlier call measured it)."""
-    saved = scratch / f"{Path(recipe_path).stem}-{max_length}-q{queries or 'all'}-x{repeats}.json"
+def st_epoch_seconds(recipe_path: str, max_length: int, scratch: Path, queries: int | None = None) -> dict[str, float]:
+    """CPU and wall seconds of one epoch of sentence-transformers' trainer on the same items as ``epoch_seconds``'
+    (the recipe's training groups at epoch 0: query, positive, its negatives), a dense recipe's counterpart:
+    ``SentenceTransformerTrainer`` + ``MultipleNegativesRankingLoss`` (scale 20, in-batch and the hard negatives, as
+    ssft's contrastive loss), every weight trained, its default batch sampler, the same batch size, learning rate
+    and precision, ``max_seq_length`` at ``max_length``."""
+    from datasets import Dataset  # noqa: PLC0415  (sentence-transformers' side: loaded only for it)
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer  # noqa: PLC0415
+    from sentence_transformers.losses import MultipleNegativesRankingLoss  # noqa: PLC0415
+    from sentence_transformers.training_args import SentenceTransformerTrainingArguments  # noqa: PLC0415
+
+    from ssft.core.hub import resolve_model  # noqa: PLC0415
+
+    recipe = load_recipe(Path(recipe_path), [f"model.max_length={max_length}"]
+                         + ([f"data.max_train_queries={queries}"] if queries else []))
+    if recipe.model.architecture != "dense" or recipe.adapter.method != "full":
+        raise SystemExit(f"--speed-st: {recipe_path}: sentence-transformers' trainer is the counterpart of a dense "
+                         "recipe that trains every weight (adapter: full)")
+    groups = build(recipe, load_inputs(recipe)).source.training_set(recipe.data.sample_seed)
+    groups.set_epoch(0)
+    items = [groups[i] for i in range(len(groups))]
+    columns = {"anchor": [it["query"] for it in items], "positive": [it["documents"][0] for it in items]}
+    for k in range(1, len(items[0]["documents"])):
+        columns[f"negative_{k}"] = [it["documents"][k] for it in items]
+    model = SentenceTransformer(str(resolve_model(recipe.model.name)), device="cpu")
+    model.max_seq_length = max_length
+    bf16 = {"bf16": True, "use_cpu": True} if precision.bf16_native("cpu") else {}
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(scratch), num_train_epochs=1, report_to=[], save_strategy="no", logging_strategy="no",
+        disable_tqdm=True, seed=recipe.seed, learning_rate=float(recipe.training.get("learning_rate", 1e-4)),
+        per_device_train_batch_size=int(recipe.training.get("per_device_train_batch_size", 8)),
+        dataloader_pin_memory=False, **bf16)
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=Dataset.from_dict(columns),
+                                         loss=MultipleNegativesRankingLoss(model))
+    cpu, wall = time.process_time(), time.perf_counter()
+    trainer.train()
+    return {"cpu": time.process_time() - cpu, "wall": time.perf_counter() - wall, "steps": trainer.state.global_step}
+
+
+def speed_case(recipe_path: str, max_length: int, repeats: int, scratch: Path, queries: int | None = None,
+               st: bool = False) -> dict[str, Any]:
+    """The epoch timings of one case (read back from ``scratch`` when an earlier call measured it); ``st``:
+    sentence-transformers' trainer as a third arm (``st_epoch_seconds``)."""
+    saved = scratch / f"{Path(recipe_path).stem}-{max_length}-q{queries or 'all'}-x{repeats}{'-st' if st else ''}.json"
     if saved.is_file():
         return json.loads(saved.read_text())
-    times: dict[str, list[dict[str, float]]] = {arm: [] for arm in ARMS}
+    arms = ARMS + (ST_ARM,) if st else ARMS
+    times: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
     for repeat in range(repeats):
-        for arm in (ARMS if repeat % 2 == 0 else ARMS[::-1]):
-            times[arm].append(epoch_seconds(recipe_path, max_length, arm, scratch / f"{arm}-{repeat}", queries))
+        shift = repeat % len(arms)
+        for arm in arms[shift:] + arms[:shift]:
+            times[arm].append(st_epoch_seconds(recipe_path, max_length, scratch / f"{arm}-{repeat}", queries)
+                              if arm == ST_ARM else
+                              epoch_seconds(recipe_path, max_length, arm, scratch / f"{arm}-{repeat}", queries))
             print(f"[length_grouping] speed {recipe_path}:{max_length} {arm} {times[arm][-1]}", flush=True)
     result = {"recipe": recipe_path, "max_length": max_length, "repeats": repeats, "queries": queries, "times": times,
-              **{arm: statistics.median(t["cpu"] for t in times[arm]) for arm in ARMS}}
+              **{arm: statistics.median(t["cpu"] for t in times[arm]) for arm in arms}}
     saved.write_text(json.dumps(result, indent=1) + "\n")
     return result
 
@@ -190,11 +236,13 @@ def markdown(result: dict[str, Any], cmd: str) -> str:
     if result.get("speed"):
         lines += ["", "### Speed: CPU-seconds of one training epoch (every step; median over repeats, arms interleaved)", "",
                   "| recipe | document tokens | training queries | steps | shuffled (`random`) | grouped (`group_by_length`) | "
-                  "shuffled ÷ grouped |", "|---|---:|---:|---:|---:|---:|---:|"]
+                  "shuffled ÷ grouped | sentence-transformers' trainer | it ÷ grouped |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for c in result["speed"]:
             steps = c["times"]["random"][0]["steps"]
+            st = (f"{c[ST_ARM]:.1f} | {c[ST_ARM] / c['group_by_length']:.2f}×" if ST_ARM in c else "– | –")
             lines.append(f"| `{c['recipe']}` | {c['max_length']} | {c.get('queries') or 'all'} | {steps} | {c['random']:.1f} | "
-                         f"{c['group_by_length']:.1f} | {c['random'] / c['group_by_length']:.2f}× |")
+                         f"{c['group_by_length']:.1f} | {c['random'] / c['group_by_length']:.2f}× | {st} |")
     if result.get("arms"):
         arms, p = result["arms"], result.get("p")
         lines += ["", f"### `{result['recipe']}` trained with each strategy (seeds {', '.join(map(str, result['seeds']))})",
@@ -217,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--speed", default="", help="recipe:document tokens cases timed for one epoch, comma-separated")
     p.add_argument("--repeats", type=int, default=3, help="--speed: epochs per arm")
     p.add_argument("--speed-queries", type=int, help="--speed: that many of the recipe's training queries")
+    p.add_argument("--speed-st", action="store_true",
+                   help="--speed: sentence-transformers' trainer on the same items as a third arm (dense recipes "
+                        "that train every weight)")
     p.add_argument("--no-training", action="store_true", help="no quality runs (the padding count, and --speed)")
     p.add_argument("--out", type=Path, default=Path("runs/bench/grouping"))
     p.add_argument("--notes", type=Path, help="a Markdown file of readings appended to the section")
@@ -232,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     result["speed"] = []
     for case in filter(None, a.speed.split(",")):
         recipe, _, tokens = case.rpartition(":")
-        result["speed"].append(speed_case(recipe, int(tokens), a.repeats, a.out / "speed", a.speed_queries))
+        result["speed"].append(speed_case(recipe, int(tokens), a.repeats, a.out / "speed", a.speed_queries, a.speed_st))
     if not a.no_training:
         reuse = {"random": a.random_runs, "group_by_length": a.grouped_runs}
         result["arms"] = {arm: arm_result([trained(a.recipe, s, arm, a.out, reuse[arm]) for s in seeds], "test")

@@ -7,6 +7,8 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -66,3 +68,21 @@ def test_one_epoch_per_strategy_sees_every_item(tiny_model_dir, tmp_path):
     for arm in length_grouping.ARMS:
         timing = length_grouping.epoch_seconds(str(recipe), 32, arm, tmp_path / arm)
         assert timing["steps"] == math.ceil(24 / 4) and timing["cpu"] > 0
+
+
+def test_sentence_transformers_trains_the_same_items_in_as_many_steps(tiny_model_dir, tmp_path):
+    recipe = _recipe(tmp_path, tiny_model_dir)
+    timing = length_grouping.st_epoch_seconds(str(recipe), 32, tmp_path / "st")
+    assert timing["steps"] == math.ceil(24 / 4) and timing["cpu"] > 0
+    case = length_grouping.speed_case(str(recipe), 32, 1, tmp_path / "speed", st=True)
+    assert set(case["times"]) == {*length_grouping.ARMS, length_grouping.ST_ARM}
+    text = length_grouping.markdown({"padding": [], "speed": [case]}, "cmd")
+    ratio = case[length_grouping.ST_ARM] / case["group_by_length"]
+    assert f"| {case[length_grouping.ST_ARM]:.1f} | {ratio:.2f}× |" in text
+
+
+def test_sentence_transformers_is_refused_for_a_recipe_it_has_no_counterpart_for(tiny_model_dir, tmp_path):
+    recipe = _recipe(tmp_path, tiny_model_dir)
+    recipe.write_text(recipe.read_text().replace("adapter: full", "adapter: lora"))
+    with pytest.raises(SystemExit, match="adapter: full"):
+        length_grouping.st_epoch_seconds(str(recipe), 32, tmp_path / "st")
