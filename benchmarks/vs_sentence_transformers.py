@@ -561,12 +561,29 @@ def report(results: list[dict], a) -> str:
     return "\n".join(lines)
 
 
+def agreement(results: list[dict], task: str, side: str, reference: str) -> str:
+    """How ``side``'s outputs agree with ``reference``'s on ``task``: rerank, the Spearman correlation of the scores;
+    encode, the lowest cosine between a document's two vectors."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    if side == reference:
+        return "reference"
+    mine = next((r.get("outputs") for r in results if r["task"] == task and r["side"] == side), None)
+    ref = next((r.get("outputs") for r in results if r["task"] == task and r["side"] == reference), None)
+    if not mine or not ref:
+        return "–"
+    if task == "rerank":
+        return f"Spearman {spearmanr(mine, ref).statistic:.3f} vs {reference}"
+    x, y = np.asarray(mine), np.asarray(ref)
+    cos = (x * y).sum(1) / np.linalg.norm(x, axis=1) / np.linalg.norm(y, axis=1)
+    return f"cosine ≥ {cos.min():.4f} vs {reference}"
+
+
 def openvino_report(results: list[dict], a) -> str:
     """The serving table: throughput per CPU-second (medians), ratios to ssft on torch (bf16 or fp32: its precision
     default) and to sentence-transformers + OpenVINO, agreement with the same library's fp32 side (rerank: Spearman
     of the scores; encode: the lowest cosine of a document's two vectors)."""
-    import numpy as np
-    from scipy.stats import spearmanr
 
     flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").is_file() else []
     wanted = ("avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
@@ -578,19 +595,6 @@ def openvino_report(results: list[dict], a) -> str:
         rs = [r["cpu_throughput"] for r in results if r["task"] == task and r["side"] == side]
         return (statistics.median(rs), len(rs)) if rs else (float("nan"), 0)
 
-    def agreement(task, side):
-        reference = "st" if side.startswith("st") else "ssft_fp32"
-        mine = next((r.get("outputs") for r in results if r["task"] == task and r["side"] == side), None)
-        ref = next((r.get("outputs") for r in results if r["task"] == task and r["side"] == reference), None)
-        if side == reference:
-            return "reference"
-        if not mine or not ref:
-            return "–"
-        if task == "rerank":
-            return f"Spearman {spearmanr(mine, ref).statistic:.3f} vs {reference}"
-        x, y = np.asarray(mine), np.asarray(ref)
-        cos = (x * y).sum(1) / np.linalg.norm(x, axis=1) / np.linalg.norm(y, axis=1)
-        return f"cosine ≥ {cos.min():.4f} vs {reference}"
 
     precisions = {r["side"]: r.get("precision", "") for r in results if r["side"].startswith("ssft")}
     lines = ["## Serving backends: ssft on torch and OpenVINO vs sentence-transformers (+ OpenVINO)", "",
@@ -620,7 +624,7 @@ def openvino_report(results: list[dict], a) -> str:
                 continue
             lines.append(f"| {task} | {side} | {precisions.get(side, 'fp32' if side == 'st' else 'OpenVINO default')} | "
                          f"{value:.2f} {UNITS[task]} | {value / base:.2f}× | {value / st_ov:.2f}× | "
-                         f"{agreement(task, side)} | {n} |")
+                         f"{agreement(results, task, side, 'st' if side.startswith('st') else 'ssft_fp32')} | {n} |")
     return "\n".join(lines)
 
 
@@ -630,8 +634,6 @@ def real_data_report(results: list[dict], accounting: dict, a) -> str:
     side's library batches (token efficiency: real tokens / token positions computed), the useful FLOPs it does per
     CPU-second (every row at its own length, as a full encoder) and their share of the best bf16 matmul throughput
     measured here, and agreement with the same library's torch bf16 side."""
-    import numpy as np
-    from scipy.stats import spearmanr
 
     model_name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                        if line.startswith("model name")), "?")
@@ -647,26 +649,15 @@ def real_data_report(results: list[dict], accounting: dict, a) -> str:
         rs = [r["cpu_throughput"] for r in results if r["task"] == task and r["side"] == side]
         return (statistics.median(rs), len(rs)) if rs else (float("nan"), 0)
 
-    def agreement(task, side):
-        reference = "st_bf16w" if side.startswith("st") else "ssft"
-        if side == reference:
-            return "reference"
-        mine = next((r.get("outputs") for r in results if r["task"] == task and r["side"] == side), None)
-        ref = next((r.get("outputs") for r in results if r["task"] == task and r["side"] == reference), None)
-        if not mine or not ref:
-            return "–"
-        if task == "rerank":
-            return f"Spearman {spearmanr(mine, ref).statistic:.3f} vs {reference}"
-        x, y = np.asarray(mine), np.asarray(ref)
-        cos = (x * y).sum(1) / np.linalg.norm(x, axis=1) / np.linalg.norm(y, axis=1)
-        return f"cosine ≥ {cos.min():.4f} vs {reference}"
 
     precisions = {"ssft": "bf16 (torch)", "ssft_ovbf16": "bf16 (OpenVINO)", "ssft_ovint8": "int8 (OpenVINO + NNCF)",
                   "st_bf16w": "bf16 weights (torch)", "st_ov": "OpenVINO default (bf16 here)",
                   "st_ovint8": "int8 (OpenVINO + NNCF)"}
     lines = ["## Serving real variable-length text: ssft against sentence-transformers + OpenVINO, bf16 and int8", "",
-             f"`python benchmarks/vs_sentence_transformers.py --real-data --dataset {a.dataset} --repeats {a.repeats} "
-             f"--threads {a.threads}` — `{MODEL}`, max length {a.rerank_max_length}, batch {a.eval_batch_size}, "
+             f"`python benchmarks/vs_sentence_transformers.py --real-data --dataset {a.dataset} --rerank-max-length "
+             f"{a.rerank_max_length} --rerank-queries {a.rerank_queries} --rerank-depth {a.rerank_depth} --encode-docs "
+             f"{a.encode_docs} --repeats {a.repeats} --threads {a.threads}` — `{MODEL}`, max length "
+             f"{a.rerank_max_length}, batch {a.eval_batch_size}, "
              f"{a.threads} CPU thread(s), on {model_name} ({os.cpu_count()} cores, CPU flags {cpu}; load average "
              f"{a.load[0]:.1f} at the start, {a.load[1]:.1f} at the end). " + "; ".join(
                  f"rerank: {accounting['items']['rerank']} (query, passage) pairs, the BM25 top-{a.rerank_depth} of "
@@ -697,7 +688,8 @@ def real_data_report(results: list[dict], accounting: dict, a) -> str:
             lines.append(f"| {task} | {side} | {precisions[side]} | {value:.2f} {UNITS[task]} | "
                          f"{value / med(task, 'st_ov')[0]:.2f}× | {value / med(task, 'st_ovint8')[0]:.2f}× | "
                          f"{'characters' if family == 'st' else 'exact tokens'} | {book['efficiency']:.1%} | "
-                         f"{gflops:.1f} | {gflops / peak['bf16']:.0%} | {agreement(task, side)} | {n} |")
+                         f"{gflops:.1f} | {gflops / peak['bf16']:.0%} | "
+                         f"{agreement(results, task, side, 'st_bf16w' if family == 'st' else 'ssft')} | {n} |")
     lines += [""] + [f"- {task}: {family} computes {accounting[task][family]['positions']:,} token positions for "
                      f"{accounting[task][family]['tokens']:,} real tokens"
                      for task in a.tasks for family in ("st", "ssft")]

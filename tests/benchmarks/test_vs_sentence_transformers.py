@@ -42,7 +42,7 @@ def test_the_real_data_table_sets_each_side_against_sentence_transformers_openvi
     accounting = {"items": {"rerank": 4},
                   "rerank": {"st": {"efficiency": 0.727, "useful_flops": flops, "positions": 11, "tokens": 8},
                              "ssft": {"efficiency": 0.981, "useful_flops": flops, "positions": 9, "tokens": 8}}}
-    a = SimpleNamespace(dataset="scifact", repeats=1, threads=1, rerank_max_length=512, eval_batch_size=32,
+    a = SimpleNamespace(dataset="scifact", repeats=1, threads=1, rerank_max_length=512, eval_batch_size=32, encode_docs=0,
                         rerank_depth=50, rerank_queries=10, load=(0.1, 0.2), tasks=["rerank"])
     text = bench.real_data_report(results, accounting, a)
     rows = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| rerank |")}
