@@ -15,10 +15,14 @@ smaller than one window (50 batches) every epoch then runs from the longest item
 """
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch.utils.data import Sampler
+
+logger = logging.getLogger(__name__)
 
 
 def token_lengths(ranker, items: Sequence[tuple[str, str | Sequence[str]]]) -> list[int]:
@@ -64,8 +68,17 @@ class TokenLengthGroupedSampler(Sampler[int]):
 
     @property
     def lengths(self) -> list[int]:
-        """This epoch's length of each item."""
-        lengths = [int(n) for n in (self._lengths() if callable(self._lengths) else self._lengths)]
+        """This epoch's length of each item (a function of them is called now, with a log line: counting a large
+        training set's tokens takes a while before the epoch's first step)."""
+        if callable(self._lengths):
+            started = time.perf_counter()
+            logger.info("grouping batches by token count: counting the tokens of %d training items (epoch %d)",
+                        self.size, self.epoch)
+            lengths = [int(n) for n in self._lengths()]
+            logger.info("grouping batches by token count: %d items counted in %.1f s", len(lengths),
+                        time.perf_counter() - started)
+        else:
+            lengths = [int(n) for n in self._lengths]
         if len(lengths) != self.size:
             raise ValueError(f"{len(lengths)} lengths for {self.size} items")
         return lengths

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from ssft.core.errors import SsftError
+from ssft.data.examples import TrainingGroups
 from tests.helpers import write_synthetic_beir
 from tests.training.test_trainer import make_trainer
 
@@ -63,6 +64,23 @@ def test_grouping_counts_each_epochs_negatives(tiny_model_dir, tmp_path):
     epoch1 = [groups[i]["documents"] for i in range(len(groups))]
     assert epoch1 != epoch0
     assert sampler.lengths == token_lengths(ranker, [(groups[i]["query"], epoch1[i]) for i in range(len(groups))])
+
+
+def test_counting_an_epochs_tokens_says_so_before_the_first_step(caplog):
+    from ssft.training.sampling import TokenLengthGroupedSampler
+
+    sampler = TokenLengthGroupedSampler(lambda: [3, 1, 2, 5], 2, size=4, seed=0)
+    sampler.set_epoch(2)
+    with caplog.at_level(logging.INFO, logger="ssft.training.sampling"):
+        batches = sampler.batches()
+    assert sorted(i for b in batches for i in b) == [0, 1, 2, 3]
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == "grouping batches by token count: counting the tokens of 4 training items (epoch 2)"
+    assert lines[1].startswith("grouping batches by token count: 4 items counted in ")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="ssft.training.sampling"):
+        TokenLengthGroupedSampler([3, 1, 2, 5], 2, seed=0).batches()  # lengths given: nothing to count
+    assert not caplog.records
 
 
 def _lengths(n: int = 203, seed: int = 0) -> list[int]:
@@ -134,10 +152,11 @@ def test_token_grouped_sampler_refuses_an_empty_batch():
         TokenLengthGroupedSampler([1, 2], 0)
 
 
-class _VariedItems(torch.utils.data.Dataset):
-    """Training items whose documents run from 1 to 40 words: what grouping by tokens is for."""
+class _VariedItems(TrainingGroups):
+    """Training items whose documents run from 1 to 40 words: what grouping by tokens is for (training groups, the
+    type whose items the trainer groups, with items of its own)."""
 
-    def __init__(self, n: int = 96):
+    def __init__(self, n: int = 96):  # no dataset behind these items: TrainingGroups' own state is not set
         import random
 
         rng = random.Random(0)
