@@ -444,7 +444,8 @@ def test_rankers_tokenise_each_text_once(tiny_model_dir):
         assert again[next(iter(again))].shape[0] == 1
 
 
-def test_a_cross_encoder_scores_in_batches_by_token_count_and_answers_in_the_pairs_order(tiny_model_dir, tmp_path):
+def test_a_cross_encoder_scores_in_batches_by_token_count_and_answers_in_the_pairs_order(tiny_model_dir, tmp_path,
+                                                                                         monkeypatch):
     """``RankingTrainer.score`` cuts batches in exact token order (each batch pads to about its own length), not the
     pairs' character order, and hands the scores back in the pairs' order, equal to scoring each pair alone."""
     from ssft.data.beir import load_dataset
@@ -467,9 +468,9 @@ def test_a_cross_encoder_scores_in_batches_by_token_count_and_answers_in_the_pai
         seen.append(batch["input_ids"].shape[1])
         return batch
 
-    ranker.tokenize = recording
+    monkeypatch.setattr(ranker, "tokenize", recording)
     scores = prediction_trainer(ranker, batch_size=8, precision="fp32").score(pairs)
-    del ranker.tokenize
+    monkeypatch.undo()
     order = token_order(ranker, pairs)
     assert [lengths[i] for i in order] == sorted(lengths, reverse=True)
     assert seen == [max(lengths[i] for i in rows) for rows in length_batches(lengths, 8)]
