@@ -196,14 +196,17 @@ def convert(graph: Graph):
     return model
 
 
-def _compile(model, precision: str):
-    """The model compiled for the CPU at ``precision`` (fp32 / bf16 hints; int8: the machine's native float
-    precision for what is not quantised), with torch's thread count."""
-    ov = _openvino()
+def compile_config(precision: str) -> dict[str, Any]:
+    """OpenVINO's CPU configuration for serving at ``precision`` (fp32 / bf16 hints; int8: the machine's native
+    float precision for what is not quantised), with torch's thread count."""
     hint = HINTS.get(precision) or ("bf16" if precisions.cpu_bf16_native() else "f32")
-    config = {"INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": int(torch.get_num_threads()),
-              "PERFORMANCE_HINT": "LATENCY"}
-    return ov.Core().compile_model(model, "CPU", config)
+    return {"INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": int(torch.get_num_threads()),
+            "PERFORMANCE_HINT": "LATENCY"}
+
+
+def _compile(model, precision: str):
+    """The model compiled for the CPU with ``compile_config(precision)``."""
+    return _openvino().Core().compile_model(model, "CPU", compile_config(precision))
 
 
 class OpenVINOEncoder:
@@ -480,5 +483,5 @@ def write_openvino(folder: Path) -> list[str]:
 
 __all__ = ["AUTO_MIN_INPUTS_PER_THREAD", "BACKENDS", "CALIBRATION_SIZE", "DEFAULT_BACKEND", "Graph", "IR_FILE",
            "OpenVINOEncoder", "SUBFOLDER", "auto_min_inputs", "available", "calibration_inputs", "check_backend",
-           "check_calibration", "check_serving", "convert", "corpus_calibration", "quantize", "refusal",
+           "check_calibration", "check_serving", "compile_config", "convert", "corpus_calibration", "quantize", "refusal",
            "resolve_backend", "serve", "serve_openvino", "serving_copy", "unserve", "write_openvino"]
