@@ -45,6 +45,12 @@ class Adapter:
     def apply(cls, model: nn.Module, config) -> Backbone:
         raise NotImplementedError
 
+    @classmethod
+    def finish(cls, backbone: Backbone, config) -> str | None:
+        """Applied once to the weights a training run hands back (its best epoch), before they are saved and scored
+        on the test split; returns one line saying what it changed, or None (the base class changes nothing)."""
+        return None
+
 
 def count_parameters(module: nn.Module) -> tuple[int, int]:
     """(trainable, total), counting each shared tensor once."""

@@ -76,6 +76,8 @@ class HybridOptions(Checked):
                 raise SsftError(f"{where}.{key}: missing (e.g. {key}: {{method: {example}}})")
             method, options = _module_spec(value, f"{where}.{key}")
             config = ADAPTERS.get(method).config_from(options, f"{where}.{key}")
+            if getattr(config, "delta_scale", 1.0) != 1.0:  # a hybrid hands back its phases' weights as trained
+                raise SsftError(f"{where}.{key}.delta_scale: not available inside a hybrid; remove it")
             specs.append((method, options, config))
         return specs
 

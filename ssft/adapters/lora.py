@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from peft import LoraConfig, get_peft_model
 from torch import nn
 
@@ -29,13 +30,37 @@ class LoraOptions(Checked):
     alpha: float = 32.0
     dropout: float = 0.1
     target_modules: list[str] | None = None  # module-name suffixes; default: query + value (LoRA++: + attention output)
+    # the trained update handed back scaled by this (``scale_update``: a weight-space ensemble with the start); 1: as trained
+    delta_scale: float = 1.0
 
     def problem(self) -> Problem:
         if self.r < 1:
             return "r", "must be >= 1"
         if not 0.0 <= self.dropout < 1.0:
             return "dropout", "must be in [0, 1)"
+        if not 0.0 < self.delta_scale <= 1.0:
+            return "delta_scale", f"must be in (0, 1] (1: the update as trained), got {self.delta_scale}"
         return None
+
+
+def scale_update(backbone: Backbone, options: LoraOptions) -> str | None:
+    """WiSE-FT's weight-space ensemble of the start and the fine-tuned model (Wortsman et al. 2022, "Robust
+    fine-tuning of zero-shot models", Eq. 1: θ = (1 − α)·θ₀ + α·θ₁, α = ``delta_scale``). LoRA's update is
+    scaling·B·A and starts at B = 0, so the ensemble is the start plus α times the update: every B matrix scaled by α
+    (every adapter of the backbone, shared and tower-specific alike). Other trained weights (a head, a projection) are
+    kept as trained. Returns the line the run logs, or None at ``delta_scale`` 1."""
+    if options.delta_scale == 1.0:
+        return None
+    scaled = 0
+    with torch.no_grad():
+        for name, parameter in backbone.named_parameters():
+            if ".lora_B." in name:
+                parameter.mul_(options.delta_scale)
+                scaled += 1
+    if not scaled:
+        raise SsftError("adapter.delta_scale: the backbone has no LoRA B matrix to scale")
+    return (f"adapter.delta_scale {options.delta_scale:g}: the trained LoRA update scaled by {options.delta_scale:g} "
+            f"({scaled} B matrices), a weight-space ensemble of the start and the trained model")
 
 
 def lora_targets(model: nn.Module, plus_plus: bool, explicit: list[str] | None) -> str:
@@ -80,6 +105,10 @@ class Lora(Adapter):
         if not any(p.requires_grad for p in peft_model.parameters()):
             raise SsftError("adapter.target_modules matched no module of the model")
         return Backbone(peft_model, cls.name)
+
+    @classmethod
+    def finish(cls, backbone: Backbone, config: LoraOptions) -> str | None:
+        return scale_update(backbone, config)
 
 
 class LoraPlusPlus(Lora):

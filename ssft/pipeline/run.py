@@ -20,12 +20,15 @@ written to the folder keeps the user's ``auto``).
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from ssft.adapters.backbone import Backbone
 from ssft.config.recipe import Recipe
+from ssft.config.registry import ADAPTERS
 from ssft.core.run_folder import OutputFolder
 from ssft.firststage.runs import save_indexes
 from ssft.pipeline.build import build
@@ -62,6 +65,8 @@ from ssft.pipeline.report import (
 from ssft.pipeline.schedule import schedule_for, training_arguments, training_setup
 from ssft.training.checkpoints import check_fingerprints, checkpoint_record
 
+logger = logging.getLogger("ssft")
+
 __all__ = ["RESUMABLE_CHANGES", "Plan", "prepare", "run_recipe", "training_precision"]
 
 
@@ -96,6 +101,7 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
         record = {**checkpoint_precisions(plan.eval_precision, scoring_label(run, backend) if start is not None else None),
                   "fingerprints": fingerprints}
         trained = schedule.train(training_setup(run, plan, inputs, built, record), plan.args)
+        finished = finish_training(run, built.ranker)
         built.ranker.eval()
         if main:
             built.ranker.save(plan.folder.path / "model")  # PEFT format, before any merge
@@ -110,7 +116,8 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
             extra = {"start": start_info, "precision": plan.eval_precision, "scoring": scoring,
                      "training_precision": training_precision(plan.args),
                      "resumed_with_changes": plan.resume_changes,
-                     "processes": plan.args.world_size if plan.args.world_size > 1 else None}
+                     "processes": plan.args.world_size if plan.args.world_size > 1 else None,
+                     "finished": finished}
             info = run_info(run, inputs, built, trained, evaluation, notes, plan.started, extra)
             write_finished_run(plan.folder.path, recipe, results, info, plan.default_checkpoints)
             plan.folder.record_files()  # what this run wrote, told apart from files a user adds to model/ later
@@ -125,6 +132,20 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
             os.environ.pop("TENSORBOARD_LOGGING_DIR", None)
         else:
             os.environ["TENSORBOARD_LOGGING_DIR"] = USER_TENSORBOARD_DIR
+
+
+def finish_training(recipe: Recipe, ranker) -> list[str]:
+    """The adapter's last step on the weights training hands back (``Adapter.finish``), on every backbone the
+    recipe's method built; the lines it logs (also in run_info.json)."""
+    adapter = ADAPTERS.get(recipe.adapter.method)
+    lines = []
+    for module in ranker.modules():
+        if isinstance(module, Backbone) and module.method == recipe.adapter.method:
+            line = adapter.finish(module, recipe.adapter.config)
+            if line:
+                logger.info("%s", line)
+                lines.append(line)
+    return lines
 
 
 def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_changes: bool) -> Plan:
