@@ -51,6 +51,11 @@ class Adapter:
         on the test split; returns one line saying what it changed, or None (the base class changes nothing)."""
         return None
 
+    @classmethod
+    def finish_plan(cls, config) -> str | None:
+        """What ``finish`` will do, in one line for the run's plan (known before training); None: nothing."""
+        return None
+
 
 def count_parameters(module: nn.Module) -> tuple[int, int]:
     """(trainable, total), counting each shared tensor once."""

@@ -43,6 +43,14 @@ class LoraOptions(Checked):
         return None
 
 
+def scale_plan(options: LoraOptions) -> str | None:
+    """The run plan's line for ``delta_scale`` (None at 1)."""
+    if options.delta_scale == 1.0:
+        return None
+    return (f"handed back: the best epoch's LoRA update scaled by {options.delta_scale:g} (adapter.delta_scale, a "
+            f"weight-space ensemble with the start); validation picks the epoch on the full update")
+
+
 def scale_update(backbone: Backbone, options: LoraOptions) -> str | None:
     """WiSE-FT's weight-space ensemble of the start and the fine-tuned model (Wortsman et al. 2022, "Robust
     fine-tuning of zero-shot models", Eq. 1: θ = (1 − α)·θ₀ + α·θ₁, α = ``delta_scale``). LoRA's update is
@@ -109,6 +117,10 @@ class Lora(Adapter):
     @classmethod
     def finish(cls, backbone: Backbone, config: LoraOptions) -> str | None:
         return scale_update(backbone, config)
+
+    @classmethod
+    def finish_plan(cls, config: LoraOptions) -> str | None:
+        return scale_plan(config)
 
 
 class LoraPlusPlus(Lora):

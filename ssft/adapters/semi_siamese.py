@@ -35,7 +35,7 @@ from ssft.adapters.backbone import TOWERS, Backbone, need_tower
 from ssft.adapters.base import Adapter
 from ssft.adapters.hidden_prefix import PREFIX_SHARING, HiddenPrefixOptions, SemiSiameseHiddenPrefix, new_hidden_prefix
 from ssft.adapters.loading import load_peft_adapter
-from ssft.adapters.lora import ATTENTION_MODULES, LoraOptions, lora_config, scale_update
+from ssft.adapters.lora import ATTENTION_MODULES, LoraOptions, lora_config, scale_plan, scale_update
 from ssft.config.parse import Problem
 from ssft.core.errors import SsftError
 
@@ -165,6 +165,10 @@ class SsLora(Adapter):
     @classmethod
     def finish(cls, backbone: Backbone, config: SsLoraOptions) -> str | None:
         return scale_update(backbone, config)
+
+    @classmethod
+    def finish_plan(cls, config: SsLoraOptions) -> str | None:
+        return scale_plan(config)
 
     @classmethod
     def load_backbone(cls, transformer: nn.Module, path: Path, spec: dict[str, Any]) -> Backbone:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from ssft.config.recipe import Recipe
+from ssft.config.registry import ADAPTERS
 from ssft.pipeline.build import BuiltRun, GroupSource
 from ssft.pipeline.check import evaluation_plan
 from ssft.pipeline.inputs import RunInputs
@@ -57,6 +58,9 @@ def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str, 
                         else f"top-{inputs.validation_depth} of the first stage")
                      + f", best epoch by {e.selection_metric}"
                      + ("" if e.start else " among the trained epochs (eval.start: false)"))
+    finish = ADAPTERS.get(recipe.adapter.method).finish_plan(recipe.adapter.config)
+    if finish:
+        notes.append(finish)
     subsampled = d.max_test_queries and d.max_test_queries < len(inputs.dataset.qrels(d.test_split))
     notes.append(f"test: {len(inputs.test_qrels)} queries of {d.test_split}{' (subsampled)' if subsampled else ''}, "
                  + (f"full retrieval of the top-{e.depth} of the corpus ({inputs.test_name} reported beside it)"

@@ -82,3 +82,10 @@ def test_a_hybrid_refuses_delta_scale_in_its_parts():
     with pytest.raises(SsftError, match=r"adapter.second.delta_scale: not available inside a hybrid"):
         ADAPTERS.get("hybrid").config_from({"first": {"method": "hidden_prefix"},
                                             "second": {"method": "lora", "delta_scale": 0.5}}, "adapter")
+
+
+def test_the_plan_says_what_finish_will_do_before_training():
+    assert ADAPTERS.get("lora").finish_plan(ADAPTERS.get("lora").config_from({})) is None
+    line = ADAPTERS.get("ss_lora").finish_plan(ADAPTERS.get("ss_lora").config_from({"delta_scale": 0.75}))
+    assert "scaled by 0.75" in line and "adapter.delta_scale" in line
+    assert ADAPTERS.get("full").finish_plan(ADAPTERS.get("full").config_from({})) is None
