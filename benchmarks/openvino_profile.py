@@ -162,7 +162,8 @@ def report(a, times: dict, work: dict, tokens: int, shapes: list, static: list[d
     return f"""## Where OpenVINO's encoding time goes: a per-node profile on real text
 
 `python benchmarks/openvino_profile.py --dataset {a.dataset} --docs {a.docs} --max-length {a.max_length} \
---batch-size {a.batch_size} --precision {a.precision} --lengths {a.lengths} --repeats {a.repeats} --grain {a.grain}`: all-MiniLM-L6-v2's encoder as ssft serves
+--batch-size {a.batch_size} --precision {a.precision} --lengths {a.lengths} --repeats {a.repeats} \
+--grain {a.grain}`: all-MiniLM-L6-v2's encoder as ssft serves
 it (dynamic shapes, OpenVINO {a.precision}, one thread), {a.docs} {a.dataset} documents in {len(shapes)} batches by
 exact token count: {tokens:,} tokens, {work['positions']:,} positions computed. Seconds as OpenVINO's profiler
 reports them, median of {a.repeats} passes (the profiler's sum, {total:.2f} s, exceeds the pass's CPU time a little).
