@@ -5,11 +5,12 @@ retrieval. What the quickstart's ``delta_scale`` was chosen on.
     SSFT_DATA_HOME=../shared/data python benchmarks/delta_scale_dev.py RUN [--scales 1,0.75,0.5,0.25] \
         [--other nfcorpus] [--work runs/delta_scale_dev]
 
-RUN: a finished ``ssft-train`` folder of a dense recipe with ``data.holdout_queries`` (e.g. the quickstart's). For each
-scale the run's model is loaded afresh, every LoRA B matrix multiplied by the scale (what ``delta_scale`` does after
-training), and ``ssft.evaluate`` retrieves over the whole corpus for the held-out queries (a BEIR folder written under
-``--work``: the run's corpus, the held-out queries and their judgements as a ``dev`` split) and for ``--other``'s dev
-split. Prints one line per scale: nDCG@10 on each.
+RUN: a finished ``ssft-train`` folder of a dense recipe with ``data.holdout_queries`` (e.g. the quickstart's). For
+each scale the run's model is loaded afresh and finished as a run with that ``delta_scale`` finishes
+(``ssft.pipeline.run.finish_training``: every LoRA B matrix multiplied by it). ``ssft.evaluate`` then retrieves over
+the whole corpus for the held-out queries (a BEIR folder written under ``--work``: the run's corpus, the held-out
+queries and their judgements as a ``dev`` split) and for ``--other``'s dev split. Prints one line per scale: nDCG@10
+on each.
 """
 from __future__ import annotations
 
@@ -18,12 +19,11 @@ import json
 import os
 from pathlib import Path
 
-import torch
-
 import ssft
 from ssft.config.recipe import load_recipe
 from ssft.data.beir import load_dataset
 from ssft.pipeline.inputs import split_queries
+from ssft.pipeline.run import finish_training
 
 
 def held_out_folder(run: Path, work: Path) -> Path:
@@ -53,12 +53,11 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=Path("runs/delta_scale_dev"))
     a = p.parse_args()
     folder = held_out_folder(a.run, a.work)
+    recipe = load_recipe(a.run / "recipe.yaml")
     for scale in (float(s) for s in a.scales.split(",")):
         model = ssft.load(a.run)
-        with torch.no_grad():
-            for name, parameter in model.named_parameters():
-                if ".lora_B." in name:
-                    parameter.mul_(scale)
+        recipe.adapter.options["delta_scale"] = scale
+        finish_training(recipe, model)  # what the run does after training with this delta_scale
         own = ssft.evaluate(model, str(folder), split="dev", first_stage="full", depth=100)["dev"]["nDCG@10"]
         other = ssft.evaluate(model, a.other, split="dev", first_stage="full", depth=100)["dev"]["nDCG@10"]
         print(f"scale {scale:g}: held-out queries {own:.4f}, {a.other} dev {other:.4f}", flush=True)

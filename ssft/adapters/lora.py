@@ -97,7 +97,19 @@ def lora_config(model: nn.Module, options: LoraOptions, plus_plus: bool) -> Lora
     )
 
 
-class Lora(Adapter):
+class ScaledLoraUpdate(Adapter):
+    """A method whose trained update is LoRA's (B·A from B = 0): ``delta_scale`` hands back part of it."""
+
+    @classmethod
+    def finish(cls, backbone: Backbone, config: LoraOptions) -> str | None:
+        return scale_update(backbone, config)
+
+    @classmethod
+    def finish_plan(cls, config: LoraOptions) -> str | None:
+        return scale_plan(config)
+
+
+class Lora(ScaledLoraUpdate):
     """LoRA on W_q and W_v of every layer (001 Table 8: r=16, alpha=32, dropout 0.1)."""
 
     name = "lora"
@@ -113,14 +125,6 @@ class Lora(Adapter):
         if not any(p.requires_grad for p in peft_model.parameters()):
             raise SsftError("adapter.target_modules matched no module of the model")
         return Backbone(peft_model, cls.name)
-
-    @classmethod
-    def finish(cls, backbone: Backbone, config: LoraOptions) -> str | None:
-        return scale_update(backbone, config)
-
-    @classmethod
-    def finish_plan(cls, config: LoraOptions) -> str | None:
-        return scale_plan(config)
 
 
 class LoraPlusPlus(Lora):

@@ -35,7 +35,7 @@ from ssft.adapters.backbone import TOWERS, Backbone, need_tower
 from ssft.adapters.base import Adapter
 from ssft.adapters.hidden_prefix import PREFIX_SHARING, HiddenPrefixOptions, SemiSiameseHiddenPrefix, new_hidden_prefix
 from ssft.adapters.loading import load_peft_adapter
-from ssft.adapters.lora import ATTENTION_MODULES, LoraOptions, lora_config, scale_plan, scale_update
+from ssft.adapters.lora import ATTENTION_MODULES, LoraOptions, ScaledLoraUpdate, lora_config
 from ssft.config.parse import Problem
 from ssft.core.errors import SsftError
 
@@ -137,7 +137,7 @@ def _wire(peft_model: nn.Module, method: str, shared: bool) -> Backbone:
     return backbone
 
 
-class SsLora(Adapter):
+class SsLora(ScaledLoraUpdate):
     """Semi-Siamese LoRA (001 §3.3.2): shared and query/document-specific LoRA on W^q / W^v."""
 
     name = "ss_lora"
@@ -161,14 +161,6 @@ class SsLora(Adapter):
         for n, p in peft_model.named_parameters():  # every adapter trains, whatever PEFT left active
             p.requires_grad_("lora_" in n)
         return _wire(peft_model, cls.name, "shared" in targets)
-
-    @classmethod
-    def finish(cls, backbone: Backbone, config: SsLoraOptions) -> str | None:
-        return scale_update(backbone, config)
-
-    @classmethod
-    def finish_plan(cls, config: SsLoraOptions) -> str | None:
-        return scale_plan(config)
 
     @classmethod
     def load_backbone(cls, transformer: nn.Module, path: Path, spec: dict[str, Any]) -> Backbone:
