@@ -1,14 +1,17 @@
-"""Whether int8 serving holds on every collection: one model's full-retrieval nDCG@10 at each serving precision
-(fp32, bf16, OpenVINO int8 calibrated on the corpus served), on several datasets, against fp32.
+"""Whether int8 serving holds on every collection: a model's nDCG@10 at each serving precision (fp32, bf16,
+OpenVINO int8 calibrated on what is served), on several datasets, against fp32 — retrieving from the whole corpus,
+and reranking BM25's top-k.
 
     SSFT_DATA_HOME=../shared/data python benchmarks/int8_collections.py runs/quickstart \
-        [--datasets scifact,nfcorpus,cranfield] [--arms fp32,bf16,int8] [--out runs/bench/int8] [--write]
+        [--rerank runs/quickstart,runs/cross] [--depth 100] [--datasets scifact,nfcorpus,cranfield] \
+        [--arms fp32,bf16,int8] [--out runs/bench/int8] [--write]
 
-Each arm is ``ssft-eval MODEL --datasets … --first-stage full --precision ARM --output OUT/ARM`` (what a user runs;
-``--backend auto``, so int8 is OpenVINO's static int8 calibrated on the corpus being encoded); an arm whose eval.json
-exists is reused. The table: nDCG@10 per dataset and arm, the difference to fp32, and the worst |difference| of each
-arm over the datasets, against the 0.005 that the documentation promises. ``--write``: BENCHMARKS.md
-§ int8_collections.
+Each arm is ``ssft-eval MODEL --datasets … --first-stage full|bm25 --precision ARM --output OUT/JOB/ARM`` (what a
+user runs; ``--backend auto``, so int8 is OpenVINO's static int8, calibrated on what the job serves); an arm whose
+eval.json exists is reused. The positional model retrieves from the whole corpus (a dense model; '' for none); each
+``--rerank`` model reranks BM25's top ``--depth``. A table per job: nDCG@10 per dataset and arm, the difference to
+fp32, and the worst |difference| of each arm over the datasets, against the 0.005 that the documentation promises.
+``--write``: BENCHMARKS.md § int8_collections.
 """
 from __future__ import annotations
 
@@ -16,32 +19,52 @@ import argparse
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import command, write_section  # noqa: E402
 
 PROMISE = 0.005  # |ΔnDCG@10| against fp32 that docs/export-and-serving.md states for int8
+TITLE = "## Serving precision on several collections: retrieval and reranking against fp32"
 
 
-def run_arm(model: str, datasets: list[str], arm: str, out: Path) -> dict[str, float]:
-    """``{dataset: nDCG@10}`` of the model served at precision ``arm`` (ssft-eval, full retrieval)."""
-    result = out / arm / "eval.json"
+@dataclass(frozen=True)
+class Job:
+    """One model served one way: ``first_stage`` full (retrieval) or bm25 (reranking BM25's top ``depth``)."""
+    model: str
+    first_stage: str
+    depth: int
+    folder: str  # under --out
+
+    def flags(self) -> list[str]:
+        return ["--first-stage", self.first_stage] + (["--depth", str(self.depth)] if self.first_stage == "bm25" else [])
+
+    def heading(self) -> str:
+        what = "full retrieval, top 100" if self.first_stage == "full" else f"reranking BM25's top {self.depth}"
+        return f"### `{self.model}`: {what}"
+
+
+def jobs(retrieve: str, rerank: list[str], depth: int) -> list[Job]:
+    found = [Job(retrieve, "full", 100, "retrieve")] if retrieve else []
+    return found + [Job(m, "bm25", depth, f"rerank-{i}") for i, m in enumerate(rerank)]
+
+
+def run_arm(job: Job, datasets: list[str], arm: str, out: Path) -> dict[str, float]:
+    """``{dataset: nDCG@10}`` of ``job``'s model served at precision ``arm`` (ssft-eval)."""
+    result = out / job.folder / arm / "eval.json"
     if not result.is_file():
-        cmd = ["ssft-eval", model, "--datasets", ",".join(datasets), "--first-stage", "full", "--precision", arm,
-               "--output", str(out / arm)]
+        cmd = ["ssft-eval", job.model, "--datasets", ",".join(datasets), *job.flags(), "--precision", arm,
+               "--output", str(result.parent)]
         print("[int8_collections]", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=True)
     data = json.loads(result.read_text())
     return {d["dataset"]: d["model"]["nDCG@10"] for d in data["datasets"]}
 
 
-def markdown(model: str, datasets: list[str], arms: list[str], scores: dict[str, dict[str, float]], cmd: str) -> str:
-    lines = ["## Serving precision on several collections: full retrieval against fp32", "", f"`{cmd}`", "",
-             f"`ssft-eval {model} --datasets {','.join(datasets)} --first-stage full --precision ARM` for each arm "
-             "(`--backend auto`: int8 is OpenVINO's static int8, calibrated on the corpus being encoded); nDCG@10 of all "
-             "the judged test queries, the difference to fp32 in brackets.", "",
-             "| dataset | " + " | ".join(arms) + " |", "|---|" + "---:|" * len(arms)]
+def table(job: Job, datasets: list[str], arms: list[str], scores: dict[str, dict[str, float]]) -> list[str]:
+    lines = [job.heading(), "", f"`ssft-eval {job.model} --datasets {','.join(datasets)} {' '.join(job.flags())} "
+             "--precision ARM` for each arm.", "", "| dataset | " + " | ".join(arms) + " |", "|---|" + "---:|" * len(arms)]
     for d in datasets:
         ref = scores["fp32"][d] if "fp32" in scores else None
         cells = [f"{scores[a][d]:.4f}" + ("" if ref is None or a == "fp32" else f" ({scores[a][d] - ref:+.4f})")
@@ -55,12 +78,25 @@ def markdown(model: str, datasets: list[str], arms: list[str], scores: dict[str,
             worst = max(abs(scores[a][d] - scores["fp32"][d]) for d in datasets)
             lines.append(f"- {a}: worst |ΔnDCG@10| {worst:.4f} over {len(datasets)} collections "
                          f"({'within' if worst <= PROMISE else 'beyond'} {PROMISE})")
-    return "\n".join(lines) + "\n"
+    return lines + [""]
+
+
+def markdown(datasets: list[str], arms: list[str], results: list[tuple[Job, dict[str, dict[str, float]]]],
+             cmd: str) -> str:
+    lines = [TITLE, "", f"`{cmd}`", "",
+             "Each arm is `ssft-eval` as a user runs it (`--backend auto`: int8 is OpenVINO's static int8, calibrated on "
+             "what the job serves); nDCG@10 of all the judged test queries, the difference to fp32 in brackets.", ""]
+    for job, scores in results:
+        lines += table(job, datasets, arms, scores)
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("model", help="what ssft-eval takes: a run folder, a saved model, a checkpoint")
+    p.add_argument("model", help="a dense model that retrieves from the whole corpus ('' for none): what ssft-eval "
+                                 "takes, a run folder, a saved model, a checkpoint")
+    p.add_argument("--rerank", default="", help="comma-separated models that rerank BM25's top --depth")
+    p.add_argument("--depth", type=int, default=100)
     p.add_argument("--datasets", default="scifact,nfcorpus,cranfield")
     p.add_argument("--arms", default="fp32,bf16,int8")
     p.add_argument("--out", default="runs/bench/int8_collections")
@@ -68,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     datasets = [d for d in a.datasets.split(",") if d]
     arms = [x for x in a.arms.split(",") if x]
-    scores = {arm: run_arm(a.model, datasets, arm, Path(a.out)) for arm in arms}
-    body = markdown(a.model, datasets, arms, scores, command())
+    results = [(job, {arm: run_arm(job, datasets, arm, Path(a.out)) for arm in arms})
+               for job in jobs(a.model, [m for m in a.rerank.split(",") if m], a.depth)]
+    body = markdown(datasets, arms, results, command())
     print(body)
     if a.write:
         write_section("int8_collections", body)

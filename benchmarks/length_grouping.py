@@ -10,11 +10,12 @@ changes what a recipe trains.
    (seed 0), with the token counts the ranker computes: the token positions a bi-encoder computes (each batch's
    queries padded to its longest query, its documents to its longest document) against the tokens it needs. The
    ratio of the two arms' positions bounds what grouping can save in the encoder's matrix products.
-2. **Quality and training time**: ``ssft-train RECIPE seed=S`` with ``training.train_sampling_strategy=`` each
-   arm, every seed; test nDCG@10 (mean ± sd over seeds; two-sided paired t-test over the queries, each query's value
-   averaged over seeds) and training CPU-seconds (the ``ssft-train`` child's user + sys). ``--random-runs`` /
-   ``--grouped-runs``: folders of finished runs of that arm (``seed-S/``, as ``benchmarks/efficacy.py`` leaves
-   them), reused instead of training again.
+2. **Quality and training time**: for each ``--recipe`` case (``recipe`` or ``recipe:document tokens``,
+   comma-separated), ``ssft-train RECIPE seed=S [model.max_length=N]`` with ``training.train_sampling_strategy=``
+   each arm, every seed; test nDCG@10 (mean ± sd over seeds; two-sided paired t-test over the queries, each query's
+   value averaged over seeds) and training CPU-seconds (the ``ssft-train`` child's user + sys). ``--random-runs`` /
+   ``--grouped-runs``: folders of finished runs of that arm for the first case (``seed-S/``, as
+   ``benchmarks/efficacy.py`` leaves them), reused instead of training again.
 3. **Speed** (``--speed recipe:document tokens``, comma-separated): one epoch of the recipe's training groups at that
    length (its model, adapter and loss; nothing validated or evaluated), once per arm and repeat, interleaved, in
    bf16 where the CPU computes it natively (as ``training.bf16: auto``): CPU-seconds of the whole epoch (every step,
@@ -173,16 +174,19 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def trained(recipe: str, seed: int, arm: str, out: Path, reuse: Path | None) -> Path:
-    """The run folder of ``recipe`` at ``seed`` under ``arm``: ``reuse``/seed-S when it holds a finished run, else
-    trained now into ``out``/arm/seed-S (its CPU and wall seconds beside it, as efficacy.py records them)."""
+def trained(recipe: str, seed: int, arm: str, out: Path, reuse: Path | None, max_length: int | None = None,
+            overrides: tuple[str, ...] = ()) -> Path:
+    """The run folder of ``recipe`` at ``seed`` under ``arm`` (at ``max_length`` document tokens where given, with
+    the recipe ``overrides`` of ``--set``):
+    ``reuse``/seed-S when it holds a finished run, else trained now into ``out``/arm/seed-S (its CPU and wall seconds
+    beside it, as efficacy.py records them)."""
     if reuse is not None and (reuse / f"seed-{seed}" / "metrics.json").is_file():
         return reuse / f"seed-{seed}"
     run = out / arm / f"seed-{seed}"
     if (run / "metrics.json").is_file():
         return run
     command = ["ssft-train", recipe, f"seed={seed}", f"training.output_dir={run}",
-               f"training.train_sampling_strategy={arm}"]
+               f"training.train_sampling_strategy={arm}", *overrides] + ([f"model.max_length={max_length}"] if max_length else [])
     print(f"[length_grouping] {shlex.join(command)}", flush=True)
     run.parent.mkdir(parents=True, exist_ok=True)
     cpu, wall = _children_cpu(), time.perf_counter()
@@ -243,22 +247,27 @@ def markdown(result: dict[str, Any], cmd: str) -> str:
             st = (f"{c[ST_ARM]:.1f} | {c[ST_ARM] / c['group_by_length']:.2f}×" if ST_ARM in c else "– | –")
             lines.append(f"| `{c['recipe']}` | {c['max_length']} | {c.get('queries') or 'all'} | {steps} | {c['random']:.1f} | "
                          f"{c['group_by_length']:.1f} | {c['random'] / c['group_by_length']:.2f}× | {st} |")
-    if result.get("arms"):
-        arms, p = result["arms"], result.get("p")
-        lines += ["", f"### `{result['recipe']}` trained with each strategy (seeds {', '.join(map(str, result['seeds']))})",
-                  "", f"| training.train_sampling_strategy | test {METRIC} | training CPU-s per seed |", "|---|---:|---:|"]
+    for case in result.get("quality", []):
+        arms, p = case["arms"], case.get("p")
+        tokens = f" at {case['max_length']} document tokens" if case.get("max_length") else ""
+        lines += ["", f"### `{case['recipe']}`{tokens} trained with each strategy (seeds "
+                  f"{', '.join(map(str, case['seeds']))})", "",
+                  f"| training.train_sampling_strategy | test {METRIC} | training CPU-s per seed |", "|---|---:|---:|"]
         for arm in ARMS:
             a = arms[arm]
             lines.append(f"| `{arm}` | {_mean_sd(a['scores'])} | {_mean_sd(a['cpu_seconds'], 0)} |")
-        lines += ["", f"Paired t-test over the {result['queries']} test queries (each query's {METRIC} averaged over seeds), "
+        lines += ["", f"Paired t-test over the {case['queries']} test queries (each query's {METRIC} averaged over seeds), "
                   f"grouped against shuffled: p = {p:.3g}." if p is not None else ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--recipe", default="recipes/quickstart.yaml", help="the recipe trained with each strategy")
+    p.add_argument("--recipe", default="recipes/quickstart.yaml",
+                   help="recipes trained with each strategy: recipe or recipe:document tokens, comma-separated")
     p.add_argument("--seeds", default="42,43,44")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a recipe override for every run trained here (e.g. eval.start=false); runs reused are as they are")
     p.add_argument("--random-runs", type=Path, help="finished runs of the recipe with shuffled batches (seed-S/)")
     p.add_argument("--grouped-runs", type=Path, help="finished runs of the recipe with grouped batches (seed-S/)")
     p.add_argument("--padding", default=",".join(DEFAULT_PADDING), help="recipe:document tokens cases, comma-separated")
@@ -275,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
-    result: dict[str, Any] = {"recipe": a.recipe, "seeds": seeds, "padding": []}
+    result: dict[str, Any] = {"seeds": seeds, "padding": []}
     for case in filter(None, a.padding.split(",")):
         recipe, _, tokens = case.rpartition(":")
         result["padding"].append(padding_case(recipe, int(tokens)))
@@ -284,14 +293,20 @@ def main(argv: list[str] | None = None) -> int:
     for case in filter(None, a.speed.split(",")):
         recipe, _, tokens = case.rpartition(":")
         result["speed"].append(speed_case(recipe, int(tokens), a.repeats, a.out / "speed", a.speed_queries, a.speed_st))
-    if not a.no_training:
-        reuse = {"random": a.random_runs, "group_by_length": a.grouped_runs}
-        result["arms"] = {arm: arm_result([trained(a.recipe, s, arm, a.out, reuse[arm]) for s in seeds], "test")
-                          for arm in ARMS}
-        x, y = result["arms"]["group_by_length"]["per_query"], result["arms"]["random"]["per_query"]
+    result["quality"] = []
+    for i, case in enumerate(filter(None, [] if a.no_training else a.recipe.split(","))):
+        recipe, _, tokens = case.partition(":")
+        max_length = int(tokens) if tokens else None
+        out = a.out if i == 0 else a.out / f"{Path(recipe).stem}-{max_length or 'recipe'}"
+        reuse = {"random": a.random_runs, "group_by_length": a.grouped_runs} if i == 0 else {}
+        arms = {arm: arm_result([trained(recipe, s, arm, out, reuse.get(arm), max_length, tuple(a.set)) for s in seeds],
+                                "test")
+                for arm in ARMS}
+        x, y = arms["group_by_length"]["per_query"], arms["random"]["per_query"]
         shared = sorted(set(x) & set(y))
-        result["queries"] = len(shared)
-        result["p"] = float(stats.ttest_rel([x[q] for q in shared], [y[q] for q in shared]).pvalue) if len(shared) > 1 else None
+        pvalue = float(stats.ttest_rel([x[q] for q in shared], [y[q] for q in shared]).pvalue) if len(shared) > 1 else None
+        result["quality"].append({"recipe": recipe, "max_length": max_length, "seeds": seeds, "arms": arms,
+                                  "queries": len(shared), "p": pvalue})
     (a.out / "length_grouping.json").write_text(json.dumps(result, indent=1) + "\n")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from report import command, write_section  # noqa: PLC0415  (the section's provenance line)

@@ -73,7 +73,8 @@ def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDatase
     model or run folder, a sentence embedder's hub id / folder (``pooling``, ``max_length``, ``query_max_length`` apply
     to it), or a loaded ranker. ``overwrite``: replace an earlier ``ssft-eval`` result in ``output_dir``. ``backend``:
     torch, openvino or auto (``ssft.models.interop.openvino.serve``: the job is every dataset's reranked pairs or
-    corpus; int8 runs on openvino, calibrated on each dataset's queries paired with its documents). ``model_name``:
+    corpus; int8 runs on openvino, calibrated on what is served: the (query, candidate) pairs reranked, or the queries
+    and the corpus retrieved from). ``model_name``:
     how the table names a loaded ranker (default: its class)."""
     metrics = string_list(metrics, "--metrics")
     _check_settings(datasets, first_stage, depth, batch_size, metrics)
@@ -103,17 +104,19 @@ def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDatase
         raise SsftError(f"--first-stage full: full retrieval needs a single-vector dense model (architecture 'dense'), "
                         f"not '{getattr(ranker, 'architecture', type(ranker).__name__)}'; use --first-stage bm25")
     job = sum(len(d.corpus) + len(q) if first_stage == "full" else len(q) * depth for _, d, q in loaded)
-    ranker, _, resolved = openvino.serve(ranker, backend, precision, lambda: _calibration(loaded), inputs=job)
+    indexes: list[BM25] = []  # BM25 indexes built now: saved to the on-disk cache once the result is complete
+    stages = _first_stages(loaded, first_stage, depth, indexes)
+    ranker, _, resolved = openvino.serve(ranker, backend, precision, lambda: _calibration(loaded, stages, first_stage),
+                                         inputs=job)
     logger.info("evaluating %s on %d datasets (%s, depth %d) as %s", model_name, len(loaded), first_stage, depth,
                 precision_mod.served_as(ranker))
     if folder is None:
-        return _evaluate(ranker, model_name, loaded, first_stage, depth, split, metrics, batch_size, resolved, [])
+        return _evaluate(ranker, model_name, loaded, stages, first_stage, depth, split, metrics, batch_size, resolved)
     with folder:  # from here on the folder is ours (locked); a failure before the results leaves it as it was
         folder.claim()
-        indexes: list[BM25] = []
         try:
-            result = _evaluate(ranker, model_name, loaded, first_stage, depth, split, metrics, batch_size, resolved,
-                               indexes)
+            result = _evaluate(ranker, model_name, loaded, stages, first_stage, depth, split, metrics, batch_size,
+                               resolved)
         except BaseException:
             folder.abandon()
             raise
@@ -128,12 +131,41 @@ def evaluate_datasets(model: str | Path | Any, datasets: Sequence[str | IRDatase
     return result
 
 
-def _calibration(loaded: list[tuple[str, IRDataset, Qrels]]) -> list:
-    """int8 on OpenVINO: each dataset's judged queries, each paired with a document of its corpus, and documents."""
-    items: list = []
+def _first_stages(loaded: list[tuple[str, IRDataset, Qrels]], first_stage: str, depth: int,
+                  indexes: list) -> list[tuple[Run, Run | None, float]]:
+    """Each dataset's BM25 ranking of its judged queries (the baseline row, top-``max(depth, 100)``), the candidates
+    the model reranks (``first_stage`` bm25: BM25's top-``depth`` of the queries that have any; else None) and the
+    seconds BM25 took. Built BM25 indexes are appended to ``indexes``."""
+    stages = []
     for _, dataset, qrels in loaded:
-        items += openvino.corpus_calibration([dataset.queries[q] for q in sorted(qrels) if q in dataset.queries],
-                                             [dataset.corpus[d].full_text for d in sorted(dataset.corpus)])
+        started = time.perf_counter()
+        queries = {q: dataset.queries[q] for q in qrels}
+        bm25 = BM25(dataset, save=False)
+        if bm25.indexed:
+            indexes.append(bm25)
+        sparse = bm25.search(queries, max(depth, BM25_DEPTH))
+        candidates = None
+        if first_stage == "bm25":
+            # the candidates ssft-train / ssft-rerank rerank: BM25 searched at the depth itself (among documents tied at
+            # the cut-off, a deeper search's top-k may hold others)
+            searched = sparse if depth >= BM25_DEPTH else bm25.search(queries, depth)
+            candidates = top_k({q: searched[q] for q in qrels if searched.get(q)}, depth)
+        stages.append((sparse, candidates, time.perf_counter() - started))
+    return stages
+
+
+def _calibration(loaded: list[tuple[str, IRDataset, Qrels]], stages: list[tuple[Run, Run | None, float]],
+                 first_stage: str) -> list:
+    """int8 on OpenVINO, what the job serves: reranking, every (query, candidate) pair reranked on every dataset;
+    full retrieval, each dataset's judged queries, each paired with a document of its corpus, and its documents."""
+    items: list = []
+    for (_, dataset, qrels), (_, candidates, _) in zip(loaded, stages):
+        if first_stage == "bm25":
+            items += [(dataset.queries[q], dataset.corpus[d].full_text) for q in sorted(candidates)
+                      for d in candidates[q] if d in dataset.corpus]
+        else:
+            items += openvino.corpus_calibration([dataset.queries[q] for q in sorted(qrels) if q in dataset.queries],
+                                                 [dataset.corpus[d].full_text for d in sorted(dataset.corpus)])
     return items
 
 
@@ -187,26 +219,19 @@ def _load_model(model: Any, trust_remote_code: bool, pooling: str, max_length: i
     return load_dense_model(reference, trust_remote_code=trust_remote_code), str(model).rstrip("/").split("/")[-1]
 
 
-def _evaluate(ranker, model_name: str, loaded: list[tuple[str, IRDataset, Qrels]], first_stage: str, depth: int,
-              split: str, metrics: list[str], batch_size: int, precision: str, indexes: list) -> dict[str, Any]:
+def _evaluate(ranker, model_name: str, loaded: list[tuple[str, IRDataset, Qrels]],
+              stages: list[tuple[Run, Run | None, float]], first_stage: str, depth: int, split: str,
+              metrics: list[str], batch_size: int, precision: str) -> dict[str, Any]:
     # the ranker serves for good (ssft.models.interop.openvino.serve); ``precision``: what its torch side computes in
     scorer = None if first_stage == "full" else prediction_trainer(ranker, batch_size, None, precision).score
     beyond = beyond_depth(metrics, depth)
     rows = []
-    for name, dataset, qrels in loaded:
-        started = time.perf_counter()
-        queries = {q: dataset.queries[q] for q in qrels}
-        bm25 = BM25(dataset, save=False)
-        if bm25.indexed:
-            indexes.append(bm25)
-        sparse = bm25.search(queries, max(depth, BM25_DEPTH))
+    for (name, dataset, qrels), (sparse, candidates, bm25_seconds) in zip(loaded, stages):
+        started = time.perf_counter() - bm25_seconds
         if first_stage == "full":
-            model_run = retrieve(ranker, dataset, queries, depth, batch_size)
+            model_run = retrieve(ranker, dataset, {q: dataset.queries[q] for q in qrels}, depth, batch_size)
         else:
-            # the candidates ssft-train / ssft-rerank rerank: BM25 searched at the depth itself (among documents tied at
-            # the cut-off, a deeper search's top-k may hold others)
-            candidates = sparse if depth >= BM25_DEPTH else bm25.search(queries, depth)
-            model_run = _rerank(scorer, dataset, qrels, candidates, depth)
+            model_run = _rerank(scorer, dataset, candidates, depth)
         model_scores, model_per_query = evaluate_run(qrels, model_run, metrics)
         bm25_scores, bm25_per_query = evaluate_run(qrels, sparse, metrics)
         for m in beyond:  # the model ranked only the top-depth: no value to set beside BM25's deeper ranking
@@ -243,9 +268,8 @@ def _value(value: float | None, digits: int) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
-def _rerank(score, dataset: IRDataset, qrels: Qrels, sparse: Run, depth: int) -> Run:
-    first = top_k({q: sparse[q] for q in qrels if sparse.get(q)}, depth)
-    pairs = PairDataset(first, depth, dataset)
+def _rerank(score, dataset: IRDataset, candidates: Run, depth: int) -> Run:
+    pairs = PairDataset(candidates, depth, dataset)
     return pairs.to_run(score(pairs)) if len(pairs) else {}
 
 

@@ -19,9 +19,17 @@ def _eval_json(folder: Path, scores: dict[str, float]) -> None:
 
 
 def test_the_worst_collection_decides_the_verdict(tmp_path):
-    _eval_json(tmp_path / "fp32", {"a": 0.600, "b": 0.300})
-    _eval_json(tmp_path / "int8", {"a": 0.603, "b": 0.290})
-    scores = {arm: int8_collections.run_arm("m", ["a", "b"], arm, tmp_path) for arm in ("fp32", "int8")}
-    text = int8_collections.markdown("m", ["a", "b"], ["fp32", "int8"], scores, "cmd")
-    assert "| a | 0.6000 | 0.6030 (+0.0030) |" in text and "| b | 0.3000 | 0.2900 (-0.0100) |" in text
-    assert "int8: worst |ΔnDCG@10| 0.0100 over 2 collections (beyond 0.005)" in text
+    retrieve, rerank = int8_collections.jobs("m", ["c"], 20)
+    _eval_json(tmp_path / "retrieve" / "fp32", {"a": 0.600, "b": 0.300})
+    _eval_json(tmp_path / "retrieve" / "int8", {"a": 0.603, "b": 0.290})
+    _eval_json(tmp_path / "rerank-0" / "fp32", {"a": 0.500, "b": 0.200})
+    _eval_json(tmp_path / "rerank-0" / "int8", {"a": 0.501, "b": 0.204})
+    results = [(job, {arm: int8_collections.run_arm(job, ["a", "b"], arm, tmp_path) for arm in ("fp32", "int8")})
+               for job in (retrieve, rerank)]
+    text = int8_collections.markdown(["a", "b"], ["fp32", "int8"], results, "cmd")
+    first, second = text.split("### ")[1:]
+    assert first.startswith("`m`: full retrieval") and second.startswith("`c`: reranking BM25's top 20")
+    assert "--first-stage bm25 --depth 20 --precision ARM" in second
+    assert "| a | 0.6000 | 0.6030 (+0.0030) |" in first and "| b | 0.3000 | 0.2900 (-0.0100) |" in first
+    assert "int8: worst |ΔnDCG@10| 0.0100 over 2 collections (beyond 0.005)" in first
+    assert "int8: worst |ΔnDCG@10| 0.0040 over 2 collections (within 0.005)" in second

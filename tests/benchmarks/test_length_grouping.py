@@ -86,3 +86,23 @@ def test_sentence_transformers_is_refused_for_a_recipe_it_has_no_counterpart_for
     recipe.write_text(recipe.read_text().replace("adapter: full", "adapter: lora"))
     with pytest.raises(SystemExit, match="adapter: full"):
         length_grouping.st_epoch_seconds(str(recipe), 32, tmp_path / "st")
+
+
+def test_a_quality_case_at_a_length_trains_there_and_reports_it(tmp_path, monkeypatch):
+    """``recipe:tokens`` trains each arm with model.max_length overridden, and its table says at what length."""
+    seen = []
+
+    def run(command, stdout, stderr):
+        seen.append(command)
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setattr(length_grouping.subprocess, "run", run)
+    length_grouping.trained("r.yaml", 43, "random", tmp_path, None, 512)
+    assert seen == [["ssft-train", "r.yaml", "seed=43", f"training.output_dir={tmp_path / 'random' / 'seed-43'}",
+                     "training.train_sampling_strategy=random", "model.max_length=512"]]
+    arm = {"scores": [0.70, 0.72], "cpu_seconds": [100.0, 110.0]}
+    case = {"recipe": "r.yaml", "max_length": 512, "seeds": [42, 43], "arms": {"random": arm, "group_by_length": arm},
+            "queries": 300, "p": 0.5}
+    text = length_grouping.markdown({"padding": [], "speed": [], "quality": [case]}, "cmd")
+    assert "### `r.yaml` at 512 document tokens trained with each strategy (seeds 42, 43)" in text
+    assert "| `group_by_length` | 0.7100 ± 0.0141 | 105 ± 7 |" in text and "p = 0.5." in text

@@ -229,3 +229,34 @@ def test_rerank_row_is_what_ssft_rerank_gives(tmp_path, saved_cross):
                    str(tmp_path / "rr"), "--depth", "4", "--precision", "fp32", "--metrics", "nDCG@4,R@4,RR@4"]) == 0
     metrics = json.loads((tmp_path / "rr" / "metrics.json").read_text())
     assert result["datasets"][0]["model"] == pytest.approx(metrics["test"], abs=1e-9)
+
+
+@pytest.mark.parametrize("first_stage", ["bm25", "full"])
+def test_int8_calibrates_on_what_the_job_serves(monkeypatch, tiny_dataset, tiny_model_dir, saved_cross, first_stage):
+    """Reranking: every (query, candidate) pair reranked, and nothing else; full retrieval: the queries and the
+    corpus. (A cross-encoder given lone texts drops them: calibrating on queries paired with arbitrary documents left
+    it a few dozen unrepresentative pairs.)"""
+    from ssft.data.trec import top_k
+    from ssft.firststage.bm25 import BM25
+    from ssft.pipeline import evaluate
+
+    seen: list = []
+
+    def serve(ranker, backend, precision, calibration, inputs):
+        seen.extend(calibration())
+        return ranker, None, "fp32"
+
+    monkeypatch.setattr(evaluate.openvino, "serve", serve)
+    model = saved_cross if first_stage == "bm25" else _dense(tiny_model_dir)
+    evaluate.evaluate_datasets(model, [str(tiny_dataset)], first_stage=first_stage, depth=10, precision="int8")
+    dataset = load_dataset(str(tiny_dataset))
+    qrels = dataset.qrels("test")
+    queries = {q: dataset.queries[q] for q in qrels}
+    if first_stage == "bm25":
+        first = top_k(BM25(dataset, cache=False).search(queries, 10), 10)
+        want = {(queries[q], dataset.corpus[d].full_text) for q in first for d in first[q]}
+        assert len(seen) == len(want) == sum(len(v) for v in first.values()) and set(seen) == want
+    else:
+        assert {q for q, _ in seen[:len(queries)]} == set(queries.values())
+        assert {d for d in seen if isinstance(d, str)} | {d for _, d in seen[:len(queries)]} == {
+            doc.full_text for doc in dataset.corpus.values()}
