@@ -4,7 +4,7 @@ and reranking BM25's top-k.
 
     SSFT_DATA_HOME=../shared/data python benchmarks/int8_collections.py runs/quickstart \
         [--rerank runs/quickstart,runs/cross] [--depth 100] [--datasets scifact,nfcorpus,cranfield] \
-        [--arms fp32,bf16,int8] [--out runs/bench/int8] [--write]
+        [--arms fp32,bf16,int8] [--out runs/bench/int8] [--notes FILE] [--write]
 
 Each arm is ``ssft-eval MODEL --datasets … --first-stage full|bm25 --precision ARM --output OUT/JOB/ARM`` (what a
 user runs; ``--backend auto``, so int8 is OpenVINO's static int8, calibrated on what the job serves); an arm whose
@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--datasets", default="scifact,nfcorpus,cranfield")
     p.add_argument("--arms", default="fp32,bf16,int8")
     p.add_argument("--out", default="runs/bench/int8_collections")
+    p.add_argument("--notes", type=Path, help="a Markdown file of readings appended to the section")
     p.add_argument("--write", action="store_true")
     a = p.parse_args(argv)
     datasets = [d for d in a.datasets.split(",") if d]
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     results = [(job, {arm: run_arm(job, datasets, arm, Path(a.out)) for arm in arms})
                for job in jobs(a.model, [m for m in a.rerank.split(",") if m], a.depth)]
     body = markdown(datasets, arms, results, command())
+    if a.notes is not None:
+        body += "\n" + a.notes.read_text()
     print(body)
     if a.write:
         write_section("int8_collections", body)

@@ -11,11 +11,12 @@ changes what a recipe trains.
    queries padded to its longest query, its documents to its longest document) against the tokens it needs. The
    ratio of the two arms' positions bounds what grouping can save in the encoder's matrix products.
 2. **Quality and training time**: for each ``--recipe`` case (``recipe`` or ``recipe:document tokens``,
-   comma-separated), ``ssft-train RECIPE seed=S [model.max_length=N]`` with ``training.train_sampling_strategy=``
-   each arm, every seed; test nDCG@10 (mean ± sd over seeds; two-sided paired t-test over the queries, each query's
-   value averaged over seeds) and training CPU-seconds (the ``ssft-train`` child's user + sys). ``--random-runs`` /
-   ``--grouped-runs``: folders of finished runs of that arm for the first case (``seed-S/``, as
-   ``benchmarks/efficacy.py`` leaves them), reused instead of training again.
+   comma-separated; ``@42+43``: that case's own seeds instead of ``--seeds``), ``ssft-train RECIPE seed=S
+   [model.max_length=N]`` with ``training.train_sampling_strategy=`` each arm, every seed; test nDCG@10 (mean ± sd
+   over seeds; two-sided paired t-test over the queries, each query's value averaged over seeds) and training
+   CPU-seconds (the ``ssft-train`` child's user + sys). ``--random-runs`` / ``--grouped-runs``: folders of finished
+   runs of that arm for the first case (``seed-S/``, as ``benchmarks/efficacy.py`` leaves them), reused instead of
+   training again.
 3. **Speed** (``--speed recipe:document tokens``, comma-separated): one epoch of the recipe's training groups at that
    length (its model, adapter and loss; nothing validated or evaluated), once per arm and repeat, interleaved, in
    bf16 where the CPU computes it natively (as ``training.bf16: auto``): CPU-seconds of the whole epoch (every step,
@@ -264,7 +265,8 @@ def markdown(result: dict[str, Any], cmd: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--recipe", default="recipes/quickstart.yaml",
-                   help="recipes trained with each strategy: recipe or recipe:document tokens, comma-separated")
+                   help="recipes trained with each strategy: recipe, recipe:document tokens, and @S+S for the case's "
+                        "own seeds; comma-separated")
     p.add_argument("--seeds", default="42,43,44")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a recipe override for every run trained here (e.g. eval.start=false); runs reused are as they are")
@@ -295,17 +297,20 @@ def main(argv: list[str] | None = None) -> int:
         result["speed"].append(speed_case(recipe, int(tokens), a.repeats, a.out / "speed", a.speed_queries, a.speed_st))
     result["quality"] = []
     for i, case in enumerate(filter(None, [] if a.no_training else a.recipe.split(","))):
+        case, _, own_seeds = case.partition("@")
         recipe, _, tokens = case.partition(":")
         max_length = int(tokens) if tokens else None
+        case_seeds = [int(x) for x in own_seeds.split("+")] if own_seeds else seeds
         out = a.out if i == 0 else a.out / f"{Path(recipe).stem}-{max_length or 'recipe'}"
         reuse = {"random": a.random_runs, "group_by_length": a.grouped_runs} if i == 0 else {}
-        arms = {arm: arm_result([trained(recipe, s, arm, out, reuse.get(arm), max_length, tuple(a.set)) for s in seeds],
+        arms = {arm: arm_result([trained(recipe, s, arm, out, reuse.get(arm), max_length, tuple(a.set))
+                                 for s in case_seeds],
                                 "test")
                 for arm in ARMS}
         x, y = arms["group_by_length"]["per_query"], arms["random"]["per_query"]
         shared = sorted(set(x) & set(y))
         pvalue = float(stats.ttest_rel([x[q] for q in shared], [y[q] for q in shared]).pvalue) if len(shared) > 1 else None
-        result["quality"].append({"recipe": recipe, "max_length": max_length, "seeds": seeds, "arms": arms,
+        result["quality"].append({"recipe": recipe, "max_length": max_length, "seeds": case_seeds, "arms": arms,
                                   "queries": len(shared), "p": pvalue})
     (a.out / "length_grouping.json").write_text(json.dumps(result, indent=1) + "\n")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
