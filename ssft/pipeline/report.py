@@ -246,6 +246,10 @@ def print_summary(recipe: Recipe, results: dict, info: dict, out: Path, started:
     if best["value"] is not None:
         print(f"best validation {e.selection_metric} = {best['value']:.4f} at epoch {best['epoch']:g}"
               + ("" if e.start else " (among the trained epochs: eval.start false)"))
+    after = (info.get("finished_validation") or {}).get(e.selection_metric)
+    if after is not None:
+        print(f"validation {e.selection_metric} of the weights handed back, after the adapter's last step "
+              f"({'; '.join(info.get('finished') or [])}) = {after:.4f}")
     if info.get("weights_changed") is False and not info.get("start_selected"):
         print("WARNING: the trained weights are the starting model's, unchanged: this run did not fine-tune it")
     if info.get("start_selected"):

@@ -62,7 +62,8 @@ from ssft.pipeline.report import (
     test_job_size,
     write_finished_run,
 )
-from ssft.pipeline.schedule import schedule_for, training_arguments, training_setup
+from ssft.pipeline.schedule import TrainedRun, schedule_for, training_arguments, training_setup
+from ssft.training.callbacks.best_epoch import BestEpochCallback
 from ssft.training.checkpoints import check_fingerprints, checkpoint_record
 
 logger = logging.getLogger("ssft")
@@ -102,6 +103,7 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
                   "fingerprints": fingerprints}
         trained = schedule.train(training_setup(run, plan, inputs, built, record), plan.args)
         finished = finish_training(run, built.ranker)
+        finished_validation = validate_finished(trained, finished, run.eval.selection_metric)
         built.ranker.eval()
         if main:
             built.ranker.save(plan.folder.path / "model")  # PEFT format, before any merge
@@ -117,7 +119,7 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
                      "training_precision": training_precision(plan.args),
                      "resumed_with_changes": plan.resume_changes,
                      "processes": plan.args.world_size if plan.args.world_size > 1 else None,
-                     "finished": finished}
+                     "finished": finished, "finished_validation": finished_validation}
             info = run_info(run, inputs, built, trained, evaluation, notes, plan.started, extra)
             write_finished_run(plan.folder.path, recipe, results, info, plan.default_checkpoints)
             plan.folder.record_files()  # what this run wrote, told apart from files a user adds to model/ later
@@ -146,6 +148,27 @@ def finish_training(recipe: Recipe, ranker) -> list[str]:
                 logger.info("%s", line)
                 lines.append(line)
     return lines
+
+
+def validate_finished(trained: TrainedRun, finished: list[str], metric: str) -> dict[str, float] | None:
+    """The weights the run hands back, scored on validation as its epochs were, where the adapter's last step
+    (``finish_training``) changed them after the best epoch was chosen: the run reports what it hands back, not
+    only the epoch it chose. None where nothing was changed or there is no validation set."""
+    trainer = trained.trainer
+    if not finished or trainer.eval_dataset is None:
+        return None
+    trainer.pop_callback(BestEpochCallback)  # the choice is made: this evaluation is not a candidate epoch
+    was_training = trainer.model.training
+    trainer.model.eval()
+    try:
+        metrics = trainer.evaluate()
+    finally:
+        trainer.model.train(was_training)
+    measures = {k.removeprefix("eval_"): float(v) for k, v in metrics.items() if k.startswith("eval_")}
+    if metric in measures:
+        logger.info("validation of the weights handed back: %s %.4f (the best epoch before the last step: %.4f)",
+                    metric, measures[metric], trained.best.best_value)
+    return measures
 
 
 def prepare(recipe: Recipe, folder: OutputFolder, overwrite: bool, resume_with_changes: bool) -> Plan:

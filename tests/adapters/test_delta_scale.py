@@ -89,3 +89,33 @@ def test_the_plan_says_what_finish_will_do_before_training():
     line = ADAPTERS.get("ss_lora").finish_plan(ADAPTERS.get("ss_lora").config_from({"delta_scale": 0.75}))
     assert "scaled by 0.75" in line and "adapter.delta_scale" in line
     assert ADAPTERS.get("full").finish_plan(ADAPTERS.get("full").config_from({})) is None
+
+
+def test_a_run_scores_the_weights_it_hands_back_on_validation(tmp_path, tiny_model_dir, capsys):
+    """After the last step changed the chosen epoch's weights, the run reports their validation score (run_info,
+    the summary), equal to scoring the saved model on the validation split independently."""
+    import json
+
+    import ssft
+    from tests.helpers import write_synthetic_beir
+
+    data = write_synthetic_beir(tmp_path / "data", queries=60, docs=40)
+
+    def recipe(out, delta_scale):
+        return {"model": {"architecture": "dense", "name": str(tiny_model_dir), "max_length": 32, "query_max_length": 8},
+                "adapter": {"method": "ss_lora", "r": 4, "delta_scale": delta_scale}, "loss": "contrastive",
+                "data": {"dataset": str(data), "num_negatives": 1, "negatives": "random"},
+                "eval": {"precision": "fp32", "start": False},
+                "training": {"output_dir": str(out), "max_steps": 4, "per_device_train_batch_size": 8,
+                             "learning_rate": 5e-2, "seed": 0}}
+
+    run = ssft.train(recipe(tmp_path / "half", 0.5))
+    after = run.info["finished_validation"]["nDCG@10"]
+    assert "validation nDCG@10 of the weights handed back, after the adapter's last step" in capsys.readouterr().out
+    assert json.loads((run.output_dir / "run_info.json").read_text())["finished_validation"]["nDCG@10"] == after
+    independent = ssft.evaluate(run.output_dir, [str(data)], first_stage="full", split="dev", precision="fp32",
+                                backend="torch")
+    assert after == pytest.approx(independent["datasets"][0]["model"]["nDCG@10"], abs=1e-6)
+    assert after != pytest.approx(run.info["best_validation"]["value"], abs=1e-9)  # the scale moved it
+    whole = ssft.train(recipe(tmp_path / "whole", 1.0))
+    assert whole.info.get("finished_validation") is None and "weights handed back" not in capsys.readouterr().out
