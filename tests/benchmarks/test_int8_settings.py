@@ -1,0 +1,40 @@
+"""benchmarks/int8_settings.py: each setting's NNCF arguments, and the ignored scopes match the layers they name."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+int8_settings = pytest.importorskip("int8_settings", exc_type=ImportError)  # nncf: the openvino extra
+
+NODES = ["__module.model.encoder.layer.0.attention.output.dense/aten::linear/MatMul",
+         "__module.model.encoder.layer.0.output.dense/aten::linear/MatMul",
+         "__module.model.encoder.layer.0.intermediate.dense/aten::linear/MatMul",
+         "__module.model.encoder.layer.5.layer.output.dense/aten::linear/MatMul",  # the [CLS]-only last layer
+         "__module.model.encoder.layer.5.layer.attention.self.query/aten::linear/MatMul"]
+
+
+def _ignored(setting: str) -> list[str]:
+    scope = int8_settings.nncf_arguments(setting, 6)["ignored_scope"]
+    return [n for n in NODES if any(re.match(p, n) for p in scope.patterns)]
+
+
+def test_ffn_out_ignores_the_feed_forward_output_projections_only():
+    assert _ignored("ffn_out") == [NODES[1], NODES[3]]
+
+
+def test_last_ignores_the_last_layer_only():
+    assert _ignored("last") == NODES[3:]
+
+
+def test_the_other_settings():
+    assert int8_settings.nncf_arguments("base", 6) == {} == int8_settings.nncf_arguments("calibration_1000", 6)
+    assert int8_settings.nncf_arguments("no_smooth_quant", 6)["advanced_parameters"].smooth_quant_alphas.matmul == -1
+    assert "preset" in int8_settings.nncf_arguments("performance", 6)
+    with pytest.raises(SystemExit, match="unknown setting 'fast'"):
+        int8_settings.nncf_arguments("fast", 6)
