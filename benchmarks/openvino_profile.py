@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import openvino
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -105,7 +106,7 @@ def cpu_seconds(request, inputs: list[np.ndarray], repeats: int) -> float:
 
 
 def static_rows(model, config: dict, lengths: list[int], batch: int, repeats: int, vocab: int) -> list[dict]:
-    core = ov._openvino().Core()
+    core = openvino.Core()
     dynamic = core.compile_model(model, "CPU", config).create_infer_request()
     rng = np.random.default_rng(0)
     rows = []
@@ -113,7 +114,7 @@ def static_rows(model, config: dict, lengths: list[int], batch: int, repeats: in
         inputs = [rng.integers(1000, vocab, (batch, length)).astype(np.int64), np.ones((batch, length), np.int64),
                   np.zeros((batch, length), np.int64)]
         fixed = model.clone()
-        fixed.reshape({port: ov._openvino().PartialShape([batch, length]) for port in fixed.inputs})
+        fixed.reshape({port: openvino.PartialShape([batch, length]) for port in fixed.inputs})
         before, start = rss_mb(), time.process_time()
         static = core.compile_model(fixed, "CPU", config).create_infer_request()
         compile_s = time.process_time() - start
@@ -127,14 +128,14 @@ def bucketed_seconds(model, config: dict, ids: list[list[int]], batches: list[li
                      batch: int) -> tuple[float, int]:
     """CPU-seconds to run every batch on static models, one per (rows, length rounded up to ``grain``) bucket, each
     compiled when first needed (its compile counted); the number of models compiled."""
-    core, models = ov._openvino().Core(), {}
+    core, models = openvino.Core(), {}
     start = time.process_time()
     for rows in batches:
         length = -(-max(len(ids[i]) for i in rows) // grain) * grain
         inputs = feed(ids, rows + [rows[-1]] * (batch - len(rows)), length)  # the last batch padded to full rows
         if length not in models:
             fixed = model.clone()
-            fixed.reshape({port: ov._openvino().PartialShape([batch, length]) for port in fixed.inputs})
+            fixed.reshape({port: openvino.PartialShape([batch, length]) for port in fixed.inputs})
             models[length] = core.compile_model(fixed, "CPU", config).create_infer_request()
         models[length].infer(inputs)
     return time.process_time() - start, len(models)
@@ -143,7 +144,7 @@ def bucketed_seconds(model, config: dict, ids: list[list[int]], batches: list[li
 def dynamic_seconds(model, config: dict, feeds: list[list[np.ndarray]]) -> float:
     """CPU-seconds to compile the dynamic graph and run every batch on it (what ssft does)."""
     start = time.process_time()
-    request = ov._openvino().Core().compile_model(model, "CPU", config).create_infer_request()
+    request = openvino.Core().compile_model(model, "CPU", config).create_infer_request()
     for inputs in feeds:
         request.infer(inputs)
     return time.process_time() - start
@@ -215,7 +216,7 @@ def main() -> None:
     feeds = [feed(ids, rows) for rows in batches]
     model = ov.convert(ov.Graph(merged_encoder(ranker.backbone, None)))
     config = ov.compile_config(a.precision)
-    request = ov._openvino().Core().compile_model(model, "CPU", {**config, "PERF_COUNT": True}).create_infer_request()
+    request = openvino.Core().compile_model(model, "CPU", {**config, "PERF_COUNT": True}).create_infer_request()
     request.infer(feeds[0])
     times = profile(request, feeds, a.repeats)
     c = ranker.backbone.config
