@@ -175,10 +175,9 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def trained(recipe: str, seed: int, arm: str, out: Path, reuse: Path | None, max_length: int | None = None,
-            overrides: tuple[str, ...] = ()) -> Path:
-    """The run folder of ``recipe`` at ``seed`` under ``arm`` (at ``max_length`` document tokens where given, with
-    the recipe ``overrides`` of ``--set``):
+def trained(recipe: str, seed: int, arm: str, out: Path, reuse: Path | None, overrides: tuple[str, ...] = ()) -> Path:
+    """The run folder of ``recipe`` at ``seed`` under ``arm`` (with the recipe ``overrides``: ``--set``'s and a
+    case's ``model.max_length``):
     ``reuse``/seed-S when it holds a finished run, else trained now into ``out``/arm/seed-S (its CPU and wall seconds
     beside it, as efficacy.py records them)."""
     if reuse is not None and (reuse / f"seed-{seed}" / "metrics.json").is_file():
@@ -187,7 +186,7 @@ def trained(recipe: str, seed: int, arm: str, out: Path, reuse: Path | None, max
     if (run / "metrics.json").is_file():
         return run
     command = ["ssft-train", recipe, f"seed={seed}", f"training.output_dir={run}",
-               f"training.train_sampling_strategy={arm}", *overrides] + ([f"model.max_length={max_length}"] if max_length else [])
+               f"training.train_sampling_strategy={arm}", *overrides]
     print(f"[length_grouping] {shlex.join(command)}", flush=True)
     run.parent.mkdir(parents=True, exist_ok=True)
     cpu, wall = _children_cpu(), time.perf_counter()
@@ -303,9 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         case_seeds = [int(x) for x in own_seeds.split("+")] if own_seeds else seeds
         out = a.out if i == 0 else a.out / f"{Path(recipe).stem}-{max_length or 'recipe'}"
         reuse = {"random": a.random_runs, "group_by_length": a.grouped_runs} if i == 0 else {}
-        arms = {arm: arm_result([trained(recipe, s, arm, out, reuse.get(arm), max_length, tuple(a.set))
-                                 for s in case_seeds],
-                                "test")
+        overrides = (*a.set, *([f"model.max_length={max_length}"] if max_length else []))
+        arms = {arm: arm_result([trained(recipe, s, arm, out, reuse.get(arm), overrides) for s in case_seeds], "test")
                 for arm in ARMS}
         x, y = arms["group_by_length"]["per_query"], arms["random"]["per_query"]
         shared = sorted(set(x) & set(y))

@@ -97,7 +97,7 @@ def test_a_quality_case_at_a_length_trains_there_and_reports_it(tmp_path, monkey
         return type("Done", (), {"returncode": 0})()
 
     monkeypatch.setattr(length_grouping.subprocess, "run", run)
-    length_grouping.trained("r.yaml", 43, "random", tmp_path, None, 512)
+    length_grouping.trained("r.yaml", 43, "random", tmp_path, None, ("model.max_length=512",))
     assert seen == [["ssft-train", "r.yaml", "seed=43", f"training.output_dir={tmp_path / 'random' / 'seed-43'}",
                      "training.train_sampling_strategy=random", "model.max_length=512"]]
     arm = {"scores": [0.70, 0.72], "cpu_seconds": [100.0, 110.0]}
