@@ -17,6 +17,11 @@ sentences); per layer, ``sharing`` decides which MLPs generate each tower's pref
 - ``hetero_query``: shared LoRA on W^v, tower-specific LoRA on W^q
 - ``none``: tower-specific LoRA on both
 
+``shared_modules`` adds the shared LoRA to more of the encoder's linear layers (e.g. the key projection, the attention
+output and the feed-forward layers), the towers still differing only by ``sharing``'s tower-specific projection:
+LoRA on every linear layer follows full fine-tuning more closely than LoRA on W^q / W^v alone (Dettmers et al. 2023,
+"QLoRA", §4), at the same few tower-specific parameters.
+
 PEFT's ``set_adapter`` marks inactive adapters ``requires_grad=False`` (DESIGN.md pitfalls): switching towers
 inside one training step would silently freeze the other tower. The switch here restores every parameter's
 ``requires_grad`` right after PEFT's call, so what trains is decided once, when the model is built or loaded.
@@ -85,6 +90,9 @@ class SsHiddenPrefixTuning(Adapter):
 @dataclass
 class SsLoraOptions(LoraOptions):
     sharing: str = "hetero_value"  # hetero_value | hetero_query | none (001 Appendix B)
+    # module-name suffixes that also get the shared LoRA (e.g. attention.self.key, output.dense, intermediate.dense);
+    # default: none, 001's set-up
+    shared_modules: list[str] | None = None
 
     def problem(self) -> Problem:
         problem = super().problem()
@@ -93,11 +101,14 @@ class SsLoraOptions(LoraOptions):
         if self.sharing not in LORA_SHARING:
             return "sharing", f"expected one of {', '.join(LORA_SHARING)}, got '{self.sharing}'"
         if self.target_modules is not None:
-            return "target_modules", "not used by ss_lora (sharing decides the query / value projections)"
+            return "target_modules", ("not used by ss_lora (sharing decides the query / value projections; "
+                                      "shared_modules adds shared LoRA to other layers)")
+        if self.shared_modules is not None and (not self.shared_modules or not all(self.shared_modules)):
+            return "shared_modules", "expected a non-empty list of module-name suffixes, e.g. [output.dense]"
         return None
 
 
-def ss_lora_targets(model: nn.Module, sharing: str) -> dict[str, list[str]]:
+def ss_lora_targets(model: nn.Module, sharing: str, shared_modules: list[str] | None = None) -> dict[str, list[str]]:
     """PEFT adapter name → projection suffixes it adapts."""
     model_type = getattr(model.config, "model_type", "")
     if model_type not in ATTENTION_MODULES:
@@ -105,6 +116,13 @@ def ss_lora_targets(model: nn.Module, sharing: str) -> dict[str, list[str]]:
                         f"(known: {', '.join(sorted(ATTENTION_MODULES))})")
     q, v, _ = ATTENTION_MODULES[model_type]
     shared, specific = {"hetero_value": ([q], [v]), "hetero_query": ([v], [q]), "none": ([], [q, v])}[sharing]
+    if shared_modules:
+        names = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+        for suffix in shared_modules:
+            if not any(name == suffix or name.endswith("." + suffix) for name in names):
+                raise SsftError(f"adapter.shared_modules: '{suffix}' matches no linear layer of the model "
+                                f"(e.g. {', '.join(sorted({n.split('.', 3)[-1] for n in names})[:6])})")
+        shared = shared + [s for s in shared_modules if s not in shared]
     targets = {LORA_ADAPTER[tower]: specific for tower in TOWERS}
     if shared:
         targets = {"shared": shared, **targets}
@@ -149,7 +167,7 @@ class SsLora(ScaledLoraUpdate):
 
     @classmethod
     def apply(cls, model: nn.Module, config: SsLoraOptions) -> Backbone:
-        targets = ss_lora_targets(model, config.sharing)
+        targets = ss_lora_targets(model, config.sharing, config.shared_modules)
         names = list(targets)
         peft_model = None
         for name in names:
@@ -167,7 +185,7 @@ class SsLora(ScaledLoraUpdate):
         """Rebuild from the saved ``adapter/<name>/`` folders (PEFT's layout for named adapters); each loads
         with plain ``peft.PeftModel.from_pretrained(model, folder, adapter_name=name)``."""
         config = cls.config_from(spec.get("options", {}))
-        targets = ss_lora_targets(transformer, config.sharing)
+        targets = ss_lora_targets(transformer, config.sharing, config.shared_modules)
         names = list(targets)
         base_model = spec.get("base_model")
         model = load_peft_adapter(transformer, path / "adapter" / names[0], base_model, adapter_name=names[0])

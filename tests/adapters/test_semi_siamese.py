@@ -53,8 +53,11 @@ def grads_by_group(model, loss) -> dict[str, set[str]]:
     return got
 
 
+SHARED_MODULES = ["attention.self.key", "output.dense", "intermediate.dense"]  # every other linear layer of BERT
 SS_METHODS = [("ss_lora", {"sharing": "hetero_value"}), ("ss_lora", {"sharing": "hetero_query"}),
-              ("ss_lora", {"sharing": "none"}), ("ss_hidden_prefix", {"sharing": "average"}),
+              ("ss_lora", {"sharing": "none"}), ("ss_lora", {"sharing": "hetero_value", "shared_modules": SHARED_MODULES}),
+              ("ss_lora", {"sharing": "none", "shared_modules": ["intermediate.dense"]}),
+              ("ss_hidden_prefix", {"sharing": "average"}),
               ("ss_hidden_prefix", {"sharing": "concat", "length": 6, "common_length": 2}),
               ("ss_hidden_prefix", {"sharing": "none"})]
 
@@ -64,7 +67,8 @@ def test_each_tower_trains_its_own_modules_and_shared_ones(tiny_model_dir, metho
     model = build(tiny_model_dir, method, **options).train()
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     groups = {group_of(n) for n in trainable}
-    has_shared = options["sharing"] != "none" or method == "ss_hidden_prefix"  # the prefix source is always shared
+    # the prefix source is always shared
+    has_shared = options["sharing"] != "none" or method == "ss_hidden_prefix" or "shared_modules" in options
     assert groups == {"query", "document", "ranker"} | ({"shared"} if has_shared else set())
     # query tower alone: query-specific + shared, nothing document-specific, no backbone weight
     q = model.encode_queries(QUERIES)
@@ -98,6 +102,24 @@ def test_ss_lora_hetero_value_layout(tiny_model_dir):
         assert f"{prefix}.value.lora_A.query_tower.weight" in names and f"{prefix}.value.lora_A.document_tower.weight" in names
     assert not any(".query.lora_A.query_tower" in n or ".value.lora_A.shared" in n for n in names)
     assert len(names) == 2 * 3
+
+
+def test_ss_lora_shared_modules_layout(tiny_model_dir):
+    """shared_modules: the shared adapter also on every other linear layer; the towers differ on W^v only."""
+    model = build(tiny_model_dir, "ss_lora", shared_modules=SHARED_MODULES)
+    names = [n for n, _ in model.named_parameters() if "lora_A" in n]
+    for layer in range(2):
+        prefix = f"backbone.model.base_model.model.encoder.layer.{layer}"
+        for module in ["attention.self.query", "attention.self.key", "attention.output.dense", "intermediate.dense",
+                       "output.dense"]:
+            assert f"{prefix}.{module}.lora_A.shared.weight" in names, module
+        assert f"{prefix}.attention.self.value.lora_A.query_tower.weight" in names
+    assert not any(".value.lora_A.shared" in n or "pooler" in n for n in names)
+    assert len(names) == 2 * (5 + 2)
+    with pytest.raises(SsftError, match="shared_modules: 'attention.self.keys' matches no linear layer"):
+        build(tiny_model_dir, "ss_lora", shared_modules=["attention.self.keys"])
+    with pytest.raises(SsftError, match="shared_modules"):
+        build(tiny_model_dir, "ss_lora", shared_modules=[])
 
 
 def test_towers_differ_on_the_same_text(tiny_model_dir):
@@ -144,6 +166,7 @@ def test_semi_siamese_needs_a_tower(tiny_model_dir):
 
 
 @pytest.mark.parametrize("method,options", [("ss_lora", {"sharing": "hetero_value"}), ("ss_lora", {"sharing": "none"}),
+                                            ("ss_lora", {"sharing": "none", "shared_modules": SHARED_MODULES}),
                                             ("ss_hidden_prefix", {"sharing": "concat", "length": 6, "common_length": 2})])
 def test_save_load_gives_identical_scores(tiny_model_dir, tmp_path, method, options):
     model = build(tiny_model_dir, method, cls=ColBert, **options)
@@ -151,7 +174,8 @@ def test_save_load_gives_identical_scores(tiny_model_dir, tmp_path, method, opti
     if method == "ss_lora":  # every named adapter saved in PEFT's layout, none of them empty
         from safetensors.torch import load_file
 
-        names = ["query_tower", "document_tower"] + (["shared"] if options["sharing"] != "none" else [])
+        names = ["query_tower", "document_tower"] + (["shared"] if options["sharing"] != "none" or "shared_modules"
+                                                      in options else [])
         for name in names:
             assert load_file(tmp_path / "m" / "adapter" / name / "adapter_model.safetensors"), name
 
@@ -159,6 +183,7 @@ def test_save_load_gives_identical_scores(tiny_model_dir, tmp_path, method, opti
 @pytest.mark.parametrize("method, options", [
     ("ss_lora", {"r": 2, "sharing": "hetero_value"}),
     ("ss_lora", {"r": 2, "sharing": "none"}),
+    ("ss_lora", {"r": 2, "sharing": "hetero_value", "shared_modules": SHARED_MODULES}),
     ("ss_hidden_prefix", {"length": 3, "mlp_dim": 8, "sharing": "average"}),
     ("ss_hidden_prefix", {"length": 3, "mlp_dim": 8, "sharing": "none"}),
     ("lora", {"r": 2}),

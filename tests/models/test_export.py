@@ -95,6 +95,20 @@ def test_twin_export_scores_as_ssft(towers, tmp_path, method):
     assert torch.allclose(st_scores(out), want, atol=TOL)
 
 
+def test_ss_lora_with_shared_modules_exports_two_merged_towers(towers, tmp_path):
+    """Shared LoRA on every linear layer, tower-specific LoRA on W^v: each exported tower merges both."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(architecture="dense", name=str(towers[0]), max_length=48, query_max_length=12)
+    ranker = MODELS.get("dense").build(cfg, "ss_lora", {"r": 4, "shared_modules": [
+        "attention.self.key", "output.dense", "intermediate.dense"]})
+    move_trainable_weights(ranker)
+    folder = tmp_path / "model"
+    ranker.save(folder)
+    out = exported(folder, tmp_path / "export")
+    assert (out / "router_config.json").is_file()
+    assert torch.allclose(st_scores(out), ssft_scores(folder) / 20.0, atol=TOL)
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_dense_export_scores_as_ssft(towers, tmp_path, method):
     folder = trained("dense", method, towers[0], tmp_path / "model", projection_dim=24)
