@@ -7,7 +7,7 @@ not used. The SciFact arms (BENCHMARKS.md § quickstart_dev_scifact):
     SSFT_DATA_HOME=../shared/data ssft-train recipes/quickstart.yaml training.learning_rate=2e-4 eval.start=false \
         data.test_split=train data.max_test_queries=20 training.output_dir=runs/trials/sf-ss-2e-4
     python benchmarks/quickstart_dev.py --runs runs/trials/sf-ss-5e-4,runs/trials/sf-ss-2e-4 \
-        --section quickstart_dev_scifact [--write]
+        --section quickstart_dev_scifact [--notes benchmarks/notes/quickstart_dev_scifact.md] [--write]
 
 (``data.test_split=train``: the run's closing test scores 20 training queries instead of a test query.) The NFCorpus
 arms of the earlier quickstart (BENCHMARKS.md § quickstart_dev, 800 queries, 1 epoch):
@@ -69,10 +69,22 @@ def setting(recipe: dict) -> str:
             f"validation on {validation}")
 
 
+def adapter_label(adapter: str | dict) -> str:
+    """The adapter column: the method, and the layers it adapts where the recipe names them."""
+    if isinstance(adapter, str):
+        return adapter
+    label = adapter["method"]
+    for key in ("target_modules", "shared_modules"):
+        if adapter.get(key):
+            label += f", {key}: {' + '.join(adapter[key])}"
+    return label
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", required=True, help="comma-separated run folders of recipes/quickstart.yaml")
     p.add_argument("--section", default="quickstart_dev", help="the BENCHMARKS.md section --write replaces")
+    p.add_argument("--notes", type=Path, default=None, help="a markdown file appended to the section (its reading)")
     p.add_argument("--write", action="store_true")
     a = p.parse_args()
     start, rows, recipes = None, [], []
@@ -81,7 +93,7 @@ def main() -> None:
         recipe = yaml.safe_load((run / "recipe.yaml").read_text())
         recipes.append(recipe)
         lr = recipe["training"]["learning_rate"]
-        adapter = recipe["adapter"] if isinstance(recipe["adapter"], str) else recipe["adapter"]["method"]
+        adapter = adapter_label(recipe["adapter"])
         for h in history(run):
             if h["epoch"] == 0:
                 start = h
@@ -109,6 +121,8 @@ def main() -> None:
               "keeps the best of the start and its epochs (validation's epoch 0 is the start)"
               + ("." if beats else ", so at these settings the quickstart hands back its start."), ""]
     body = "\n".join(lines)
+    if a.notes:
+        body = body.rstrip() + "\n\n" + a.notes.read_text().strip() + "\n"
     print(body)
     if a.write:
         write_section(a.section, body)
