@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from report import add_notes_option, with_notes, write_section  # noqa: E402
+
 from ssft.core.errors import SsftError, cli_entry  # noqa: E402
 
 SPLIT = "test_short"
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--figure", type=Path, default=ROOT / "benchmarks" / "figures" / "fig3_ambiguity_ratio.png")
     parser.add_argument("--extra-bi-metric", default="P@20",
                         help="also a bi-encoder-only table and figure on this metric (001's P@20; '' for none)")
-    parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
+    add_notes_option(parser)
     parser.add_argument("--no-report", action="store_true", help="do not write the BENCHMARKS.md section")
     ns = parser.parse_args(argv)
 
@@ -189,8 +191,6 @@ def _shown(path: Path) -> Path:
 
 
 def write_report(ns, counts, markdown, bi_done, bi_pending, cross_done, cross_pending, figure: Path, extra) -> None:
-    from report import write_section
-
     figure_name = _shown(figure)
     lines = ["## Query ambiguity: 001 Fig. 3 on NFCorpus short queries", "",
              f"`python benchmarks/ambiguity_fig3.py --bi-runs {' '.join(ns.bi_runs)} --cross-runs {' '.join(ns.cross_runs)} "
@@ -210,9 +210,7 @@ def write_report(ns, counts, markdown, bi_done, bi_pending, cross_done, cross_pe
         lines += ["", f"Bi-encoders alone on {metric} (001's metric; these runs rank {_depths(bi_done)}) "
                       f"→ `{_shown(extra_figure)}`:",
                   "", extra_markdown.rstrip()]
-    if ns.notes is not None and ns.notes.is_file():
-        lines += ["", ns.notes.read_text().strip()]
-    write_section("ambiguity_fig3", "\n".join(lines))
+    write_section("ambiguity_fig3", with_notes("\n".join(lines), ns.notes))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from report import add_notes_option, with_notes, write_section  # noqa: E402
+
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 MPNET = "sentence-transformers/all-mpnet-base-v2"
 METRICS = ["nDCG@10", "R@100"]
@@ -134,7 +136,7 @@ def main() -> None:
     parser.add_argument("--align-lr", type=float, default=2e-4, help="learning rate of parts b3 (stage 1 alone), b4 and b5")
     parser.add_argument("--eval-trained-documents", action="store_true")
     parser.add_argument("--report-only", action="store_true")
-    parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
+    add_notes_option(parser)
     ns = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     ns.out.mkdir(parents=True, exist_ok=True)
@@ -348,7 +350,6 @@ def pca(ns, dataset, test, hetero) -> None:
 
 
 def write_report(ns) -> None:
-    from report import write_section
 
     r = {name: saved(ns.out, name) for name in ("a0", "a1", "b0", "b1", "b2", "lat")}
     lines = ["## Dense retrieval on SciFact: homogeneous MiniLM, heterogeneous MiniLM(2 layers)/MPNet with and without DAFT", "",
@@ -432,9 +433,7 @@ def write_report(ns) -> None:
                          f"{b['32']['encode_ms_per_query']:.2f} | {b['32']['tokenize_ms_per_query']:.2f} |")
     if (ns.out / "pca.png").is_file():
         lines += ["", "PCA of 200 test queries / 200 documents (000 Fig. 5): `benchmarks/figures/dense_pca.png`."]
-    if ns.notes is not None and ns.notes.is_file():
-        lines += ["", ns.notes.read_text().strip()]
-    write_section("dense_daft", "\n".join(lines))
+    write_section("dense_daft", with_notes("\n".join(lines), ns.notes))
 
 
 if __name__ == "__main__":

@@ -207,7 +207,7 @@ def main() -> None:
 
 
 def write_report(ns) -> None:
-    from report import write_section
+    from report import with_notes, write_section
 
     r = _json(ns.out / "results.json")
     if r is None:
@@ -277,9 +277,7 @@ def write_report(ns) -> None:
             sp = lat["speedup"][name]
             lines.append(f"| {name} | {ms['1']:.2f} | {ms['32']:.2f} | {sp['1']:.2f}× | {sp['32']:.2f}× |")
     notes = ns.out / "notes.md"
-    if notes.is_file():
-        lines += ["", notes.read_text().strip()]
-    write_section("distillation", "\n".join(lines))
+    write_section("distillation", with_notes("\n".join(lines), notes if notes.is_file() else None))
 
 
 if __name__ == "__main__":

@@ -736,7 +736,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--section", default=None, help="the BENCHMARKS.md section written (default efficacy, or "
                    "semi_siamese_warm_starts with --compare), e.g. efficacy_colbert for a table of other recipes")
     p.add_argument("--title", default=None, help="the section's title (with --section; default the table's own)")
-    p.add_argument("--notes", help="a Markdown file of readings appended to the section")
+    p.add_argument("--notes", type=Path, help="a Markdown file of readings appended to the section")
     p.add_argument("--smoke", action="store_true", help="the whole pipeline on a tiny random model and synthetic data "
                    "(1 seed, 2 steps, both modes; never writes BENCHMARKS.md)")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -824,7 +824,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.worker:
         return worker(Path(a.worker))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from report import command, write_section  # noqa: PLC0415  (the section's provenance line)
+    from report import command, with_notes, write_section  # noqa: PLC0415  (the section's provenance line)
 
     cmd = command()
     if a.smoke:
@@ -857,8 +857,7 @@ def main(argv: list[str] | None = None) -> int:
     section = a.section or section
     if a.title:
         text = f"## {a.title}\n" + text.split("\n", 1)[1]
-    if a.notes:
-        text = text.rstrip() + "\n\n" + Path(a.notes).read_text().strip()
+    text = with_notes(text, a.notes).rstrip()
     (out / f"{section}.md").write_text(text + "\n")
     print(text)
     if a.write:

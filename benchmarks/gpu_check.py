@@ -460,7 +460,7 @@ def table(results: dict) -> str:
 
 def report(path: Path, write: bool, notes: Path | None = None) -> int:
     """The table of a saved result (a device's run brought back), and with ``write`` BENCHMARKS.md § gpu_check."""
-    from report import write_section
+    from report import with_notes, write_section
 
     results = json.loads(path.read_text())
     s = results["settings"]
@@ -482,9 +482,7 @@ def report(path: Path, write: bool, notes: Path | None = None) -> int:
                   + (f"; BERT-base-shaped full fine-tuning {100 * target['measured']:.1f} % against the "
                      f"{100 * target['target']:.0f} % target: {'met' if target['met'] else 'missed'}" if target else "")
                   + f" (batch {s['batch']} × {s['seq_len']} tokens, eager PyTorch, one process)."]
-    if notes is not None:
-        lines += ["", notes.read_text().strip()]
-    body = "\n".join(lines)
+    body = with_notes("\n".join(lines), notes)
     print(body)
     if write:
         write_section("gpu_check", body)
@@ -519,10 +517,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report", metavar="JSON", help="print (with --write: BENCHMARKS.md § gpu_check) the table of a "
                    "saved result instead of running the check")
     p.add_argument("--write", action="store_true", help="with --report: write BENCHMARKS.md § gpu_check")
-    p.add_argument("--notes", help="with --report: a Markdown file of readings appended to the section")
+    p.add_argument("--notes", type=Path, help="with --report: a Markdown file of readings appended to the section")
     a = p.parse_args(argv)
     if a.report:
-        return report(Path(a.report), a.write, Path(a.notes) if a.notes else None)
+        return report(Path(a.report), a.write, a.notes)
     dry = {"steps": 12, "batch": 8, "seq_len": 32, "warmup": 2, "learning_rate": 3e-3}
     full = {"steps": 30, "batch": 32, "seq_len": 256, "warmup": 5, "learning_rate": 2e-4}
     for key, value in (dry if a.dry_run else full).items():

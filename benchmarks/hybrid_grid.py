@@ -88,7 +88,7 @@ def paired_rows(runs: list[Path], metric: str = "nDCG@10") -> list[tuple[str, fl
 
 
 def main() -> None:
-    from report import write_section
+    from report import add_notes_option, with_notes, write_section
 
     from ssft.analysis.figures import plot_validation_curves, validation_curve
     from ssft.eval.tables import build_table, collect_runs, render_csv, render_markdown
@@ -97,7 +97,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--archs", default="cross,colbert")
     parser.add_argument("--run", action="store_true", help="run / resume the sweeps first")
-    parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
+    add_notes_option(parser)
     ns = parser.parse_args()
     started = time.time()
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -158,12 +158,9 @@ def main() -> None:
             plot_validation_curves(curves, png, title=f"{TITLES[arch].split(' (')[0]}: validation nDCG@10 per epoch (seed 1)")
             lines += [f"001 Fig. 4 analogue: `{png.relative_to(ROOT)}` ({', '.join(c.label for c in curves)}; seed 1).", ""]
     lines.append(f"Tables written in {time.time() - started:.0f} s; training times are in each run's run_info.json.")
-    if ns.notes is not None:
-        if not ns.notes.is_file():
-            raise SystemExit(f"--notes: {ns.notes}: no such file")
-        lines += ["", ns.notes.read_text().strip()]
-    write_section("hybrid_grid", "\n".join(lines))
-    print("\n".join(lines))
+    text = with_notes("\n".join(lines), ns.notes)
+    write_section("hybrid_grid", text)
+    print(text)
 
 
 if __name__ == "__main__":

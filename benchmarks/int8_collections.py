@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import command, write_section  # noqa: E402
+from report import add_notes_option, command, with_notes, write_section  # noqa: E402
 
 PROMISE = 0.005  # |ΔnDCG@10| against fp32 that docs/export-and-serving.md states for int8
 TITLE = "## Serving precision on several collections: retrieval and reranking against fp32"
@@ -100,16 +100,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--datasets", default="scifact,nfcorpus,cranfield")
     p.add_argument("--arms", default="fp32,bf16,int8")
     p.add_argument("--out", default="runs/bench/int8_collections")
-    p.add_argument("--notes", type=Path, help="a Markdown file of readings appended to the section")
+    add_notes_option(p)
     p.add_argument("--write", action="store_true")
     a = p.parse_args(argv)
     datasets = [d for d in a.datasets.split(",") if d]
     arms = [x for x in a.arms.split(",") if x]
     results = [(job, {arm: run_arm(job, datasets, arm, Path(a.out)) for arm in arms})
                for job in jobs(a.model, [m for m in a.rerank.split(",") if m], a.depth)]
-    body = markdown(datasets, arms, results, command())
-    if a.notes is not None:
-        body += "\n" + a.notes.read_text()
+    body = with_notes(markdown(datasets, arms, results, command()), a.notes)
     print(body)
     if a.write:
         write_section("int8_collections", body)

@@ -312,11 +312,9 @@ def main(argv: list[str] | None = None) -> int:
                                   "queries": len(shared), "p": pvalue})
     (a.out / "length_grouping.json").write_text(json.dumps(result, indent=1) + "\n")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from report import command, write_section  # noqa: PLC0415  (the section's provenance line)
+    from report import command, with_notes, write_section  # noqa: PLC0415  (the section's provenance line)
 
-    text = markdown(result, command())
-    if a.notes is not None:
-        text += "\n" + a.notes.read_text()
+    text = with_notes(markdown(result, command()), a.notes)
     print(text)
     if a.write:
         write_section("length_grouping", "## Training batches grouped by token count against shuffled batches\n\n" + text)

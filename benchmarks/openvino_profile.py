@@ -38,7 +38,7 @@ import openvino
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import cpu, write_section  # noqa: E402
+from report import add_notes_option, cpu, with_notes, write_section  # noqa: E402
 
 from ssft.config.model import ModelConfig  # noqa: E402
 from ssft.config.registry import MODELS  # noqa: E402
@@ -201,7 +201,7 @@ def main() -> None:
     p.add_argument("--lengths", default="64,128,256,384,512")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--grain", type=int, default=32, help="static lengths: multiples of this")
-    p.add_argument("--notes", type=Path, help="a Markdown file of readings appended to the section")
+    add_notes_option(p)
     p.add_argument("--write", action="store_true")
     a = p.parse_args()
     torch.set_num_threads(1)
@@ -230,9 +230,7 @@ def main() -> None:
         static_whole.append(seconds)
     whole = {"dynamic": statistics.median(dynamic), "static": statistics.median(static_whole), "models": models}
     text = report(a, times, work, sum(len(row) for row in ids), shapes, static, whole)
-    text += f"\nCPU: {cpu()}.\n"
-    if a.notes is not None:
-        text += "\n" + a.notes.read_text()
+    text = with_notes(text + f"\nCPU: {cpu()}.\n", a.notes)
     print(text)
     if a.write:
         write_section("openvino_profile", text)

@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import write_section  # noqa: E402
+from report import add_notes_option, with_notes, write_section  # noqa: E402
 
 METRICS = ("nDCG@10", "R@100", "RR@10")
 
@@ -84,7 +84,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", required=True, help="comma-separated run folders of recipes/quickstart.yaml")
     p.add_argument("--section", default="quickstart_dev", help="the BENCHMARKS.md section --write replaces")
-    p.add_argument("--notes", type=Path, default=None, help="a markdown file appended to the section (its reading)")
+    add_notes_option(p)
     p.add_argument("--write", action="store_true")
     a = p.parse_args()
     start, rows, recipes = None, [], []
@@ -120,9 +120,7 @@ def main() -> None:
               f"the start on validation nDCG@10 ({best[2]['nDCG@10']:.5f} against {start['nDCG@10']:.5f}). A run "
               "keeps the best of the start and its epochs (validation's epoch 0 is the start)"
               + ("." if beats else ", so at these settings the quickstart hands back its start."), ""]
-    body = "\n".join(lines)
-    if a.notes:
-        body = body.rstrip() + "\n\n" + a.notes.read_text().strip() + "\n"
+    body = with_notes("\n".join(lines), a.notes)
     print(body)
     if a.write:
         write_section(a.section, body)

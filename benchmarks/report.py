@@ -5,6 +5,7 @@ puts under the section's title unless the body already has one.
 """
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import platform
@@ -84,6 +85,31 @@ def with_provenance(body: str) -> str:
     if head.startswith("## "):
         return f"{head}\n\n{line}\n" + (rest if rest.startswith("\n") else f"\n{rest}")
     return f"{line}\n\n{body}"
+
+
+def _existing_file(value: str) -> Path:
+    path = Path(value)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{value}: no such file")
+    return path
+
+
+def add_notes_option(parser: argparse.ArgumentParser) -> None:
+    """``--notes FILE``: a Markdown file of readings that ``with_notes`` appends to the section; checked when the
+    command line is parsed, so a wrong name fails before hours of measuring, not after."""
+    parser.add_argument("--notes", type=_existing_file, default=None,
+                        help="a Markdown file of readings appended to the section")
+
+
+def with_notes(body: str, notes: Path | str | None) -> str:
+    """``body`` followed by the Markdown file ``notes`` (the section's readings) after one blank line; ``body`` alone
+    for ``None``. A file that is not there is a one-line error naming it, before anything is written."""
+    if notes is None:
+        return body
+    path = Path(notes)
+    if not path.is_file():
+        raise SystemExit(f"--notes: {path}: no such file")
+    return f"{body.rstrip()}\n\n{path.read_text().strip()}\n"
 
 
 def write_section(name: str, body: str, provenance_line: bool = True) -> None:

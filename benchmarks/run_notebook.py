@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from report import add_notes_option, with_notes, write_section  # noqa: E402
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -28,13 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for the figures, tables and executed notebook")
     parser.add_argument("--runs", type=Path, default=None, help="where the notebook's own runs go (default OUT/runs)")
     parser.add_argument("--timeout", type=int, default=3600, help="seconds per cell")
-    parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
+    add_notes_option(parser)
     ns = parser.parse_args(argv)
     path = ROOT / "notebooks" / f"{ns.notebook}.ipynb"
     if not path.is_file():
         parser.error(f"{path}: no such notebook")
-    if ns.notes is not None and not ns.notes.is_file():
-        parser.error(f"--notes: {ns.notes}: no such file")
     env = {}
     for item in ns.env:
         name, sep, value = item.partition("=")
@@ -56,8 +56,6 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.time() - started
     nbformat.write(nb, ns.out / path.name)
 
-    from report import write_section
-
     figures = ROOT / "benchmarks" / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     pngs = sorted(ns.out.glob("*.png"))
@@ -68,9 +66,7 @@ def main(argv: list[str] | None = None) -> int:
              f"(CPU, 2 cores shared with other jobs); figures: " + ", ".join(f"`benchmarks/figures/{p.name}`" for p in pngs), ""]
     for table in sorted(ns.out.glob("*.md")):
         lines += [f"`{table.name}`:", "", table.read_text().strip(), ""]
-    if ns.notes is not None:
-        lines += [ns.notes.read_text().strip()]
-    write_section(f"notebook_{ns.notebook}", "\n".join(lines))
+    write_section(f"notebook_{ns.notebook}", with_notes("\n".join(lines), ns.notes))
     print(f"executed {path.name} in {seconds:.0f} s; {len(pngs)} figure(s) copied to {figures}")
     return 0
 

@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from report import add_notes_option, with_notes, write_section  # noqa: E402
+
 METRICS = ["nDCG@10", "R@100"]
 
 
@@ -110,8 +112,6 @@ def read(ns, name: str) -> tuple[dict, dict] | None:
 
 
 def write_report(ns) -> None:
-    from report import write_section
-
     def row(label: str, metrics: dict, train: str) -> str:
         return f"| {label} | {train} | " + " | ".join(f"{metrics[m]:.3f}" for m in METRICS) + " |"
 
@@ -179,9 +179,7 @@ def write_report(ns) -> None:
             notes.append(f"- {name}: mean train loss {info['train_loss']:.4f}, {info['train_seconds']:.0f} s training, "
                          f"{info['wall_seconds']:.0f} s in all")
     lines += ["", *notes]
-    if ns.notes and ns.notes.is_file():
-        lines += ["", ns.notes.read_text().strip()]
-    write_section("tct_fusion", "\n".join(lines))
+    write_section("tct_fusion", with_notes("\n".join(lines), ns.notes))
 
 
 def main() -> None:
@@ -192,7 +190,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--zero-shot", action="store_true", help="also evaluate the untrained student (one more corpus encoding)")
     parser.add_argument("--report-only", action="store_true")
-    parser.add_argument("--notes", type=Path, default=None, help="a text file of observations appended to the section")
+    add_notes_option(parser)
     parser.add_argument("overrides", nargs="*", help="key=value recipe overrides for every run (e.g. eval.precision=fp32)")
     ns = parser.parse_args()
     ns.out.mkdir(parents=True, exist_ok=True)
