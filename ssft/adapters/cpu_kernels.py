@@ -13,7 +13,7 @@ What is changed: ``use_cpu_kernels(model)`` sets an instance-level ``forward`` o
 ``model`` and on every feed-forward block made of ``dense`` + exact GELU (BERT's ``BertIntermediate``, MPNet's,
 ...). The class, the parameters and the state dict are untouched. The fast path runs only where it computes
 the same thing as the original forward: fp32 tensors on the CPU (or bf16 tensors with bf16 weights: ssft's bf16
-inference, ``ssft.core.precision.BF16Weights``), no autocast, not under ``torch.compile``,
+inference, ``ssft.core.precision.BF16Weights``, where oneDNN runs bf16 at all), no autocast, not under ``torch.compile``,
 at least ``MIN_ROWS`` tokens in the call (a single short query gains nothing), and grad mode off
 (``torch.no_grad`` / ``inference_mode``: evaluation, prediction, encoding, frozen teachers). Everywhere else,
 every training forward included, the original forward runs. The weights are read as they are at each call
@@ -30,6 +30,7 @@ from torch import nn
 from transformers.activations import GELUActivation
 
 _AVAILABLE: bool | None = None
+_BF16: bool | None = None
 # below this many rows (tokens of a call) the fused kernel gains nothing (benchmarks/cpu_kernels.py: 0.9x for one
 # row, about even up to 512 rows, 1.2-1.4x at 2,048-8,192 rows, where the activations no longer fit in the caches)
 MIN_ROWS = 128
@@ -53,9 +54,23 @@ def available() -> bool:
     return _AVAILABLE
 
 
+def _bf16_available() -> bool:
+    """oneDNN runs bfloat16 inner products on this CPU: not on one without AVX-512 (an AVX2-only AMD EPYC, where it
+    refuses the primitive), whatever precision a caller asked for."""
+    global _BF16
+    if _BF16 is None:
+        try:
+            _BF16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):
+            _BF16 = False
+    return _BF16
+
+
 def _needs_original(linear: nn.Linear, x: torch.Tensor) -> bool:
     weight = linear.weight
     if x.device.type != "cpu" or x.dtype not in _DTYPES or x.dim() < 2 or x.numel() < MIN_ROWS * x.shape[-1]:
+        return True
+    if x.dtype == torch.bfloat16 and not _bf16_available():
         return True
     if weight.device.type != "cpu" or weight.dtype != x.dtype:
         return True

@@ -150,6 +150,25 @@ def test_a_bf16_model_takes_the_fast_path_and_computes_as_its_plain_forward(monk
     assert calls == []
 
 
+def test_bf16_takes_the_original_forward_where_onednn_has_no_bf16(monkeypatch):
+    """On a CPU without AVX-512 (an AVX2-only AMD EPYC) oneDNN refuses bf16 inner products while torch's own bf16
+    linear still runs: a bf16 model asked for there computes as its plain forward instead of failing."""
+    model = tiny_bert().to(torch.bfloat16)
+    ids, mask = inputs(length=64)
+    expected = hidden(model, ids, mask)
+    use_cpu_kernels(model)
+    monkeypatch.setattr(cpu_kernels, "_BF16", False)
+    calls = []
+    real = cpu_kernels._linear
+    monkeypatch.setattr(cpu_kernels, "_linear", lambda *a: calls.append(a[2]) or real(*a))
+    torch.testing.assert_close(hidden(model, ids, mask), expected, rtol=0, atol=0)
+    assert calls == []
+    fp32 = tiny_bert()
+    use_cpu_kernels(fp32)
+    hidden(fp32, ids, mask)
+    assert calls.count("gelu") == 2  # float32 keeps the fast path
+
+
 def test_tanh_gelu_is_not_fused():
     model = tiny_bert(hidden_act="gelu_new")
     assert use_cpu_kernels(model) == 2 * 6  # the linear layers only

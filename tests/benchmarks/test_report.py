@@ -17,7 +17,8 @@ import report  # noqa: E402
 def test_notes_follow_the_body_after_one_blank_line(tmp_path):
     notes = tmp_path / "notes.md"
     notes.write_text("\n\nReading: the grouped arm is level.\n\n\n")
-    assert report.with_notes("## Title\n\n| a |\n|---|\n\n", notes) == "## Title\n\n| a |\n|---|\n\nReading: the grouped arm is level.\n"
+    expected = "## Title\n\n| a |\n|---|\n\nReading: the grouped arm is level.\n"
+    assert report.with_notes("## Title\n\n| a |\n|---|\n\n", notes) == expected
     assert report.with_notes("## Title\n", str(notes)).endswith("## Title\n\nReading: the grouped arm is level.\n")
 
 
