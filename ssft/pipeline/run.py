@@ -31,6 +31,7 @@ from ssft.config.recipe import Recipe
 from ssft.config.registry import ADAPTERS
 from ssft.core.run_folder import OutputFolder
 from ssft.firststage.runs import save_indexes
+from ssft.models.embedding_cache import weights_fingerprint
 from ssft.pipeline.build import build
 from ssft.pipeline.check import check_model_files
 from ssft.pipeline.describe import describe
@@ -102,8 +103,16 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
         record = {**checkpoint_precisions(plan.eval_precision, scoring_label(run, backend) if start is not None else None),
                   "fingerprints": fingerprints}
         trained = schedule.train(training_setup(run, plan, inputs, built, record), plan.args)
+        finishes = ADAPTERS.get(run.adapter.method).finish_plan(run.adapter.config) is not None
+        before = weights_fingerprint(built.ranker) if finishes else None
         finished = finish_training(run, built.ranker)
-        finished_validation = validate_finished(trained, finished, run.eval.selection_metric)
+        if finished and weights_fingerprint(built.ranker) == before:
+            # e.g. the scaled update of a run that hands back its start (a zero update stays zero): the weights are
+            # the chosen epoch's, whose validation is known; scoring them again would only repeat it
+            logger.info("the adapter's last step left the chosen epoch's weights as they were: not validated again")
+            finished_validation = None
+        else:
+            finished_validation = validate_finished(trained, finished, run.eval.selection_metric)
         built.ranker.eval()
         if main:
             built.ranker.save(plan.folder.path / "model")  # PEFT format, before any merge

@@ -119,3 +119,26 @@ def test_a_run_scores_the_weights_it_hands_back_on_validation(tmp_path, tiny_mod
     assert after != pytest.approx(run.info["best_validation"]["value"], abs=1e-9)  # the scale moved it
     whole = ssft.train(recipe(tmp_path / "whole", 1.0))
     assert whole.info.get("finished_validation") is None and "weights handed back" not in capsys.readouterr().out
+
+
+def test_a_run_whose_last_step_changes_nothing_is_not_validated_again(tmp_path, tiny_model_dir, capsys, caplog):
+    """A scaled update of weights that never moved (here learning rate 0: the run hands back its start) leaves them as
+    they were: the run says so and does not score the same weights on validation a second time."""
+    import logging
+
+    import ssft
+    from tests.helpers import write_synthetic_beir
+
+    data = write_synthetic_beir(tmp_path / "data", queries=60, docs=40)
+    recipe = {"model": {"architecture": "dense", "name": str(tiny_model_dir), "max_length": 32, "query_max_length": 8},
+              "adapter": {"method": "ss_lora", "r": 4, "delta_scale": 0.5}, "loss": "contrastive",
+              "data": {"dataset": str(data), "num_negatives": 1, "negatives": "random"},
+              "eval": {"precision": "fp32", "start": False},
+              "training": {"output_dir": str(tmp_path / "still"), "max_steps": 2, "per_device_train_batch_size": 8,
+                           "learning_rate": 0.0, "seed": 0}}
+    with caplog.at_level(logging.INFO, logger="ssft"):
+        run = ssft.train(recipe)
+    assert run.info["finished"] and "scaled by 0.5" in run.info["finished"][0]  # the step ran
+    assert run.info.get("finished_validation") is None
+    assert "left the chosen epoch's weights as they were: not validated again" in caplog.text
+    assert "weights handed back" not in capsys.readouterr().out
