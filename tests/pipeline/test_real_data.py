@@ -18,7 +18,7 @@ def data_home() -> str:
 
 
 def test_quickstart_recipe_shortened_on_scifact(tmp_path):
-    """The quickstart recipe itself, cut down to a few minutes (documents cut at 16 tokens): fine-tunes the dense
+    """The quickstart recipe itself, cut down to a few minutes (documents cut at 8 tokens): fine-tunes the dense
     model with semi-Siamese LoRA on SciFact, validates on training queries held out of training, scores its start,
     keeps the best validation evaluation, retrieves from the whole corpus for the test queries, and writes the output
     contract."""
@@ -26,7 +26,7 @@ def test_quickstart_recipe_shortened_on_scifact(tmp_path):
     env = {**os.environ, "SSFT_DATA_HOME": data_home(), "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "ssft.train", str(ROOT / "recipes" / "quickstart.yaml"), f"training.output_dir={out}",
            "data.max_train_queries=12", "data.max_positives_per_query=1", "data.max_validation_queries=8",
-           "data.max_test_queries=16", "model.max_length=16", "model.query_max_length=16", "training.max_steps=4",
+           "data.max_test_queries=16", "model.max_length=8", "model.query_max_length=16", "training.max_steps=4",
            "training.eval_strategy=steps", "training.eval_steps=4", "training.per_device_train_batch_size=4"]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
