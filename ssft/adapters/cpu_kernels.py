@@ -29,8 +29,9 @@ import torch
 from torch import nn
 from transformers.activations import GELUActivation
 
+from ssft.core import precision
+
 _AVAILABLE: bool | None = None
-_BF16: bool | None = None
 # below this many rows (tokens of a call) the fused kernel gains nothing (benchmarks/cpu_kernels.py: 0.9x for one
 # row, about even up to 512 rows, 1.2-1.4x at 2,048-8,192 rows, where the activations no longer fit in the caches)
 MIN_ROWS = 128
@@ -54,23 +55,12 @@ def available() -> bool:
     return _AVAILABLE
 
 
-def _bf16_available() -> bool:
-    """oneDNN runs bfloat16 inner products on this CPU: not on one without AVX-512 (an AVX2-only AMD EPYC, where it
-    refuses the primitive), whatever precision a caller asked for."""
-    global _BF16
-    if _BF16 is None:
-        try:
-            _BF16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except (AttributeError, RuntimeError):
-            _BF16 = False
-    return _BF16
-
 
 def _needs_original(linear: nn.Linear, x: torch.Tensor) -> bool:
     weight = linear.weight
     if x.device.type != "cpu" or x.dtype not in _DTYPES or x.dim() < 2 or x.numel() < MIN_ROWS * x.shape[-1]:
         return True
-    if x.dtype == torch.bfloat16 and not _bf16_available():
+    if x.dtype == torch.bfloat16 and not precision.onednn_bf16():  # not on an AVX2-only CPU
         return True
     if weight.device.type != "cpu" or weight.dtype != x.dtype:
         return True

@@ -55,8 +55,14 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-def _onednn_bf16() -> bool:
-    """oneDNN can run bfloat16 at all on this CPU (which it also says of CPUs that only emulate it)."""
+@functools.cache
+def onednn_bf16() -> bool:
+    """oneDNN can run bfloat16 at all on this CPU (which it also says of CPUs that only emulate it); False on one
+    without AVX-512 (an AVX2-only AMD EPYC), where it refuses bf16 primitives whatever precision a caller asked for.
+
+    Returns:
+        True where oneDNN runs bf16 inner products.
+    """
     try:
         return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
@@ -68,7 +74,7 @@ def cpu_bf16_native() -> bool:
     """True on a CPU with native bfloat16 arithmetic: x86 ``amx_bf16`` or ``avx512_bf16``, Arm ``bf16``. oneDNN
     also runs bf16 on plain AVX-512 by emulation, slower than float32: that is not native."""
     flags = _cpu_flags()
-    return _onednn_bf16() and bool(flags & {"amx_bf16", "avx512_bf16", "bf16"})
+    return onednn_bf16() and bool(flags & {"amx_bf16", "avx512_bf16", "bf16"})
 
 
 def bf16_native(device: str | torch.device = "cpu") -> bool:
@@ -254,4 +260,4 @@ def inference(model: nn.Module, precision: str) -> Iterator[nn.Module]:
 
 __all__ = ["BACKENDS", "BACKEND_ATTRIBUTE", "BF16Weights", "CALIBRATION_ATTRIBUTE", "calibration_of", "check_backend",
            "DEFAULT", "PRECISIONS", "RESOLVED", "bf16_native", "check", "cpu_bf16_native", "inference",
-           "model_precision", "parse_served", "quantize_int8", "resolve", "served_as", "set_precision"]
+           "model_precision", "onednn_bf16", "parse_served", "quantize_int8", "resolve", "served_as", "set_precision"]

@@ -103,16 +103,7 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
         record = {**checkpoint_precisions(plan.eval_precision, scoring_label(run, backend) if start is not None else None),
                   "fingerprints": fingerprints}
         trained = schedule.train(training_setup(run, plan, inputs, built, record), plan.args)
-        finishes = ADAPTERS.get(run.adapter.method).finish_plan(run.adapter.config) is not None
-        before = weights_fingerprint(built.ranker) if finishes else None
-        finished = finish_training(run, built.ranker)
-        if finished and weights_fingerprint(built.ranker) == before:
-            # e.g. the scaled update of a run that hands back its start (a zero update stays zero): the weights are
-            # the chosen epoch's, whose validation is known; scoring them again would only repeat it
-            logger.info("the adapter's last step left the chosen epoch's weights as they were: not validated again")
-            finished_validation = None
-        else:
-            finished_validation = validate_finished(trained, finished, run.eval.selection_metric)
+        finished, finished_validation = finish_and_validate(run, built.ranker, trained)
         built.ranker.eval()
         if main:
             built.ranker.save(plan.folder.path / "model")  # PEFT format, before any merge
@@ -159,13 +150,27 @@ def finish_training(recipe: Recipe, ranker) -> list[str]:
     return lines
 
 
-def validate_finished(trained: TrainedRun, finished: list[str], metric: str) -> dict[str, float] | None:
-    """The weights the run hands back, scored on validation as its epochs were, where the adapter's last step
-    (``finish_training``) changed them after the best epoch was chosen: the run reports what it hands back, not
-    only the epoch it chose. None where nothing was changed or there is no validation set."""
+def finish_and_validate(recipe: Recipe, ranker, trained: TrainedRun) -> tuple[list[str], dict[str, float] | None]:
+    """The adapter's last step (``finish_training``), then the weights the run hands back scored on validation as
+    its epochs were, where that step changed them after the best epoch was chosen: the run reports what it hands
+    back, not only the epoch it chose. Returns (the step's lines, the validation metrics or None: no last step, no
+    validation set, or weights the step left as they were)."""
+    finishes = ADAPTERS.get(recipe.adapter.method).finish_plan(recipe.adapter.config) is not None
+    before = weights_fingerprint(ranker) if finishes else None
+    finished = finish_training(recipe, ranker)
     trainer = trained.trainer
     if not finished or trainer.eval_dataset is None:
-        return None
+        return finished, None
+    if weights_fingerprint(ranker) == before:
+        # e.g. the scaled update of a run that hands back its start (a zero update stays zero): the weights are the
+        # chosen epoch's, whose validation is known; scoring them again would only repeat it
+        logger.info("the adapter's last step left the chosen epoch's weights as they were: not validated again")
+        return finished, None
+    return finished, _validate(trainer, recipe.eval.selection_metric, trained.best.best_value)
+
+
+def _validate(trainer, metric: str, best_before: float) -> dict[str, float]:
+    """The trainer's validation of its model's weights as they are now, outside the choice of the best epoch."""
     trainer.pop_callback(BestEpochCallback)  # the choice is made: this evaluation is not a candidate epoch
     was_training = trainer.model.training
     trainer.model.eval()
@@ -176,7 +181,7 @@ def validate_finished(trained: TrainedRun, finished: list[str], metric: str) -> 
     measures = {k.removeprefix("eval_"): float(v) for k, v in metrics.items() if k.startswith("eval_")}
     if metric in measures:
         logger.info("validation of the weights handed back: %s %.4f (the best epoch before the last step: %.4f)",
-                    metric, measures[metric], trained.best.best_value)
+                    metric, measures[metric], best_before)
     return measures
 
 

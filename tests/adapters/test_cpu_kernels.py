@@ -11,6 +11,7 @@ from torch import nn
 
 from ssft.adapters import cpu_kernels
 from ssft.adapters.cpu_kernels import _DenseGeluForward, _LinearForward, remove_cpu_kernels, use_cpu_kernels
+from ssft.core import precision
 from tests.helpers import needs_torch_bf16
 
 pytestmark = pytest.mark.skipif(not cpu_kernels.available(), reason="this torch build has no oneDNN linear kernels")
@@ -157,7 +158,7 @@ def test_bf16_takes_the_original_forward_where_onednn_has_no_bf16(monkeypatch):
     ids, mask = inputs(length=64)
     expected = hidden(model, ids, mask)
     use_cpu_kernels(model)
-    monkeypatch.setattr(cpu_kernels, "_BF16", False)
+    monkeypatch.setattr(precision, "onednn_bf16", lambda: False)
     calls = []
     real = cpu_kernels._linear
     monkeypatch.setattr(cpu_kernels, "_linear", lambda *a: calls.append(a[2]) or real(*a))

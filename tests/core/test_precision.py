@@ -151,7 +151,7 @@ def test_corpus_encoding_and_teachers_in_their_precision(tiny_model_dir, tiny_da
 
 def test_auto_follows_the_cpu(monkeypatch):
     precision.cpu_bf16_native.cache_clear()
-    monkeypatch.setattr(precision, "_onednn_bf16", lambda: True)
+    monkeypatch.setattr(precision, "onednn_bf16", lambda: True)
     try:
         monkeypatch.setattr(precision, "_cpu_flags", lambda: {"avx512f", "avx512bw", "avx512_vnni"})  # AVX-512, no bf16
         assert precision.resolve("auto", "cpu") == "fp32"
