@@ -11,7 +11,7 @@ from ssft.config.parse import Checked, Problem
 from ssft.config.training import seed_problem
 
 SUBSAMPLES = ("max_train_queries", "max_positives_per_query", "max_validation_queries", "max_test_queries",
-              "holdout_queries")
+              "holdout_queries", "max_documents")
 
 
 @dataclass
@@ -25,6 +25,9 @@ class DataConfig(Checked):
     max_validation_queries: int | None = None
     max_test_queries: int | None = None
     holdout_queries: int | None = None  # with validation_split = train_split: these many train queries validate, never train
+    # a corpus cut for a quick trial: the documents judged for the run's queries, then others drawn with sample_seed
+    # up to this many in all (the judged ones are always kept); null: the whole corpus
+    max_documents: int | None = None
     min_relevance: int = 1  # qrels score counted as relevant for training positives
     train: str | None = None  # training rows: a Hugging Face dataset (file, folder, hub id); null: train_split's qrels
     train_format: str = "auto"  # auto | text | ids | scored (teacher scores: margin_mse / listwise_kl)
@@ -58,6 +61,9 @@ class DataConfig(Checked):
                                        f"data.validation_split: {self.train_split} (the train split) with it")
         if self.holdout_queries is not None and self.train is not None:
             return "holdout_queries", "holds out queries of data.train_split's qrels, not of data.train's rows"
+        if self.max_documents is not None and self.train is not None:
+            return "max_documents", ("cuts the corpus around the documents judged for the qrels' queries; data.train's "
+                                     "rows name their own: remove one of them")
         small = [key for key in SUBSAMPLES if getattr(self, key) is not None and getattr(self, key) < 1]
         return (small[0], "must be >= 1 or null") if small else None
 

@@ -25,7 +25,7 @@ import urllib.request
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,15 @@ class IRDataset:
         if split not in self._qrels:
             self._qrels[split] = read_qrels(self._find_qrels(split), self)
         return self._qrels[split]
+
+    def with_corpus(self, document_ids: set[str]) -> IRDataset:
+        """A copy holding only the documents of ``document_ids`` (in the corpus's order); this dataset is unchanged.
+        The qrels already read keep every query, with the judgements of the documents kept only (a query may be
+        left with none); a split read later skips the others, counted, as it skips unknown ids."""
+        corpus = {d: doc for d, doc in self.corpus.items() if d in document_ids}
+        qrels = {split: {q: {d: g for d, g in rels.items() if d in corpus} for q, rels in table.items()}
+                 for split, table in self._qrels.items()}
+        return replace(self, corpus=corpus, _qrels=qrels, warnings=list(self.warnings))
 
     def _judged_qrels(self, split: str) -> Qrels:
         name = self.judged.find(split)

@@ -20,6 +20,23 @@ def subsample_queries(qrels: Qrels, limit: int | None, seed: int) -> Qrels:
     return {q: qrels[q] for q in keep}
 
 
+def sample_corpus(dataset: IRDataset, keep: set[str], limit: int, seed: int) -> IRDataset:
+    """A copy of ``dataset`` whose corpus is ``keep`` (documents that must stay: those judged for the run's queries)
+    plus documents drawn at random (fixed seed) up to ``limit`` in all (``IRDataset.with_corpus``); ``dataset``
+    itself is unchanged."""
+    if len(dataset.corpus) <= limit:
+        return dataset
+    kept = {d for d in keep if d in dataset.corpus}
+    others = sorted(set(dataset.corpus) - kept)
+    kept.update(random.Random(seed).sample(others, max(0, min(limit - len(kept), len(others)))))
+    return dataset.with_corpus(kept)
+
+
+def judged_documents(*tables: Qrels | None) -> set[str]:
+    """Every document judged (any grade) in ``tables``."""
+    return {d for table in tables if table for rels in table.values() for d in rels}
+
+
 @dataclass
 class Example:
     qid: str

@@ -300,6 +300,8 @@ def _training_line(recipe: Recipe) -> str:
 def _evaluation_line(recipe: Recipe, model_cls) -> str:
     e, d = recipe.eval, recipe.data
     scored = "full retrieval of the corpus" if model_cls.full_retrieval else f"reranking the top-{e.depth} of {e.first_stage}"
+    if d.max_documents is not None:
+        scored += f" (cut to {d.max_documents:,} documents around the judged ones: data.max_documents)"
     epoch0 = "epoch 0 = the starting model included" if e.start else "the starting model not scored: eval.start false"
     return (f"evaluation: {scored}; metrics {', '.join(e.metrics)}"
             + (f"; validation each epoch ({epoch0}), best by {e.selection_metric}"

@@ -61,7 +61,9 @@ def describe(recipe: Recipe, inputs: RunInputs, built: BuiltRun, schedule: str, 
     finish = ADAPTERS.get(recipe.adapter.method).finish_plan(recipe.adapter.config)
     if finish:
         notes.append(finish)
-    subsampled = d.max_test_queries and d.max_test_queries < len(inputs.dataset.qrels(d.test_split))
+    subsampled = d.max_test_queries and d.max_test_queries < inputs.test_split_queries
+    if inputs.corpus_note:
+        notes.append(inputs.corpus_note)
     notes.append(f"test: {len(inputs.test_qrels)} queries of {d.test_split}{' (subsampled)' if subsampled else ''}, "
                  + (f"full retrieval of the top-{e.depth} of the corpus ({inputs.test_name} reported beside it)"
                     if built.ranker.full_retrieval else f"top-{e.depth} of {inputs.test_name}"))

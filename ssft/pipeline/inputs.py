@@ -11,7 +11,7 @@ from ssft.config.recipe import Recipe
 from ssft.config.registry import LOSSES
 from ssft.core.errors import SsftError
 from ssft.data.beir import IRDataset, Qrels, load_dataset
-from ssft.data.examples import subsample_queries
+from ssft.data.examples import judged_documents, sample_corpus, subsample_queries
 from ssft.data.hf_sources import TrainSource, load_train_source
 from ssft.data.trec import Run
 from ssft.firststage.runs import first_stage_run, report_name
@@ -44,6 +44,8 @@ class RunInputs:
     loss: RankingLoss
     in_loop_teacher: str | None  # a loss with needs_teacher (tct): the teacher it scores batches with
     distillation_teacher: Any | None  # the distillation section's frozen teacher
+    test_split_queries: int = 0  # the judged queries of the test split before data.max_test_queries
+    corpus_note: str | None = None  # how data.max_documents cut the corpus (None: the whole corpus)
 
 
 def load_inputs(recipe: Recipe) -> RunInputs:
@@ -65,6 +67,15 @@ def load_inputs(recipe: Recipe) -> RunInputs:
     else:
         train_qrels, validation_qrels = split_queries(d, dataset)
     test_qrels = subsample_queries(dataset.qrels(d.test_split), d.max_test_queries, d.sample_seed)
+    test_split_queries, corpus_note = len(dataset.qrels(d.test_split)), None
+    if d.max_documents is not None:  # a cut corpus for a quick trial: every first stage and retrieval sees only it
+        judged = judged_documents(train_qrels, validation_qrels, test_qrels)
+        whole = len(dataset.corpus)
+        dataset = sample_corpus(dataset, judged, d.max_documents, d.sample_seed)
+        if len(dataset.corpus) < whole:
+            corpus_note = (f"corpus: {len(dataset.corpus):,} of {whole:,} documents (data.max_documents "
+                           f"{d.max_documents:,}: the {len(judged):,} judged for the run's queries, then others drawn; "
+                           "scores are not comparable with the whole corpus's)")
     loss = LOSSES.get(recipe.loss.name).from_config(recipe.loss.config)  # the typed config the recipe parsed
     in_loop_teacher = recipe.loss.config.teacher if loss.needs_teacher else None
     if in_loop_teacher:
@@ -85,7 +96,8 @@ def load_inputs(recipe: Recipe) -> RunInputs:
     if d.negatives == "bm25" and not query_only and d.num_negatives > 0 and train_source is None:
         _, negatives_run = first_stage_run("bm25", dataset, bm25_cache, _texts(dataset, train_qrels), d.negatives_depth)
     return RunInputs(dataset, train_qrels, validation_qrels, test_qrels, report_name(test_name, d.test_split), test_first,
-                     validation_first, validation_depth, negatives_run, train_source, bm25_cache, loss, in_loop_teacher, teacher)
+                     validation_first, validation_depth, negatives_run, train_source, bm25_cache, loss, in_loop_teacher, teacher,
+                     test_split_queries, corpus_note)
 
 
 def split_queries(d: DataConfig, dataset: IRDataset) -> tuple[Qrels, Qrels | None]:

@@ -18,16 +18,17 @@ def data_home() -> str:
 
 
 def test_quickstart_recipe_shortened_on_scifact(tmp_path):
-    """The quickstart recipe itself, cut down to a few minutes (documents cut at 8 tokens): fine-tunes the dense
-    model with semi-Siamese LoRA on SciFact, validates on training queries held out of training, scores its start,
-    keeps the best validation evaluation, retrieves from the whole corpus for the test queries, and writes the output
-    contract."""
+    """The quickstart recipe itself, cut down to a minute (documents cut at 8 tokens, the corpus cut to 500 around
+    the judged ones): fine-tunes the dense model with semi-Siamese LoRA on SciFact, validates on training queries held
+    out of training, scores its start, keeps the best validation evaluation, retrieves from the (cut) corpus for the
+    test queries, says how the corpus was cut, and writes the output contract."""
     out = tmp_path / "qs"
     env = {**os.environ, "SSFT_DATA_HOME": data_home(), "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "ssft.train", str(ROOT / "recipes" / "quickstart.yaml"), f"training.output_dir={out}",
            "data.max_train_queries=12", "data.max_positives_per_query=1", "data.max_validation_queries=8",
-           "data.max_test_queries=16", "model.max_length=8", "model.query_max_length=16", "training.max_steps=4",
-           "training.eval_strategy=steps", "training.eval_steps=4", "training.per_device_train_batch_size=4"]
+           "data.max_test_queries=16", "data.max_documents=500", "model.max_length=8", "model.query_max_length=16",
+           "training.max_steps=4", "training.eval_strategy=steps", "training.eval_steps=4",
+           "training.per_device_train_batch_size=4"]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     assert result.returncode == 0, result.stderr[-4000:]
     metrics = json.loads((out / "metrics.json").read_text())
@@ -37,6 +38,7 @@ def test_quickstart_recipe_shortened_on_scifact(tmp_path):
     assert info["validation_history"][0]["step"] == 0
     assert 0 < info["trainable_parameters"] < 300_000 < info["total_parameters"]
     assert isinstance(info["weights_changed"], bool)
+    assert any(note.startswith("corpus: 500 of 5,183 documents (data.max_documents 500") for note in info["notes"])
     # BM25's row is the BM25 run itself: recompute it from the written run file
     from ssft.data.beir import load_dataset
     from ssft.data.examples import subsample_queries
@@ -48,9 +50,11 @@ def test_quickstart_recipe_shortened_on_scifact(tmp_path):
     bm25 = read_run(out / "run.bm25.test.trec")
     assert set(bm25) <= set(qrels) and len(bm25) >= 14
     assert evaluate_run(qrels, bm25, ["nDCG@10"])[0]["nDCG@10"] == pytest.approx(metrics["bm25"]["nDCG@10"])
-    # the dense model retrieves from the whole corpus: every test query gets 100 documents
+    # the dense model retrieves from the cut corpus: every test query gets 100 of its documents, as BM25's do
     trained = read_run(out / "run.test.trec")
     assert set(trained) == set(qrels) and all(len(docs) == 100 for docs in trained.values())
+    kept = {d for run in (trained, bm25) for docs in run.values() for d in docs}
+    assert len(kept) <= 500
     assert "nDCG@10" in result.stdout and "bm25" in result.stdout
     # validation: held-out training queries, none of them trained on
     assert "8 queries of train held out of training" in result.stderr + result.stdout

@@ -173,7 +173,7 @@ def _hyper_parameters(recipe: dict[str, Any]) -> list[tuple[str, Any]]:
     wanted = ["model.name", "model.architecture", "model.head", "model.max_length", "adapter.method", "adapter.r",
               "adapter.alpha", "adapter.dropout", "loss", "loss.name", "data.dataset", "data.train_split",
               "data.validation_split", "data.holdout_queries", "data.test_split", "data.max_train_queries",
-              "data.negatives",
+              "data.max_documents", "data.negatives",
               "data.num_negatives", "training.num_train_epochs", "training.max_steps",
               "training.per_device_train_batch_size", "training.learning_rate", "model.head_learning_rate",
               "training.warmup_steps", "training.weight_decay", "eval.first_stage", "eval.depth",
