@@ -66,8 +66,9 @@ def load_inputs(recipe: Recipe) -> RunInputs:
                                               d.sample_seed) if d.validation_split else None)
     else:
         train_qrels, validation_qrels = split_queries(d, dataset)
-    test_qrels = subsample_queries(dataset.qrels(d.test_split), d.max_test_queries, d.sample_seed)
-    test_split_queries, corpus_note = len(dataset.qrels(d.test_split)), None
+    test_split = dataset.qrels(d.test_split)
+    test_qrels = subsample_queries(test_split, d.max_test_queries, d.sample_seed)
+    test_split_queries, corpus_note = len(test_split), None
     if d.max_documents is not None:  # a cut corpus for a quick trial: every first stage and retrieval sees only it
         judged = judged_documents(train_qrels, validation_qrels, test_qrels)
         whole = len(dataset.corpus)
