@@ -1,16 +1,16 @@
 """A trained LoRA run's update handed back at several scales (``adapter.delta_scale``), scored on dev data only: the
-run's own held-out training queries (its ``data.holdout_queries``) and another collection's dev split, both by full
-retrieval. What the quickstart's ``delta_scale`` was chosen on.
+run's own validation queries and another collection's queries, under one first stage. What the quickstart's and the
+ColBERT recipe's ``delta_scale`` were chosen on.
 
     SSFT_DATA_HOME=../shared/data python benchmarks/delta_scale_dev.py RUN [--scales 1,0.75,0.5,0.25] \
-        [--other nfcorpus] [--work runs/delta_scale_dev]
+        [--other nfcorpus] [--other-split dev] [--first-stage full] [--depth 100] [--work runs/delta_scale_dev]
 
-RUN: a finished ``ssft-train`` folder of a dense recipe with ``data.holdout_queries`` (e.g. the quickstart's). For
-each scale the run's model is loaded afresh and finished as a run with that ``delta_scale`` finishes
-(``ssft.pipeline.run.finish_training``: every LoRA B matrix multiplied by it). ``ssft.evaluate`` then retrieves over
-the whole corpus for the held-out queries (a BEIR folder written under ``--work``: the run's corpus, the held-out
-queries and their judgements as a ``dev`` split) and for ``--other``'s dev split. Prints one line per scale: nDCG@10
-on each.
+RUN: a finished ``ssft-train`` folder of a LoRA recipe. For each scale the run's model is loaded afresh and finished
+as a run with that ``delta_scale`` finishes (``ssft.pipeline.run.finish_training``: every LoRA B matrix multiplied by
+it). ``ssft.evaluate`` then scores the run's own validation queries (with ``data.holdout_queries``: a BEIR folder
+written under ``--work`` of the run's corpus, the held-out queries and their judgements as a ``dev`` split; else the
+whole ``data.validation_split``) and ``--other``'s ``--other-split`` (a collection the run did not train on, so any of
+its splits but the test is dev data). Prints one line per scale: nDCG@10 on each.
 """
 from __future__ import annotations
 
@@ -49,18 +49,29 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("run", type=Path)
     p.add_argument("--scales", default="1,0.75,0.5,0.25")
-    p.add_argument("--other", default="nfcorpus", help="a collection the run did not train on, scored on its dev split")
+    p.add_argument("--other", default="nfcorpus", help="a collection the run did not train on")
+    p.add_argument("--other-split", default="dev", help="its split scored (not test)")
+    p.add_argument("--first-stage", default="full", help="full (retrieval over the whole corpus) or bm25")
+    p.add_argument("--depth", type=int, default=100, help="documents retrieved, or BM25's top-k reranked")
     p.add_argument("--work", type=Path, default=Path("runs/delta_scale_dev"))
     a = p.parse_args()
-    folder = held_out_folder(a.run, a.work)
+    if a.other_split == "test":
+        raise SystemExit("--other-split: test splits are looked at once, to report; choose on another split")
     recipe = load_recipe(a.run / "recipe.yaml")
+    if recipe.data.holdout_queries:
+        own_data, own_split, own_name = str(held_out_folder(a.run, a.work)), "dev", "held-out queries"
+    else:
+        own_split = recipe.data.validation_split
+        own_data, own_name = recipe.data.dataset, f"{recipe.data.dataset} {own_split}"
     for scale in (float(s) for s in a.scales.split(",")):
         model = ssft.load(a.run)
         recipe.adapter.options["delta_scale"] = scale
         finish_training(recipe, model)  # what the run does after training with this delta_scale
-        own = ssft.evaluate(model, str(folder), split="dev", first_stage="full", depth=100)["dev"]["nDCG@10"]
-        other = ssft.evaluate(model, a.other, split="dev", first_stage="full", depth=100)["dev"]["nDCG@10"]
-        print(f"scale {scale:g}: held-out queries {own:.4f}, {a.other} dev {other:.4f}", flush=True)
+        own = ssft.evaluate(model, own_data, split=own_split, first_stage=a.first_stage,
+                            depth=a.depth)[own_split]["nDCG@10"]
+        other = ssft.evaluate(model, a.other, split=a.other_split, first_stage=a.first_stage,
+                              depth=a.depth)[a.other_split]["nDCG@10"]
+        print(f"scale {scale:g}: {own_name} {own:.4f}, {a.other} {a.other_split} {other:.4f}", flush=True)
 
 
 if __name__ == "__main__":

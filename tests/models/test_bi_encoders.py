@@ -1,4 +1,5 @@
 """TwinBERT and ColBERT on a tiny random BERT: encode path, scorers, trainer wiring, every adapter method."""
+import json
 import re
 
 import pytest
@@ -10,6 +11,7 @@ from ssft.config.recipe import ModelConfig
 from ssft.data.beir import load_dataset
 from ssft.data.examples import PairDataset, RankerCollator, TrainingGroups, build_examples
 from ssft.losses import PairwiseSoftmaxLoss
+from ssft.models import load_ranker
 from ssft.models.bi import Encoded, score_run
 from ssft.models.colbert import ColBert, maxsim
 from ssft.models.twin import TwinBert
@@ -55,14 +57,39 @@ def test_maxsim_hand_computed():
 def test_colbert_query_augmentation_and_markers(tiny_model_dir):
     model = build(tiny_model_dir, "colbert")
     tok = model.tokenizer
-    batch = model.tokenize_queries(["vitamin d", "a much longer query about statins and cholesterol levels"])
+    texts = ["vitamin d", "a much longer query about statins and cholesterol levels"]
+    batch = model.tokenize_queries(texts)
     ids, mask = batch["input_ids"], batch["attention_mask"]
-    assert ids.shape == (2, 16) and bool(mask.all()), "queries are padded to query_max_length and every position attended"
+    assert ids.shape == (2, 16), "queries are padded to query_max_length"
     assert (ids[:, 0] == tok.cls_token_id).all() and (ids[:, 1] == tok.convert_tokens_to_ids("[unused0]")).all()
     n = len(tok("vitamin d", add_special_tokens=False)["input_ids"])
     assert ids[0, 2 + n] == tok.sep_token_id
     assert (ids[0, 3 + n:] == tok.mask_token_id).all()
     assert tok.pad_token_id not in ids.tolist()[0]
+    # built from a plain encoder, the expansion is not attended (Stanford's and PyLate's default), but it is scored
+    assert model.attend_expansion is False and model.spec["attend_expansion"] is False
+    assert mask[0].tolist() == [1] * (3 + n) + [0] * (16 - 3 - n)
+    with torch.no_grad():
+        assert bool(model.encode_queries(texts).mask.all()), "every [MASK] position takes part in scoring"
+    attended = build(tiny_model_dir, "colbert", attend_expansion=True).tokenize_queries(texts)
+    assert bool(attended["attention_mask"].all()) and torch.equal(attended["input_ids"], ids)
+    # without the expansion a query is its own tokens: no [MASK], padding neither attended nor scored
+    plain = build(tiny_model_dir, "colbert", query_expansion=False)
+    rows = plain.tokenize_queries(texts)
+    longest = min(len(tok(texts[1], add_special_tokens=False)["input_ids"]), 16 - 3) + 3
+    assert tok.mask_token_id not in rows["input_ids"].flatten().tolist() and rows["input_ids"].shape == (2, longest)
+    assert rows["attention_mask"][0].tolist() == [1] * (3 + n) + [0] * (longest - 3 - n)
+    assert plain.token_lengths(texts, "query") == [3 + n, longest] and plain.asymmetry() == (
+        "[Q] / [D] markers and punctuation scored in queries, not in documents")
+    with torch.no_grad():
+        assert torch.equal(plain.encode_queries(texts).mask, rows["attention_mask"].bool())
+    # without markers: [CLS] tokens [SEP] on both sides
+    bare = build(tiny_model_dir, "colbert", query_expansion=False, markers=False)
+    q, d = bare.tokenize_queries(texts[:1]), bare.tokenize_documents(["bone health"])
+    assert q["input_ids"][0].tolist() == tok("vitamin d")["input_ids"]
+    assert d["input_ids"][0].tolist() == tok("bone health")["input_ids"]
+    assert bare.token_lengths(["bone health"], "document") == [len(tok("bone health")["input_ids"])]
+    assert bare.spec["markers"] is False and bare.query_marker is None
     docs = model.tokenize_documents(["bone health", "x"])
     assert (docs["input_ids"][:, 1] == tok.convert_tokens_to_ids("[unused1]")).all()
     assert docs["attention_mask"][1].sum() == 4  # [CLS] [D] x [SEP], then padding
@@ -232,6 +259,22 @@ def test_gradients_reach_what_each_method_trains(tiny_model_dir, architecture, m
             assert p.grad is not None and p.grad.abs().sum() > 0, f"no gradient reached {n}"
         else:
             assert p.grad is None and torch.equal(p.detach(), frozen_before[n]), f"frozen {n} changed"
+
+
+def test_colbert_saved_before_the_expansion_key_still_attends_it(tiny_model_dir, tmp_path):
+    model = build(tiny_model_dir, "colbert", attend_expansion=True, colbert_dim=16).eval()
+    model.save(tmp_path / "m")
+    spec_file = next((tmp_path / "m").rglob("ssft_model.json"))
+    spec = json.loads(spec_file.read_text())
+    del spec["attend_expansion"]  # as a folder written before the key existed: it was trained attending the expansion
+    spec_file.write_text(json.dumps(spec))
+    loaded = load_ranker(tmp_path / "m")
+    assert loaded.attend_expansion is True
+    with torch.no_grad():
+        expected = model(**model.tokenize(QUERIES, DOCS))
+        torch.testing.assert_close(loaded(**loaded.tokenize(QUERIES, DOCS)), expected)
+        loaded.attend_expansion = False  # the setting matters to these scores, so the check above could fail
+        assert not torch.allclose(loaded(**loaded.tokenize(QUERIES, DOCS)), expected)
 
 
 @pytest.mark.parametrize("architecture,method", [("twin", "lora"), ("twin", "hidden_prefix"), ("colbert", "prefix"),

@@ -108,7 +108,7 @@ def mve_scores(folder: Path) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("attend", [True, False])
-def test_multi_vector_encoder_checkpoint_scores_as_in_sentence_transformers(tiny, tmp_path, attend):
+def test_multi_vector_encoder_checkpoint_scores_as_in_sentence_transformers(tiny, tmp_path, attend, caplog):
     torch.manual_seed(4)
     transformer = Transformer(str(tiny), query_length=12, document_length=48,
                               query_expansion={"strategy": "fixed", "attend": attend, "length": 12})
@@ -126,6 +126,12 @@ def test_multi_vector_encoder_checkpoint_scores_as_in_sentence_transformers(tiny
     assert torch.allclose(scores(ranker), want, atol=TOL), (scores(ranker), want)
     with pytest.raises(SsftError, match="colbert_dim: 128.*set model.colbert_dim: 16"):
         build("colbert", tmp_path / "mve")
+    # a recipe that says otherwise is obeyed, and the difference is said
+    with caplog.at_level(logging.WARNING, logger="ssft"):
+        other = build("colbert", tmp_path / "mve", colbert_dim=16, attend_expansion=not attend)
+    assert other.attend_expansion is (not attend) and other.spec["attend_expansion"] is (not attend)
+    said = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"[MASK] expansion; model.attend_expansion is {str(not attend).lower()} (used)" in said
 
 
 def test_stanford_colbert_checkpoint_keeps_its_projection(tiny, tmp_path):

@@ -128,11 +128,14 @@ def test_dense_dot_product_and_heterogeneous_towers_export(towers, tmp_path):
     assert torch.allclose(st_scores(out), ssft_scores(folder) / 20.0, atol=TOL)
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_colbert_export_scores_as_ssft(towers, tmp_path, method):
+@pytest.mark.parametrize("method,expansion", [(m, {}) for m in METHODS] + [
+    ("lora", {"attend_expansion": True}), ("lora", {"query_expansion": False}),
+    ("lora", {"query_expansion": False, "markers": False}),
+    ("ss_lora", {"query_expansion": False, "markers": False})])
+def test_colbert_export_scores_as_ssft(towers, tmp_path, method, expansion):
     from sentence_transformers import MultiVectorEncoder
 
-    folder = trained("colbert", method, towers[0], tmp_path / "model", colbert_dim=16)
+    folder = trained("colbert", method, towers[0], tmp_path / "model", colbert_dim=16, **expansion)
     want = ssft_scores(folder)
     out = exported(folder, tmp_path / "export")
     model = MultiVectorEncoder(str(out))
@@ -140,6 +143,17 @@ def test_colbert_export_scores_as_ssft(towers, tmp_path, method):
     d = model.encode_document(DOCUMENTS)
     got = torch.stack([model.similarity([q[i]], [d[i]]).reshape(()) for i in range(len(QUERIES))]).float()
     assert torch.allclose(got, want, atol=TOL), (got, want)
+    if method == "ss_lora":  # two towers: a Router, which a one-encoder ColBERT does not import
+        return
+    # and back: a ColBERT built from the export keeps how it expands queries, and scores as the run did
+    cfg = ModelConfig(architecture="colbert", name=str(out), max_length=48, query_max_length=12, colbert_dim=16)
+    back = MODELS.get("colbert").build(cfg, "full", {}).eval()
+    assert (back.query_expansion, back.attend_expansion and back.query_expansion) == (
+        expansion.get("query_expansion", True), expansion.get("attend_expansion", False))
+    marked = expansion.get("markers", True)
+    assert (back.query_marker, back.document_marker) == (("[unused0]", "[unused1]") if marked else (None, None))
+    with torch.no_grad():
+        assert torch.allclose(back(**back.tokenize(QUERIES, DOCUMENTS)).float(), want, atol=TOL)
 
 
 @pytest.mark.parametrize("method,architecture,options,needle", [

@@ -15,7 +15,7 @@ from ssft.models.twin import TwinConfig
 # the flat keys a resolved recipe's model section has always held, in this order
 FLAT_KEYS = ["architecture", "name", "max_length", "query_max_length", "head_learning_rate", "trust_remote_code",
              "head", "dual_pooling", "pooling", "scorer", "combiner_start", "colbert_dim", "projection_start",
-             "document_name", "projection_dim",
+             "attend_expansion", "query_expansion", "markers", "document_name", "projection_dim",
              "score_scale", "query_layers", "normalize"]
 
 
@@ -88,9 +88,11 @@ def test_a_saved_spec_reads_into_the_typed_config_with_what_older_folders_meant(
     # a spec saved before model.head existed: cls_linear, not the default of new runs (classifier)
     assert CrossEncoder.config_from_spec({}) == CrossConfig(head="cls_linear")
     assert CrossConfig().head == "classifier"
-    # a folder saved before the warm starts: its projection and combiner started at random
+    # a folder saved before the warm starts: its projection and combiner started at random; before the expansion
+    # keys: marked, expanded and attended, as ssft's ColBERT then always was
     assert ColBert.config_from_spec({"colbert_dim": 16, "query_marker": "[Q]"}) == ColbertConfig(
-        colbert_dim=16, projection_start="random")
+        colbert_dim=16, projection_start="random", attend_expansion=True, query_expansion=True, markers=True)
+    assert ColbertConfig().markers is None  # a new model: as its checkpoint (ColBert.spec_from_pretrained)
     assert DenseDualEncoder.config_from_spec({"projection_dim": 8, "normalize": None}).projection_dim == 8
     with pytest.raises(SsftError, match=r"^m/ssft_model.json: model.head: expected one of"):
         CrossEncoder.config_from_spec({"head": "mlp"}, "m/ssft_model.json: model")

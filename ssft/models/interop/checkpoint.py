@@ -88,8 +88,8 @@ class ColbertSettings:
     """How a ColBERT checkpoint tokenises and scores (what ``ssft.models.colbert`` reproduces)."""
 
     projection: torch.Tensor | None  # (dim, hidden), no bias
-    query_marker: str
-    document_marker: str
+    query_marker: str | None  # None: that tower's texts are not marked
+    document_marker: str | None
     query_length: int | None  # [MASK] expansion length; None: queries not expanded
     attend_expansion: bool
     mask_punctuation: bool
@@ -324,9 +324,9 @@ def read_sentence_modules(folder: Path, st_config: dict[str, Any], route: str = 
     return modules
 
 
-def _marker(prompt: str | None, default: str) -> str:
-    text = (prompt or "").strip()
-    return text or default
+def _marker(prompt: str | None) -> str | None:
+    """A multi-vector checkpoint's marker: its prompt without the space (None: no prompt, no marker)."""
+    return (prompt or "").strip() or None
 
 
 def _kind(folder: Path, config: dict[str, Any], st_config: dict[str, Any]) -> str:
@@ -398,8 +398,8 @@ def read_checkpoint(name: str, folder: Path, route: str = "query") -> Pretrained
         colbert = ColbertSettings(
             projection=token_dense[0].weight if len(token_dense) == 1 and token_dense[0].bias is None
             and token_dense[0].linear else None,
-            query_marker=_marker(prompts.get("query"), "[unused0]"),
-            document_marker=_marker(prompts.get("document"), "[unused1]"),
+            query_marker=_marker(prompts.get("query")),
+            document_marker=_marker(prompts.get("document")),
             query_length=int(expansion["length"]) if expansion else None,
             attend_expansion=bool(expansion.get("attend", False)) if expansion else True,
             mask_punctuation=bool(skiplist))

@@ -14,9 +14,9 @@
   with ``query`` and ``document`` routes (``encode_query`` / ``encode_document``). The dense model's ``score_scale``
   is a constant factor of the similarity (ranking unchanged); the card says so.
 - ``colbert`` → ``multi-vector``: a sentence-transformers ``MultiVectorEncoder`` folder: the markers as prompts (their
-  tokens registered as special tokens, so they stay one piece), queries expanded with [MASK] to
-  ``query_max_length``, the punctuation skiplist on documents, the projection (a token-level Dense without bias) and
-  the token-level Normalize.
+  tokens registered as special tokens, so they stay one piece; none where the model has none), queries expanded with
+  [MASK] to ``query_max_length`` (or not, as the model: ``query_expansion``), the punctuation skiplist on documents,
+  the projection (a token-level Dense without bias) and the token-level Normalize.
 
 LoRA / LoRA++ are merged into the weights first (PEFT ``merge_and_unload``); semi-Siamese LoRA is merged twice, once
 per tower (the shared adapter plus that tower's). What a standard forward cannot express is refused
@@ -326,9 +326,11 @@ def _marked_tokenizer(tokenizer, markers: list[str]):
 def export_multi_vector(ranker, folder: Path) -> dict[str, Any]:
     """A MultiVectorEncoder folder (see the module docstring); semi-Siamese towers are a Router."""
     towers = tower_encoders(ranker)
-    markers = [ranker.query_marker, ranker.document_marker]
+    query_marker, document_marker = ranker.query_marker, ranker.document_marker  # None: that tower is not marked
+    markers = [m for m in (query_marker, document_marker) if m is not None]
     length = int(ranker.spec["query_max_length"])
-    expansion = {"strategy": "fixed", "attend": bool(ranker.attend_expansion), "token": None, "length": length}
+    expansion = ({"strategy": "fixed", "attend": bool(ranker.attend_expansion), "token": None, "length": length}
+                 if ranker.query_expansion else None)  # None: sentence-transformers' "expansion off"
     settings = {"query": {"query_length": length, "query_expansion": expansion},
                 "document": {"document_length": int(ranker.spec["max_length"])}}
     weight = ranker.projection.weight
@@ -366,9 +368,11 @@ def export_multi_vector(ranker, folder: Path) -> dict[str, Any]:
     _write_json(folder / "modules.json", modules)
     _write_json(folder / "config_sentence_transformers.json", {
         "__version__": _versions(), "default_prompt_name": None, "model_type": "MultiVectorEncoder",
-        "prompts": {"query": f"{markers[0]} ", "document": f"{markers[1]} "}, "similarity_fn_name": "maxsim"})
+        "prompts": {tower: f"{marker} " for tower, marker in (("query", query_marker), ("document", document_marker))
+                    if marker is not None}, "similarity_fn_name": "maxsim"})
+    queries = f"[MASK]-expanded to {length} tokens" if expansion else f"cut at {length} tokens, not expanded"
     return {"library": "sentence-transformers", "loader": "MultiVectorEncoder",
-            "notes": [f"queries: {markers[0]} marker, [MASK]-expanded to {length} tokens; documents: {markers[1]} marker, "
+            "notes": [f"queries: {query_marker or 'no'} marker, {queries}; documents: {document_marker or 'no'} marker, "
                       f"punctuation {'skipped' if ranker.mask_punctuation else 'kept'} in scoring; MaxSim"]}
 
 
