@@ -83,7 +83,8 @@ def maxsim(q: torch.Tensor, q_mask: torch.Tensor, d: torch.Tensor, d_mask: torch
 class ColBert(BiEncoder):
     architecture = "colbert"
     Config = ColbertConfig
-    # a spec without the key: saved before the PCA start existed / before the expansion's attention was a key
+    # a spec without a key was saved before it existed: a projection started at random; queries marked, [MASK]-expanded
+    # and the expansion attended, as every ssft ColBERT then was
     legacy_spec = {"projection_start": "random", "attend_expansion": True, "query_expansion": True, "markers": True}
     cache_document_embeddings = True  # per-token embeddings of a frozen model are kept on disk (embedding_cache)
     multi_vector = True  # a text is its token vectors: ssft-encode writes them, ssft-retrieve searches them by MaxSim
