@@ -119,9 +119,14 @@ class ColBert(BiEncoder):
                 punctuation.add(ids[0])
         self.register_buffer("punctuation_ids", torch.tensor(sorted(punctuation), dtype=torch.long), persistent=False)
 
+    @staticmethod
+    def _framing(marker: int | None) -> int:
+        """Tokens a row adds around its text: [CLS], the marker where there is one, [SEP]."""
+        return 2 if marker is None else 3
+
     def _tokenize_marked(self, texts: list[str], marker: int | None, max_length: int) -> tuple[list[list[int]], int]:
         """``[CLS] marker tokens [SEP]`` (no marker where it is None), cut to ``max_length``; the longest row's width."""
-        extra = 2 if marker is None else 3
+        extra = self._framing(marker)
         # each distinct text tokenised once
         pieces = [ids[: max_length - extra].tolist() for ids, _ in self.token_cache().ids(texts)]
         cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
@@ -156,8 +161,7 @@ class ColBert(BiEncoder):
         texts = list(texts)
         if tower == "query" and self.query_expansion:
             return [self.query_max_length] * len(texts)
-        marker = self.query_marker_id if tower == "query" else self.document_marker_id
-        extra = 2 if marker is None else 3
+        extra = self._framing(self.query_marker_id if tower == "query" else self.document_marker_id)
         keep = (self.query_max_length if tower == "query" else self.max_length) - extra
         return [min(n, keep) + extra for n in cached_lengths(self.token_cache(), texts)]
 
