@@ -6,6 +6,7 @@ ranges, ``report_to`` integrations that cannot run, ``lr_scheduler_kwargs`` the 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
 import json
 import math
@@ -55,7 +56,9 @@ def training_section(value: Any, source: str) -> dict[str, Any]:
     out = dict(value)
     hints = typing.get_type_hints(TrainingArguments)
     for key, val in out.items():
-        out[key] = _coerced(key, val, plain_type(hints.get(key)), source)
+        choices = _enum_of(hints.get(key))
+        out[key] = (_choice(key, val, choices, source) if choices is not None
+                    else _coerced(key, val, plain_type(hints.get(key)), source))
     out.setdefault("output_dir", "runs/" + Path(source).stem)
     output_dir = out["output_dir"]
     if isinstance(output_dir, int) and not isinstance(output_dir, bool):
@@ -64,6 +67,27 @@ def training_section(value: Any, source: str) -> dict[str, Any]:
         raise SsftError(f"{source}: training.output_dir: expected a folder path, got {output_dir!r}")
     out["output_dir"] = output_dir
     return out
+
+
+def _enum_of(hint: Any) -> type[enum.Enum] | None:
+    """The enum a TrainingArguments field takes (``IntervalStrategy | str`` -> IntervalStrategy), else None."""
+    for arg in typing.get_args(hint) or (hint,):
+        if isinstance(arg, type) and issubclass(arg, enum.Enum):
+            return arg
+    return None
+
+
+def _choice(key: str, val: Any, choices: type[enum.Enum], source: str) -> Any:
+    """A value of an enum field, checked here with the key named (TrainingArguments would say only "False is not a
+    valid IntervalStrategy"). YAML 1.1 reads an unquoted ``no`` as false: for the fields with a ``no`` choice
+    (eval_strategy, save_strategy, logging_strategy) that is what was written."""
+    values = [str(member.value) for member in choices]
+    if val is False and "no" in values:
+        return "no"
+    if isinstance(val, choices) or (isinstance(val, str) and val in values):
+        return val
+    raise SsftError(f"{source}: training.{key}: expected one of {', '.join(values)}, got {val!r}"
+                    f"{closest(str(val), values)}")
 
 
 def _coerced(key: str, val: Any, target: type | None, source: str) -> Any:

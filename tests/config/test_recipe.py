@@ -162,6 +162,10 @@ def test_tilde_is_expanded_once_in_every_path_key(tmp_path, monkeypatch):
         (["training.num_train_epochs=-1"], "training.num_train_epochs: must be >= 0"),
         (["training.num_train_epochs=0"], "0 epochs trains nothing"),
         (["training.max_steps=-2"], "training.max_steps: must be >= 1, or -1"),
+        (["training.eval_strategy=epochs"],
+         r"training\.eval_strategy: expected one of no, steps, epoch, got 'epochs' \(did you mean 'epoch'\?\)"),
+        (["training.save_strategy=yes"], r"training\.save_strategy: expected one of .*best, got True"),
+        (["training.lr_scheduler_type=cosin"], r"training\.lr_scheduler_type: .*\(did you mean 'cosine'\?\)"),
         (["model.score_scale=.inf"], "model.score_scale: expected a finite number"),
         (["eval.interpolation=.nan"], "eval.interpolation"),
         (["model.architecture=dense", "eval.fusion=.nan"], "eval.fusion: expected a finite number"),
@@ -184,9 +188,18 @@ def test_values_are_checked_before_anything_runs(tmp_path, overrides, message):
     ["training.num_train_epochs=0", "training.max_steps=5"],
     ["training.max_steps=-1", "seed=0", f"data.sample_seed={2 ** 32 - 1}", "training.learning_rate=0"],
     ["model.head_learning_rate=null"],
+    ["training.eval_strategy=steps", "training.save_strategy=best", "training.lr_scheduler_type=cosine"],
 ])
 def test_good_values_still_load(tmp_path, overrides):
     load_recipe(write(tmp_path, "{}\n"), overrides)
+
+
+@pytest.mark.parametrize("written", ["training.eval_strategy=no", "training.eval_strategy='no'"])
+def test_an_unquoted_no_is_the_strategy_no(tmp_path, written):
+    # YAML 1.1 reads `no` as false; for a strategy field that is the choice 'no', not an error
+    key, _ = written.split("=")
+    assert load_recipe(write(tmp_path, "{}\n"), [written]).training[key.split(".")[1]] == "no"
+    assert load_recipe(write(tmp_path, "training: {save_strategy: no}\n")).training["save_strategy"] == "no"
 
 
 def test_lengths_beyond_the_models_position_embeddings(tmp_path, tiny_model_dir):
