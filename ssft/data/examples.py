@@ -160,7 +160,9 @@ class ScoredGroups(TrainingGroups):
                 left = (f" ({dropped} dropped: listed twice, or judged relevant to the query by the training qrels; "
                         f"see the warning logged above)" if dropped else "")
                 raise SsftError(f"data.train: {name}: column 'document_ids', row {row}: {len(ex.document_ids)} "
-                                f"documents{left}, fewer than 1 + data.num_negatives = {1 + num_negatives}")
+                                f"documents{left}, fewer than 1 + data.num_negatives = {1 + num_negatives} (lower "
+                                f"data.num_negatives, or mine with ssft-mine --min-negatives {num_negatives}, which "
+                                f"drops shorter rows)")
 
     def __getitem__(self, i: int) -> dict:
         ex = self.examples[i]

@@ -66,7 +66,8 @@ CASES: list[tuple] = [
      "t.jsonl: column 'scores', row 1: scores must be finite numbers, got inf"),
     ("train-source-scored-list-too-short", "ssft.cli.train",
      _rows("t.jsonl", [SCORED_OK, {"query_id": "q2", "document_ids": ["d2", "d3"], "scores": [2.0, 1.0]}], MARGIN),
-     "t.jsonl: column 'document_ids', row 2: 2 documents, fewer than 1 + data.num_negatives = 3"),
+     "t.jsonl: column 'document_ids', row 2: 2 documents, fewer than 1 + data.num_negatives = 3 (lower "
+     "data.num_negatives, or mine with ssft-mine --min-negatives 2, which drops shorter rows)"),
     ("train-source-scored-without-distillation-loss", "ssft.cli.train", _rows("t.jsonl", [SCORED_OK]),
      "is in the scored form; scored rows train with a distillation loss"),
     ("train-source-text-with-distillation-loss", "ssft.cli.train",
