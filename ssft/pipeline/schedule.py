@@ -44,11 +44,9 @@ def training_arguments(recipe: Recipe, out: Path, record: dict[str, Any] | None,
     # unless the recipe asks for checkpoints itself (training.save_strategy). Progress: a bar on a terminal, a line
     # every 30 s otherwise (ssft.core.progress; training.disable_tqdm: true switches it off). No pinned memory without
     # a GPU: torch warns that pin_memory has no accelerator to serve. Training batches by token count
-    # (ssft.training.sampling) unless the recipe says training.train_sampling_strategy: random. Validation and the
-    # start row score eval.batch_size texts or pairs at a time, as the test does (TrainingArguments' default is 8).
+    # (ssft.training.sampling) unless the recipe says training.train_sampling_strategy: random.
     kwargs = {"remove_unused_columns": False, "report_to": ["tensorboard"], "save_strategy": "epoch",
               "save_total_limit": 1, "eval_strategy": "epoch" if recipe.data.validation_split else "no",
-              "per_device_eval_batch_size": recipe.eval.batch_size,
               "train_sampling_strategy": "group_by_length",
               "logging_strategy": "steps", "logging_steps": 10, "disable_tqdm": False,
               "seed": recipe.seed, "dataloader_pin_memory": torch.cuda.is_available(), **recipe.training}
