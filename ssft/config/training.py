@@ -154,15 +154,12 @@ def check_report_to(training: dict[str, Any], source: str) -> None:
 
 def check_scheduler_kwargs(training: dict[str, Any], source: str) -> None:
     """training.lr_scheduler_kwargs: a mapping the chosen scheduler accepts, checked by building that scheduler
-    on a dummy optimizer (an unknown type is left to TrainingArguments, which names it)."""
+    on a dummy optimizer (an unknown lr_scheduler_type was refused already, by ``training_section``)."""
     where = f"{source}: training.lr_scheduler_kwargs"
     kwargs = _scheduler_kwargs(training.get("lr_scheduler_kwargs"), where)
     if not kwargs:
         return
-    try:
-        kind = SchedulerType(training.get("lr_scheduler_type", "linear"))
-    except ValueError:
-        return
+    kind = SchedulerType(training.get("lr_scheduler_type", "linear"))
     if kind in (SchedulerType.CONSTANT, SchedulerType.CONSTANT_WITH_WARMUP):  # get_scheduler drops them silently
         raise SsftError(f"{where}: lr_scheduler_type '{kind.value}' takes no arguments, got {', '.join(map(str, kwargs))}")
     params = inspect.signature(TYPE_TO_SCHEDULER_FUNCTION[kind]).parameters

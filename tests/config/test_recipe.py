@@ -194,12 +194,14 @@ def test_good_values_still_load(tmp_path, overrides):
     load_recipe(write(tmp_path, "{}\n"), overrides)
 
 
-@pytest.mark.parametrize("written", ["training.eval_strategy=no", "training.eval_strategy='no'"])
-def test_an_unquoted_no_is_the_strategy_no(tmp_path, written):
+@pytest.mark.parametrize("text, overrides, key", [
+    ("{}\n", ["training.eval_strategy=no"], "eval_strategy"),
+    ("{}\n", ["training.eval_strategy='no'"], "eval_strategy"),
+    ("training: {save_strategy: no}\n", [], "save_strategy"),
+])
+def test_an_unquoted_no_is_the_strategy_no(tmp_path, text, overrides, key):
     # YAML 1.1 reads `no` as false; for a strategy field that is the choice 'no', not an error
-    key, _ = written.split("=")
-    assert load_recipe(write(tmp_path, "{}\n"), [written]).training[key.split(".")[1]] == "no"
-    assert load_recipe(write(tmp_path, "training: {save_strategy: no}\n")).training["save_strategy"] == "no"
+    assert load_recipe(write(tmp_path, text), overrides).training[key] == "no"
 
 
 def test_lengths_beyond_the_models_position_embeddings(tmp_path, tiny_model_dir):
