@@ -107,3 +107,13 @@ def test_check_fails_in_one_line_on_a_dataset_that_is_nowhere(tmp_path, capsys):
     assert main(["--check", str(recipe)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("ssft-train: error: ") and "data.dataset" in err[-1] and "no BEIR folder" in err[-1]
+
+
+def test_plan_says_where_the_negatives_come_from():
+    """data.negatives draws negatives for the qrels only; data.train's rows bring their own, and the plan says so."""
+    from ssft.pipeline.check import plan
+
+    mined = next(line for line in plan(load_recipe(RECIPES / "cross_distil_nfcorpus.yaml"))[0] if line.startswith("data:"))
+    assert "7 negative(s) of its rows per positive" in mined and "bm25 negative" not in mined
+    qrels = next(line for line in plan(load_recipe(RECIPES / "quickstart.yaml"))[0] if line.startswith("data:"))
+    assert "1 bm25 negative(s) per positive" in qrels
