@@ -4,14 +4,14 @@ and reranking BM25's top-k.
 
     SSFT_DATA_HOME=../shared/data python benchmarks/int8_collections.py runs/quickstart \
         [--rerank runs/quickstart,runs/cross] [--depth 100] [--datasets scifact,nfcorpus,cranfield] \
-        [--arms fp32,bf16,int8] [--out runs/bench/int8] [--notes FILE] [--write]
+        [--arms fp32,bf16,int8] [--out runs/bench/int8] [--notes FILE] [--write] [--section NAME --title TITLE]
 
 Each arm is ``ssft-eval MODEL --datasets … --first-stage full|bm25 --precision ARM --output OUT/JOB/ARM`` (what a
 user runs; ``--backend auto``, so int8 is OpenVINO's static int8, calibrated on what the job serves); an arm whose
 eval.json exists is reused. The positional model retrieves from the whole corpus (a dense model; '' for none); each
 ``--rerank`` model reranks BM25's top ``--depth``. A table per job: nDCG@10 per dataset and arm, the difference to
 fp32, and the worst |difference| of each arm over the datasets, against the 0.005 that the documentation promises.
-``--write``: BENCHMARKS.md § int8_collections.
+``--write``: BENCHMARKS.md § int8_collections (``--section`` / ``--title``: another section, for another set of models).
 """
 from __future__ import annotations
 
@@ -82,8 +82,8 @@ def table(job: Job, datasets: list[str], arms: list[str], scores: dict[str, dict
 
 
 def markdown(datasets: list[str], arms: list[str], results: list[tuple[Job, dict[str, dict[str, float]]]],
-             cmd: str) -> str:
-    lines = [TITLE, "", f"`{cmd}`", "",
+             cmd: str, title: str = TITLE) -> str:
+    lines = [title, "", f"`{cmd}`", "",
              "Each arm is `ssft-eval` as a user runs it (`--backend auto`: int8 is OpenVINO's static int8, calibrated on "
              "what the job serves); nDCG@10 of all the judged test queries, the difference to fp32 in brackets.", ""]
     for job, scores in results:
@@ -102,15 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="runs/bench/int8_collections")
     add_notes_option(p)
     p.add_argument("--write", action="store_true")
+    p.add_argument("--section", default="int8_collections", help="the BENCHMARKS.md section --write writes")
+    p.add_argument("--title", default=TITLE[3:], help="the section's title")
     a = p.parse_args(argv)
     datasets = [d for d in a.datasets.split(",") if d]
     arms = [x for x in a.arms.split(",") if x]
     results = [(job, {arm: run_arm(job, datasets, arm, Path(a.out)) for arm in arms})
                for job in jobs(a.model, [m for m in a.rerank.split(",") if m], a.depth)]
-    body = with_notes(markdown(datasets, arms, results, command()), a.notes)
+    body = with_notes(markdown(datasets, arms, results, command(), f"## {a.title}"), a.notes)
     print(body)
     if a.write:
-        write_section("int8_collections", body)
+        write_section(a.section, body)
     return 0
 
 
