@@ -152,7 +152,7 @@ def fmt(vals: list[float]) -> str:
 
 
 def main() -> None:
-    from report import write_section
+    from report import add_section_options, write_section
 
     from ssft.data.beir import load_dataset
 
@@ -162,8 +162,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="42")
     parser.add_argument("--out", default=str(ROOT / "runs" / "bench" / "bi"))
     parser.add_argument("--skip-speed", action="store_true", help="skip the encode-count and prefix-overhead measurements")
-    parser.add_argument("--section", default="bi_methods",
-                        help="the BENCHMARKS.md section written (a subset re-run can go to its own section)")
+    add_section_options(parser, "bi_methods")
     parser.add_argument("overrides", nargs="*", help="extra key=value recipe overrides for every run")
     ns = parser.parse_args()
     archs, methods = ns.archs.split(","), ns.methods.split(",")

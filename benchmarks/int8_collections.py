@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import add_notes_option, command, with_notes, write_section  # noqa: E402
+from report import add_notes_option, add_section_options, command, with_notes, write_section  # noqa: E402
 
 PROMISE = 0.005  # |ΔnDCG@10| against fp32 that docs/export-and-serving.md states for int8
-TITLE = "## Serving precision on several collections: retrieval and reranking against fp32"
+TITLE = "Serving precision on several collections: retrieval and reranking against fp32"
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def table(job: Job, datasets: list[str], arms: list[str], scores: dict[str, dict
 
 def markdown(datasets: list[str], arms: list[str], results: list[tuple[Job, dict[str, dict[str, float]]]],
              cmd: str, title: str = TITLE) -> str:
-    lines = [title, "", f"`{cmd}`", "",
+    lines = [f"## {title}", "", f"`{cmd}`", "",
              "Each arm is `ssft-eval` as a user runs it (`--backend auto`: int8 is OpenVINO's static int8, calibrated on "
              "what the job serves); nDCG@10 of all the judged test queries, the difference to fp32 in brackets.", ""]
     for job, scores in results:
@@ -102,14 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="runs/bench/int8_collections")
     add_notes_option(p)
     p.add_argument("--write", action="store_true")
-    p.add_argument("--section", default="int8_collections", help="the BENCHMARKS.md section --write writes")
-    p.add_argument("--title", default=TITLE[3:], help="the section's title")
+    add_section_options(p, "int8_collections", TITLE)
     a = p.parse_args(argv)
     datasets = [d for d in a.datasets.split(",") if d]
     arms = [x for x in a.arms.split(",") if x]
     results = [(job, {arm: run_arm(job, datasets, arm, Path(a.out)) for arm in arms})
                for job in jobs(a.model, [m for m in a.rerank.split(",") if m], a.depth)]
-    body = with_notes(markdown(datasets, arms, results, command(), f"## {a.title}"), a.notes)
+    body = with_notes(markdown(datasets, arms, results, command(), a.title), a.notes)
     print(body)
     if a.write:
         write_section(a.section, body)

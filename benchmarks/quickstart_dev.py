@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import add_notes_option, with_notes, write_section  # noqa: E402
+from report import add_notes_option, add_section_options, with_notes, write_section  # noqa: E402
 
 METRICS = ("nDCG@10", "R@100", "RR@10")
 
@@ -83,7 +83,7 @@ def adapter_label(adapter: str | dict) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", required=True, help="comma-separated run folders of recipes/quickstart.yaml")
-    p.add_argument("--section", default="quickstart_dev", help="the BENCHMARKS.md section --write replaces")
+    add_section_options(p, "quickstart_dev")
     add_notes_option(p)
     p.add_argument("--write", action="store_true")
     a = p.parse_args()

@@ -94,6 +94,14 @@ def _existing_file(value: str) -> Path:
     return path
 
 
+def add_section_options(parser: argparse.ArgumentParser, section: str, title: str | None = None) -> None:
+    """``--section NAME`` (default ``section``): the BENCHMARKS.md section ``--write`` replaces, so a run of other
+    models or a subset can go to a section of its own; with a default ``title``, also ``--title`` (without ``## ``)."""
+    parser.add_argument("--section", default=section, help="the BENCHMARKS.md section --write replaces")
+    if title is not None:
+        parser.add_argument("--title", default=title, help="the section's title")
+
+
 def add_notes_option(parser: argparse.ArgumentParser) -> None:
     """``--notes FILE``: a Markdown file of readings that ``with_notes`` appends to the section; checked when the
     command line is parsed, so a wrong name fails before hours of measuring, not after."""

@@ -41,7 +41,7 @@ from ssft.models.cross import CrossEncoder
 from ssft.models.twin import TwinBert
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import write_section  # noqa: E402
+from report import add_section_options, write_section  # noqa: E402
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 ARMS = ("dense", "colbert_pca", "colbert_random", "colbert_identity", "twin_cosine", "twin_random",
@@ -99,9 +99,7 @@ def main() -> int:
     p.add_argument("--arms", default=",".join(ARMS))
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--out", default="", help="a JSON file for the figures (default: none)")
-    p.add_argument("--section", default="warm_starts", help="the BENCHMARKS.md section --write replaces")
-    p.add_argument("--title", default="How each architecture ranks before training (warm starts)",
-                   help="the section's title")
+    add_section_options(p, "warm_starts", "How each architecture ranks before training (warm starts)")
     p.add_argument("--results", default="", help="a JSON file an earlier run wrote with --out: report its figures "
                                                  "instead of measuring again (--measured-at: the commit they are from)")
     p.add_argument("--measured-at", default="", help="with --results: the commit the figures were measured at")
