@@ -270,11 +270,11 @@ def _component_lines(recipe: Recipe) -> list[str]:
 def _data_line(recipe: Recipe) -> str:
     d = recipe.data
     train = f"rows of {d.train} ({d.train_format} form)" if d.train is not None else d.train_split
+    # data.train's rows carry their own negatives: data.negatives draws only for the qrels
+    negatives = "negative(s) of its rows" if d.train is not None else f"{d.negatives} negative(s)"
     return (f"data: {d.dataset}: train {train}"
             + (f" (at most {d.max_train_queries} queries)" if d.max_train_queries else " (all queries)")
-            # data.train's rows carry their own negatives: data.negatives draws only for the qrels
-            + f", {d.num_negatives} {'negative(s) of its rows' if d.train is not None else f'{d.negatives} negative(s)'}"
-            + " per positive"
+            + f", {d.num_negatives} {negatives} per positive"
             + (f", at most {d.max_positives_per_query} positive(s) per query" if d.max_positives_per_query else "")
             + f"; validation {d.validation_split or 'none'}"
             + (f" ({d.holdout_queries} of its queries, held out of training)" if d.holdout_queries else "")

@@ -5,6 +5,7 @@ import pytest
 
 from ssft.config.recipe import load_recipe
 from ssft.config.registry import ADAPTERS, LOSSES, MODELS
+from ssft.pipeline.check import plan
 from tests.helpers import load_script
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
@@ -111,8 +112,6 @@ def test_check_fails_in_one_line_on_a_dataset_that_is_nowhere(tmp_path, capsys):
 
 def test_plan_says_where_the_negatives_come_from():
     """data.negatives draws negatives for the qrels only; data.train's rows bring their own, and the plan says so."""
-    from ssft.pipeline.check import plan
-
     mined = next(line for line in plan(load_recipe(RECIPES / "cross_distil_nfcorpus.yaml"))[0] if line.startswith("data:"))
     assert "7 negative(s) of its rows per positive" in mined and "bm25 negative" not in mined
     qrels = next(line for line in plan(load_recipe(RECIPES / "quickstart.yaml"))[0] if line.startswith("data:"))
