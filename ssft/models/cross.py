@@ -35,7 +35,7 @@ from ssft.config.parse import Problem
 from ssft.core.errors import SsftError
 from ssft.models.base import Pretrained, Ranker
 from ssft.models.dual_pooling import dual_pool, segment_ids
-from ssft.models.interop.checkpoint import classifier_head
+from ssft.models.interop.checkpoint import CLS_LINEAR_EPSILON, classifier_head, exported_cls_linear
 from ssft.models.token_reconstruction import TokenReconstructionHead
 
 DUAL_POOLED = "dual_pooled"  # model.head of 004's dual-pooled cross-encoder
@@ -200,13 +200,28 @@ class CrossEncoder(Ranker):
     # ------------------------------------------------------------ a pretrained checkpoint's head
     def adopt_pretrained(self, pretrained: Pretrained) -> None:
         """A sequence-classification checkpoint's pooler and classifier (``head: classifier``), or a plain encoder's
-        pretrained pooler; with ``head: cls_linear`` nothing is taken (and the report lists what is left)."""
+        pretrained pooler. With ``head: cls_linear`` only an ssft ``cls_linear`` export's head is taken, folded back
+        into one linear map (``exported_cls_linear``); anything else is left for the load report."""
         if self.reconstruction is not None:
             self.reconstruction.adopt(pretrained)  # a checkpoint's MLM head, when it has one
             return
-        if self.pooler is None:
+        seq_cls = pretrained.kind == "sequence-classification"
+        if self.pooler is None:  # cls_linear
+            found = classifier_head(pretrained, take=False) if seq_cls else None
+            folded = exported_cls_linear(found) if found is not None else None
+            if folded is not None:
+                classifier_head(pretrained)  # now used: not in the load report
+                with torch.no_grad():
+                    self.head.weight.copy_(folded[0])
+                    self.head.bias.copy_(folded[1])
+                self.ranks_untrained = True
             return
-        head = classifier_head(pretrained) if pretrained.kind == "sequence-classification" else None
+        head = classifier_head(pretrained) if seq_cls else None
+        if head is not None and exported_cls_linear(head) is not None:
+            pretrained.notes.append(
+                f"a cross-encoder exported from model.head: cls_linear (its pooler is "
+                f"{CLS_LINEAR_EPSILON:g}·I, its classifier scaled by 1/{CLS_LINEAR_EPSILON:g}): it scores as exported, "
+                "but its head trains ill-conditioned; load it with model.head: cls_linear to train it")
         with torch.no_grad():
             if head is not None:
                 self.pooler.weight.copy_(head["pooler.weight"])

@@ -195,6 +195,32 @@ def test_an_export_is_read_back_without_loss(tiny, tmp_path, architecture, optio
     assert torch.allclose(scores(again), scores(ranker), atol=TOL)
 
 
+def test_a_cls_linear_export_is_read_back_as_one_linear_map(tiny, tmp_path, caplog):
+    torch.manual_seed(7)
+    ranker = build("cross", tiny, "lora", head="cls_linear")
+    move_trainable_weights(ranker)
+    ranker.save(tmp_path / "run")
+    export_run(tmp_path / "run", tmp_path / "export")
+    with caplog.at_level(logging.WARNING, logger="ssft"):
+        again = build("cross", tmp_path / "export", head="cls_linear")
+    # the head folded back (w = eps x classifier), not pooler eps*I + classifier w/eps: its gradients are w's own size
+    assert torch.allclose(again.head.weight, ranker.head.weight, rtol=1e-5, atol=1e-7)
+    assert torch.equal(again.head.bias, ranker.head.bias)
+    assert torch.allclose(scores(again), scores(ranker), atol=1e-5)
+    assert again.ranks_untrained
+    assert not [r for r in caplog.records if "not used" in r.getMessage()]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ssft"):
+        as_classifier = build("cross", tmp_path / "export")  # head: classifier, the default: exact, but says how to train
+    assert torch.allclose(scores(as_classifier), scores(ranker), atol=TOL)
+    assert any("model.head: cls_linear" in r.getMessage() for r in caplog.records)
+
+
+def test_a_classifier_head_is_not_taken_for_a_cls_linear_one(sequence_classification):
+    ranker = build("cross", sequence_classification, head="cls_linear")  # a real pooler: nothing to fold
+    assert not ranker.ranks_untrained
+
+
 @pytest.fixture(scope="module")
 def wide(tmp_path_factory) -> Path:
     """A second tiny random BERT, 48 wide (a heterogeneous document tower)."""

@@ -513,22 +513,40 @@ def check_weight_shapes(folder: Path, trust_remote_code: bool = False, header: W
                         f"weights were saved with")
 
 
-def classifier_head(pretrained: Pretrained) -> dict[str, torch.Tensor] | None:
+# a cls_linear head (a linear map of the raw [CLS] state) exported as a sequence-classification head: pooler ε·I,
+# classifier w/ε, since that head's pooler ends in tanh (ssft.models.interop.export)
+CLS_LINEAR_EPSILON = 1e-5
+
+
+def classifier_head(pretrained: Pretrained, take: bool = True) -> dict[str, torch.Tensor] | None:
     """A sequence-classification checkpoint's (pooler dense, classifier) as {pooler.weight, pooler.bias,
-    linear.weight, linear.bias}, taken from ``extra``; None when its layout is not BERT's pooler + linear (the
-    layouts ``ssft.models.cross``'s classifier head holds: bert, roberta / xlm-roberta, mpnet heads are dense +
-    tanh + linear on the first token)."""
+    linear.weight, linear.bias}, taken from ``extra`` (``take=False``: only read, left for the load report); None
+    when its layout is not BERT's pooler + linear (the layouts ``ssft.models.cross``'s classifier head holds: bert,
+    roberta / xlm-roberta, mpnet heads are dense + tanh + linear on the first token)."""
     for pooler, linear in _classifier_layouts(pretrained.config):
         keys = [f"{pooler}.weight", f"{pooler}.bias", f"{linear}.weight", f"{linear}.bias"]
         if all(pretrained.has(k) for k in keys):
             if pretrained.extra[keys[2]].shape[0] != 1:
                 raise SsftError(two_labels_message(pretrained.name, pretrained.extra[keys[2]].shape[0]))
-            w, b, lw, lb = (pretrained.take(k) for k in keys)
+            w, b, lw, lb = (pretrained.take(k) if take else pretrained.extra[k] for k in keys)
             return {"pooler.weight": w, "pooler.bias": b, "linear.weight": lw, "linear.bias": lb}
     return None
 
 
-__all__ = ["KINDS", "PUNCTUATION", "ROLES", "ColbertSettings", "DenseModule", "Pretrained", "SentenceModules",
-           "account_weights", "check_weight_shapes", "checkpoint_kind", "classifier_head", "classifier_labels",
-           "is_router", "module_entries", "read_checkpoint", "read_sentence_modules", "read_weights", "router_routes",
-           "router_towers", "transformer_folders", "two_labels_message"]
+def exported_cls_linear(head: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The (weight, bias) of the linear map on the raw [CLS] state that a ``classifier_head`` holds when it is an ssft
+    ``cls_linear`` export (pooler ε·I with zero bias, classifier w/ε: ``ssft.models.interop.export``), folded back
+    (w = ε · classifier); None for any other head."""
+    weight, bias = head["pooler.weight"], head["pooler.bias"]
+    if weight.ndim != 2 or weight.shape[0] != weight.shape[1] or bool(bias.any()):
+        return None
+    if not torch.equal(weight, torch.eye(weight.shape[0], dtype=weight.dtype) * CLS_LINEAR_EPSILON):
+        return None
+    return head["linear.weight"] * CLS_LINEAR_EPSILON, head["linear.bias"]
+
+
+__all__ = ["CLS_LINEAR_EPSILON", "KINDS", "PUNCTUATION", "ROLES", "ColbertSettings", "DenseModule", "Pretrained",
+           "SentenceModules", "account_weights", "check_weight_shapes", "checkpoint_kind", "classifier_head",
+           "classifier_labels", "exported_cls_linear", "is_router", "module_entries", "read_checkpoint",
+           "read_sentence_modules", "read_weights", "router_routes", "router_towers", "transformer_folders",
+           "two_labels_message"]

@@ -41,9 +41,9 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 from ssft.adapters.semi_siamese import LORA_ADAPTER
 from ssft.config.registry import ADAPTERS
 from ssft.core.errors import SsftError
+from ssft.models.interop.checkpoint import CLS_LINEAR_EPSILON
 
 FORMATS = ("cross-encoder", "sentence-transformers", "multi-vector")
-CLS_LINEAR_EPSILON = 1e-5  # cls_linear → pooler ε·I, classifier w/ε (see the module docstring)
 # model_type → (encoder prefix, pooler dense, final linear) of its *ForSequenceClassification (dense + tanh + linear)
 SEQUENCE_CLASSIFICATION_LAYOUT = {
     "bert": ("bert", "bert.pooler.dense", "classifier"),
@@ -390,5 +390,5 @@ def export_model(ranker, folder: Path, requested: str = "auto") -> dict[str, Any
     return {"format": fmt, **info}
 
 
-__all__ = ["CLS_LINEAR_EPSILON", "FORMATS", "FORMAT_OF", "SEQUENCE_CLASSIFICATION_LAYOUT", "export_format", "export_model",
+__all__ = ["FORMATS", "FORMAT_OF", "SEQUENCE_CLASSIFICATION_LAYOUT", "export_format", "export_model",
            "export_refusal", "merged_encoder", "tower_encoders", "unexportable_method"]
