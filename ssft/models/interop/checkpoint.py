@@ -533,6 +533,12 @@ def classifier_head(pretrained: Pretrained, take: bool = True) -> dict[str, torc
     return None
 
 
+def cls_linear_pooler(hidden: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The pooler weight ε·I a ``cls_linear`` head is exported through (its bias is zero); what
+    ``exported_cls_linear`` recognises."""
+    return torch.eye(hidden, dtype=dtype) * CLS_LINEAR_EPSILON
+
+
 def exported_cls_linear(head: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The (weight, bias) of the linear map on the raw [CLS] state that a ``classifier_head`` holds when it is an ssft
     ``cls_linear`` export (pooler ε·I with zero bias, classifier w/ε: ``ssft.models.interop.export``), folded back
@@ -540,13 +546,13 @@ def exported_cls_linear(head: dict[str, torch.Tensor]) -> tuple[torch.Tensor, to
     weight, bias = head["pooler.weight"], head["pooler.bias"]
     if weight.ndim != 2 or weight.shape[0] != weight.shape[1] or bool(bias.any()):
         return None
-    if not torch.equal(weight, torch.eye(weight.shape[0], dtype=weight.dtype) * CLS_LINEAR_EPSILON):
+    if not torch.equal(weight, cls_linear_pooler(weight.shape[0], weight.dtype)):
         return None
     return head["linear.weight"] * CLS_LINEAR_EPSILON, head["linear.bias"]
 
 
 __all__ = ["CLS_LINEAR_EPSILON", "KINDS", "PUNCTUATION", "ROLES", "ColbertSettings", "DenseModule", "Pretrained",
            "SentenceModules", "account_weights", "check_weight_shapes", "checkpoint_kind", "classifier_head",
-           "classifier_labels", "exported_cls_linear", "is_router", "module_entries", "read_checkpoint",
+           "classifier_labels", "cls_linear_pooler", "exported_cls_linear", "is_router", "module_entries", "read_checkpoint",
            "read_sentence_modules", "read_weights", "router_routes", "router_towers", "transformer_folders",
            "two_labels_message"]

@@ -41,7 +41,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification
 from ssft.adapters.semi_siamese import LORA_ADAPTER
 from ssft.config.registry import ADAPTERS
 from ssft.core.errors import SsftError
-from ssft.models.interop.checkpoint import CLS_LINEAR_EPSILON
+from ssft.models.interop.checkpoint import CLS_LINEAR_EPSILON, cls_linear_pooler
 
 FORMATS = ("cross-encoder", "sentence-transformers", "multi-vector")
 # model_type → (encoder prefix, pooler dense, final linear) of its *ForSequenceClassification (dense + tanh + linear)
@@ -204,7 +204,7 @@ def export_cross_encoder(ranker, folder: Path) -> dict[str, Any]:
         note = "head classifier (pooler + linear): exported exactly"
     else:
         eps = CLS_LINEAR_EPSILON
-        pooler_w, pooler_b = torch.eye(hidden) * eps, torch.zeros(hidden)
+        pooler_w, pooler_b = cls_linear_pooler(hidden), torch.zeros(hidden)
         linear_w, linear_b = ranker.head.weight / eps, ranker.head.bias
         note = (f"head cls_linear (linear on the raw [CLS] state) exported as pooler {eps:g}·I + classifier w/{eps:g}: "
                 f"tanh({eps:g}·h)/{eps:g} = h - {eps:g}²·h³/3 + ..., scores within 1e-4 of ssft's for |h| < 100")
