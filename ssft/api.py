@@ -597,8 +597,9 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
          absolute_margin: float | None = None, relative_margin: float | None = None, max_score: float | None = None,
          num_negatives: int | None = None, min_negatives: int = 1, min_relevance: int = 1, form: str | None = None,
          teacher: str | Path | Ranker | None = None, pooling: str | None = None, max_length: int | None = None,
-         query_max_length: int | None = None, batch_size: int = 64, overwrite: bool = False,
-         trust_remote_code: bool = False, command: Sequence[str] | None = None) -> dict[str, Any]:
+         query_max_length: int | None = None, batch_size: int = 64, precision: str = precisions.DEFAULT,
+         backend: str = "auto", overwrite: bool = False, trust_remote_code: bool = False,
+         command: Sequence[str] | None = None) -> dict[str, Any]:
     """Mine hard negatives for the judged queries of ``split`` (``ssft-mine``): BM25 (no ``model``) or a dense
     ``model`` over the whole corpus, filtered (rank range, margins to the positive, maximum score, at most
     ``num_negatives``), optionally rescored by a ``teacher`` run; writes ``output`` (.jsonl, the form ``data.train``
@@ -626,6 +627,10 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
         max_length: document tokens of a checkpoint (None: its sentence-transformers max_seq_length, else 256).
         query_max_length: query tokens of a checkpoint (None: as its documents).
         batch_size: texts encoded or pairs scored at once.
+        precision: what the dense miner and the teacher compute in: auto, fp32, bf16 or int8 (int8: calibrated on the
+            queries and corpus encoded, and on the pairs rescored).
+        backend: auto (OpenVINO where it is installed and the job repays the conversion), torch or openvino, as
+            ``ssft-mine --backend``.
         overwrite: replace an earlier ssft-mine output and its .mining.json (never a file ssft-mine did not write).
         trust_remote_code: allow a checkpoint's own code.
         command: the command line recorded in .mining.json (default: this call).
@@ -652,5 +657,5 @@ def mine(dataset: str, output: str | Path, split: str = "train", model: str | Pa
                           min_relevance=min_relevance, form=form,
                           teacher=None if teacher is None else model_input(teacher, trust_remote_code, output=out,
                                                                            name="teacher"), batch_size=batch_size,
-                          overwrite=overwrite, trust_remote_code=trust_remote_code,
+                          precision=precision, backend=backend, overwrite=overwrite, trust_remote_code=trust_remote_code,
                           command=list(command) if command is not None else ["ssft.mine", str(dataset), str(output)])

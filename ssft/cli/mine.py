@@ -6,7 +6,8 @@ whole corpus with faiss (MODEL: anything ``ssft.load`` takes: an ssft run folder
 the index cached under $SSFT_CACHE) — and keeps, per (query, judged positive), the candidates that pass the
 false-negative filters (``ssft.eval.mining``: rank range, absolute / relative margin to the positive's score,
 maximum score, at most ``--num-negatives``). ``--teacher RUN`` rescores the kept (query, document) pairs with an
-ssft run (e.g. a cross-encoder) and writes its scores.
+ssft run (e.g. a cross-encoder) and writes its scores. Both models serve at ``--precision`` on ``--backend``, as
+ssft-rerank's model does (int8: calibrated on the corpus encoded and the pairs rescored).
 
 Writes FILE.jsonl in a form ``data.train`` reads (``--form ids``: query_id, positive_id, negative_ids;
 ``--form scored``: query_id, document_ids = [positive, negatives ...], scores — the teacher's, else the miner's)
@@ -21,13 +22,17 @@ import sys
 
 from ssft.cli._common import (
     MODEL_HELP,
+    add_backend_argument,
     add_batch_size_argument,
     add_checkpoint_arguments,
     add_model_argument,
+    add_precision_argument,
     add_trust_argument,
+    backend_value,
     make_parser,
     output_path,
     parse_args,
+    precision_value,
     setup_logging,
 )
 from ssft.core.errors import cli_entry
@@ -60,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the model that rescores the kept pairs (a cross-encoder, typically): "
                         + MODEL_HELP.removeprefix("the model: "))
     add_batch_size_argument(parser)
+    add_precision_argument(parser)
+    add_backend_argument(parser)
     add_trust_argument(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier ssft-mine --output and its .mining.json (never a file ssft-mine did not write)")
@@ -77,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     from ssft.pipeline.mine import mining_summary
 
     options = {k: v for k, v in vars(ns).items() if k not in ("data", "output", "split", "bm25", "deprecated_model")}
+    options.update(precision=precision_value(ns), backend=backend_value(ns))
     info = mine(ns.data, ns.output, ns.split, **options,
                 command=["ssft-mine", *(argv if argv is not None else sys.argv[1:])])
     print(mining_summary(info))

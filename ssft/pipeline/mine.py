@@ -4,7 +4,9 @@ Retrieves the top-``depth`` documents of every judged query of the split with a 
 corpus with faiss (an ssft run / model folder of architecture 'dense', a loaded dense ranker, or a sentence embedder by
 hub id or folder with ``pooling``), or BM25 (the index cached under $SSFT_CACHE) — and keeps, per (query, judged
 positive), the candidates that pass the false-negative filters (``ssft.eval.mining``). A ``teacher`` run rescores the
-kept pairs. Writes the dataset (.jsonl, ``form`` ids or scored) and its ``.mining.json`` atomically, after everything
+kept pairs. Both models serve at ``precision`` on ``backend`` (``ssft.models.interop.openvino.serve``, as every
+serving path: int8 calibrated on the queries and corpus the miner encodes, and on the pairs the teacher rescores).
+Writes the dataset (.jsonl, ``form`` ids or scored) and its ``.mining.json`` atomically, after everything
 else succeeded, under the output-file rule of ``ssft.core.run_folder`` (a lock file beside it keeps out a second
 writer; an existing pair is replaced only with ``overwrite`` and only when its .mining.json says ssft-mine wrote it)."""
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ssft.core import precision as precisions
 from ssft.core import progress
 from ssft.core.errors import SsftError
 from ssft.core.io import atomic_write_json, atomic_write_text
@@ -27,6 +30,7 @@ from ssft.firststage.bm25 import BM25
 from ssft.models.base import Ranker, load_ranker, saved_model_folder
 from ssft.models.bi import score_candidates
 from ssft.models.frozen import dense_reference, load_dense_model
+from ssft.models.interop import openvino
 from ssft.pipeline.sources import dataset_sources, model_dir, whole_numbers
 from ssft.training.prediction import prediction_trainer
 
@@ -37,7 +41,8 @@ def mine_negatives(data: str, output: Path, *, split: str = "train", model: str 
                    max_score: float | None = None, num_negatives: int | None = None, min_negatives: int = 1,
                    min_relevance: int = 1, form: str | None = None, teacher: Path | Ranker | None = None,
                    pooling: str = "mean",
-                   max_length: int = 256, query_max_length: int = 64, batch_size: int = 64, overwrite: bool = False,
+                   max_length: int = 256, query_max_length: int = 64, batch_size: int = 64,
+                   precision: str = precisions.DEFAULT, backend: str = openvino.DEFAULT_BACKEND, overwrite: bool = False,
                    trust_remote_code: bool = False, command: list[str] | None = None) -> dict[str, Any]:
     """Mine (module docstring) with BM25 when ``model`` is None; returns what ``.mining.json`` holds."""
     whole_numbers(depth=depth, batch_size=batch_size, max_length=max_length, query_max_length=query_max_length)
@@ -60,31 +65,35 @@ def mine_negatives(data: str, output: Path, *, split: str = "train", model: str 
     filters = MiningFilters(range_min, range_max, absolute_margin, relative_margin, max_score, num_negatives,
                             min_negatives)
     filters.check()
+    precision = precisions.check(precision, "--precision")
+    openvino.check_serving(backend, precision)
     started = time.time()
     dataset = load_dataset(data)
     target.add_sources((dataset.path, "the dataset folder being mined"))
     qrels = dataset.qrels(split)
-    scorer = _teacher(teacher, batch_size, trust_remote_code) if teacher else None  # a bad teacher fails first
+    teacher_model = _teacher(teacher, trust_remote_code) if teacher else None  # a bad teacher fails first
     with target:
         target.claim()  # one writer: a second ssft-mine onto this file is refused from here on
+        served: dict[str, str] = {}  # how each model scored: .mining.json records it
         if model is None:
             retrieve_fn, score_fn, miner, index = _bm25_miner(dataset)
         else:
-            (retrieve_fn, score_fn, miner), index = _dense_miner(model, dataset, pooling, max_length, query_max_length,
-                                                                 batch_size, trust_remote_code), None
+            mined = [dataset.queries[q] for q in sorted(qrels) if q in dataset.queries]
+            (retrieve_fn, score_fn, miner, served["miner"]), index = _dense_miner(
+                model, dataset, mined, pooling, max_length, query_max_length, batch_size, trust_remote_code, precision,
+                backend), None
         with progress.stage("mining"):
             rows, report = mine(retrieve_fn, score_fn, dataset.queries, qrels, depth, filters, min_relevance)
         if not rows:
             raise SsftError(f"ssft-mine: the filters left no row with {min_negatives} negative(s) or more "
                             f"({report.as_dict()['removed']}); loosen them")
         teacher_scores = None
-        if scorer is not None:
-            pairs = PairDataset(teacher_run(rows), 10 ** 9, dataset)
-            with progress.stage("mining: teacher scores"):
-                teacher_scores = pairs.to_run(scorer.score(pairs))
+        if teacher_model is not None:
+            teacher_scores, served["teacher"] = _teacher_scores(teacher_model, rows, dataset, precision, backend,
+                                                                batch_size)
         records = to_records(rows, form, teacher_scores)
         info = {"tool": "ssft-mine", "dataset": data, "split": split, "miner": miner, "depth": depth, "form": form,
-                "teacher": _teacher_name(teacher), "filters": filters.__dict__ | {
+                "teacher": _teacher_name(teacher), "served": served, "filters": filters.__dict__ | {
                     "range_max": filters.range_max or depth}, **report.as_dict(),
                 "seconds": round(time.time() - started, 1), "command": command or ["ssft-mine"]}
         if index is not None:
@@ -133,8 +142,9 @@ def _bm25_miner(dataset):
     return bm25.search, score_positives, "bm25", bm25
 
 
-def _dense_miner(model: str | Path | Ranker, dataset, pooling: str, max_length: int, query_max_length: int,
-                 batch_size: int, trust_remote_code: bool) -> tuple[Callable, Callable, str]:
+def _dense_miner(model: str | Path | Ranker, dataset, mined_queries: list[str], pooling: str, max_length: int,
+                 query_max_length: int, batch_size: int, trust_remote_code: bool, precision: str,
+                 backend: str) -> tuple[Callable, Callable, str, str]:
     folder = None if isinstance(model, Ranker) else saved_model_folder(model)
     if isinstance(model, Ranker) or folder is not None:
         ranker = model if isinstance(model, Ranker) else load_ranker(folder, trust_remote_code=trust_remote_code)
@@ -149,6 +159,10 @@ def _dense_miner(model: str | Path | Ranker, dataset, pooling: str, max_length: 
     ranker.eval()
     for p in ranker.parameters():
         p.requires_grad_(False)
+    documents = [document.full_text for document in dataset.corpus.values()]
+    # int8: calibrated on the queries it mines for and the corpus it encodes, as ssft-eval calibrates a retrieval
+    ranker, _, _ = openvino.serve(ranker, backend, precision, lambda: openvino.corpus_calibration(mined_queries, documents),
+                                  inputs=len(mined_queries) + len(documents))
 
     def retrieve_fn(queries: dict[str, str], depth: int):
         return retrieve(ranker, dataset, queries, depth, batch_size)
@@ -156,13 +170,26 @@ def _dense_miner(model: str | Path | Ranker, dataset, pooling: str, max_length: 
     def score_positives(wanted: dict[str, list[str]]):
         return score_candidates(ranker, wanted, dataset.queries, dataset, batch_size)
 
-    return retrieve_fn, score_positives, miner
+    return retrieve_fn, score_positives, miner, precisions.served_as(ranker)
 
 
-def _teacher(teacher: Path | Ranker, batch_size: int, trust_remote_code: bool):
+def _teacher(teacher: Path | Ranker, trust_remote_code: bool) -> Ranker:
     ranker = teacher if isinstance(teacher, Ranker) else load_ranker(model_dir(teacher), trust_remote_code=trust_remote_code)
     ranker.eval()
-    return prediction_trainer(ranker, batch_size)
+    return ranker
+
+
+def _teacher_scores(teacher: Ranker, rows: list, dataset, precision: str, backend: str,
+                    batch_size: int) -> tuple[dict[str, dict[str, float]], str]:
+    """The teacher's scores of the kept pairs, served at ``precision`` on ``backend`` (int8: calibrated on those
+    pairs), and how it was served."""
+    candidates = teacher_run(rows)
+    pairs = PairDataset(candidates, 10 ** 9, dataset)
+    texts = [(dataset.queries[q], dataset.corpus[d].full_text) for q, docs in candidates.items() for d in docs]
+    teacher, _, torch_precision = openvino.serve(teacher, backend, precision, texts, inputs=len(texts))
+    with progress.stage("mining: teacher scores"):
+        scores = pairs.to_run(prediction_trainer(teacher, batch_size, None, torch_precision).score(pairs))
+    return scores, precisions.served_as(teacher)
 
 
 def _teacher_name(teacher: Path | Ranker | None) -> str | None:

@@ -99,7 +99,9 @@ def test_ssft_mine_dense_with_a_teacher(tiny_dataset, tiny_model_dir, tmp_path):
     teacher.save(tmp_path / "teacher" / "model")
     out = tmp_path / "scored.jsonl"
     assert main(["--data", str(tiny_dataset), "--model", str(tiny_model_dir), "--output", str(out), "--depth", "4",
-                 "--teacher", str(tmp_path / "teacher"), "--max-length", "48", "--query-max-length", "16"]) == 0
+                 "--teacher", str(tmp_path / "teacher"), "--max-length", "48", "--query-max-length", "16",
+                 "--precision", "fp32", "--backend", "torch"]) == 0
+    assert json.loads(out.with_suffix(".mining.json").read_text())["served"] == {"miner": "fp32", "teacher": "fp32"}
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert records and all(len(r["document_ids"]) == len(r["scores"]) >= 2 for r in records)
     # the scores are the teacher's: its own score of the first pair
@@ -137,3 +139,42 @@ def test_a_mining_teacher_is_anything_ssft_load_takes(tiny_dataset, tiny_model_d
               max_length=48, query_max_length=16)
     assert json.loads(imported.with_suffix(".mining.json").read_text())["teacher"] == str(tiny_model_dir)
     assert [json.loads(line)["scores"] for line in imported.read_text().splitlines()]
+
+
+def test_mining_serves_the_miner_and_the_teacher_at_the_precision_and_backend_asked(tiny_dataset, tiny_model_dir,
+                                                                                    tmp_path):
+    """``precision`` / ``backend`` reach both models, as ssft-rerank's: on OpenVINO fp32 the rows and the teacher's
+    scores are torch fp32's (within OpenVINO's float error), and .mining.json records how each model scored."""
+    pytest.importorskip("openvino")
+    import ssft
+    from ssft.config.recipe import ModelConfig
+    from ssft.models.cross import CrossEncoder
+
+    torch.manual_seed(0)
+    teacher = CrossEncoder.build(ModelConfig(architecture="cross", name=str(tiny_model_dir), max_length=48), "full", {})
+    mined = {}
+    for backend in ("torch", "openvino"):
+        out = tmp_path / f"{backend}.jsonl"
+        ssft.mine(str(tiny_dataset), out, model=str(tiny_model_dir), depth=4, teacher=teacher, max_length=48,
+                  query_max_length=16, precision="fp32", backend=backend)
+        mined[backend] = [json.loads(line) for line in out.read_text().splitlines()]
+        served = json.loads(out.with_suffix(".mining.json").read_text())["served"]
+        expected = "fp32" if backend == "torch" else "openvino:fp32"
+        assert served == {"miner": expected, "teacher": expected}
+    assert [(r["query_id"], r["document_ids"]) for r in mined["torch"]] == [
+        (r["query_id"], r["document_ids"]) for r in mined["openvino"]]
+    for on_torch, on_openvino in zip(mined["torch"], mined["openvino"]):
+        assert on_openvino["scores"] == pytest.approx(on_torch["scores"], abs=1e-3)
+
+
+@pytest.mark.parametrize("precision, backend, says", [
+    ("fp16", "auto", "--precision"), ("int8", "torch", "int8 runs on OpenVINO"), ("fp32", "onnx", "--backend")])
+def test_mining_refuses_a_precision_or_backend_it_cannot_serve_before_writing(tiny_dataset, tiny_model_dir, tmp_path,
+                                                                              precision, backend, says):
+    import ssft
+
+    out = tmp_path / "mined.jsonl"
+    with pytest.raises(SsftError, match=says):
+        ssft.mine(str(tiny_dataset), out, model=str(tiny_model_dir), depth=4, max_length=48, query_max_length=16,
+                  precision=precision, backend=backend)
+    assert not out.exists() and not out.with_suffix(".mining.json").exists()
