@@ -159,10 +159,12 @@ def _dense_miner(model: str | Path | Ranker, dataset, mined_queries: list[str], 
     ranker.eval()
     for p in ranker.parameters():
         p.requires_grad_(False)
-    documents = [document.full_text for document in dataset.corpus.values()]
     # int8: calibrated on the queries it mines for and the corpus it encodes, as ssft-eval calibrates a retrieval
-    ranker, _, _ = openvino.serve(ranker, backend, precision, lambda: openvino.corpus_calibration(mined_queries, documents),
-                                  inputs=len(mined_queries) + len(documents))
+    # (the texts gathered only then)
+    ranker, _, _ = openvino.serve(
+        ranker, backend, precision,
+        lambda: openvino.corpus_calibration(mined_queries, [d.full_text for d in dataset.corpus.values()]),
+        inputs=len(mined_queries) + len(dataset.corpus))
 
     def retrieve_fn(queries: dict[str, str], depth: int):
         return retrieve(ranker, dataset, queries, depth, batch_size)
@@ -185,8 +187,10 @@ def _teacher_scores(teacher: Ranker, rows: list, dataset, precision: str, backen
     pairs), and how it was served."""
     candidates = teacher_run(rows)
     pairs = PairDataset(candidates, 10 ** 9, dataset)
-    texts = [(dataset.queries[q], dataset.corpus[d].full_text) for q, docs in candidates.items() for d in docs]
-    teacher, _, torch_precision = openvino.serve(teacher, backend, precision, texts, inputs=len(texts))
+    teacher, _, torch_precision = openvino.serve(  # int8: the pair texts gathered only then
+        teacher, backend, precision,
+        lambda: [(dataset.queries[q], dataset.corpus[d].full_text) for q, docs in candidates.items() for d in docs],
+        inputs=sum(len(docs) for docs in candidates.values()))
     with progress.stage("mining: teacher scores"):
         scores = pairs.to_run(prediction_trainer(teacher, batch_size, None, torch_precision).score(pairs))
     return scores, precisions.served_as(teacher)

@@ -167,6 +167,23 @@ def test_mining_serves_the_miner_and_the_teacher_at_the_precision_and_backend_as
         assert on_openvino["scores"] == pytest.approx(on_torch["scores"], abs=1e-3)
 
 
+def test_int8_mining_calibrates_both_models_on_what_they_serve(tiny_dataset, tiny_model_dir, tmp_path):
+    """int8: the miner is calibrated on the queries and corpus, the teacher on the kept pairs; both then serve int8."""
+    pytest.importorskip("openvino")
+    import ssft
+    from ssft.config.recipe import ModelConfig
+    from ssft.models.cross import CrossEncoder
+
+    torch.manual_seed(0)
+    teacher = CrossEncoder.build(ModelConfig(architecture="cross", name=str(tiny_model_dir), max_length=48), "full", {})
+    out = tmp_path / "int8.jsonl"
+    ssft.mine(str(tiny_dataset), out, model=str(tiny_model_dir), depth=4, teacher=teacher, max_length=48,
+              query_max_length=16, precision="int8", backend="openvino")
+    served = json.loads(out.with_suffix(".mining.json").read_text())["served"]
+    assert served == {"miner": "openvino:int8", "teacher": "openvino:int8"}
+    assert all(len(json.loads(line)["scores"]) >= 2 for line in out.read_text().splitlines())
+
+
 @pytest.mark.parametrize("precision, backend, says", [
     ("fp16", "auto", "--precision"), ("int8", "torch", "int8 runs on OpenVINO"), ("fp32", "onnx", "--backend")])
 def test_mining_refuses_a_precision_or_backend_it_cannot_serve_before_writing(tiny_dataset, tiny_model_dir, tmp_path,
