@@ -16,7 +16,8 @@ NODES = ["__module.model.encoder.layer.0.attention.output.dense/aten::linear/Mat
          "__module.model.encoder.layer.0.output.dense/aten::linear/MatMul",
          "__module.model.encoder.layer.0.intermediate.dense/aten::linear/MatMul",
          "__module.model.encoder.layer.5.layer.output.dense/aten::linear/MatMul",  # the [CLS]-only last layer
-         "__module.model.encoder.layer.5.layer.attention.self.query/aten::linear/MatMul"]
+         "__module.model.encoder.layer.5.layer.attention.self.query/aten::linear/MatMul",
+         "__module.model.encoder.layer.2.attention.self.value/aten::linear/MatMul"]
 
 
 def _ignored(setting: str) -> list[str]:
@@ -29,12 +30,19 @@ def test_ffn_out_ignores_the_feed_forward_output_projections_only():
 
 
 def test_last_ignores_the_last_layer_only():
-    assert _ignored("last") == NODES[3:]
+    assert _ignored("last") == NODES[3:5]
+
+
+def test_qkv_adds_the_attention_value_projections_only():
+    assert _ignored("qkv") == [NODES[5]]
 
 
 def test_the_other_settings():
     assert int8_settings.nncf_arguments("base", 6) == {} == int8_settings.nncf_arguments("calibration_1000", 6)
+    assert int8_settings.nncf_arguments("scores_int8", 6) == {}  # the difference lies in what ssft itself keeps
     assert int8_settings.nncf_arguments("no_smooth_quant", 6)["advanced_parameters"].smooth_quant_alphas.matmul == -1
     assert "preset" in int8_settings.nncf_arguments("performance", 6)
     with pytest.raises(SystemExit, match="unknown setting 'fast'"):
         int8_settings.nncf_arguments("fast", 6)
+    with pytest.raises(SystemExit, match="give name:split"):
+        int8_settings.fidelity_pairs("nfcorpus", 10, 20)

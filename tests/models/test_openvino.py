@@ -18,6 +18,7 @@ from ssft.config.registry import MODELS
 from ssft.core import precision as precisions
 from ssft.core.errors import SsftError
 from ssft.models import load_ranker
+from ssft.models.interop.export import merged_encoder
 from ssft.pipeline.export import export_run
 from tests.helpers import move_trainable_weights, save_tiny_bert
 
@@ -132,6 +133,35 @@ def test_int8_calibration_runs_offline_and_ranks_close_to_fp32(towers, monkeypat
     got = dense.encode_document(documents)
     cosine = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
     assert cosine.min() > 0.98
+
+
+def _quantized_matmuls(model) -> list[str]:
+    """The MatMuls of an OpenVINO graph whose activations NNCF quantises (a FakeQuantize on an input)."""
+    return [op.get_friendly_name() for op in model.get_ordered_ops() if op.get_type_name() == "MatMul"
+            and any(op.input_value(i).get_node().get_type_name() == "FakeQuantize" for i in range(2))]
+
+
+def test_int8_keeps_a_cross_encoders_attention_query_and_key_in_float(towers, monkeypatch):
+    pairs = [(QUERIES[i % 3], f"{DOCUMENTS[i % 3]} {i}") for i in range(24)]
+    ranker = build(towers, "cross", "lora", {"head": "classifier"})
+    backbone = ranker.backbone
+    model = backend.convert(backend.Graph(merged_encoder(backbone, None)))
+    found = backend.attention_score_projections(model)
+    assert [name.split("/")[0].rsplit(".", 1)[-1] for name in found] == ["query", "key"]  # one layer, not the values
+    inputs = [i for items in backend.calibration_inputs(ranker, pairs)[id(backbone)].values() for i in items]
+    everything = _quantized_matmuls(backend.quantize(model, inputs))
+    assert set(found) < set(everything) and len(everything) == 6  # q, k, v, attention output, the two FFN layers
+    kept = _quantized_matmuls(backend.quantize(model, inputs, attention_scores_in_float=True))
+    assert sorted(kept) == sorted(set(everything) - set(found))
+    # serving: the capability the ranker declares decides (a cross-encoder keeps them, a bi-encoder does not)
+    asked = []
+    quantize = backend.quantize
+    monkeypatch.setattr(backend, "quantize", lambda m, i, attention_scores_in_float=False: (
+        asked.append(attention_scores_in_float), quantize(m, i, attention_scores_in_float))[1])
+    backend.serve_openvino(ranker, "int8", calibration=pairs)
+    dense = build(towers, "dense", "lora", {"projection_dim": 24})
+    backend.serve_openvino(dense, "int8", calibration=[d for _, d in pairs])
+    assert asked == [True, False] and ranker.int8_float_attention_scores and not dense.int8_float_attention_scores
 
 
 def test_int8_needs_calibration_and_pairs_for_a_cross_encoder(towers):
