@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import functools
 import json
-import random
 import re
 import sys
 from pathlib import Path
@@ -126,9 +125,8 @@ def fidelity(model: str, dataset: str, settings: list[str], seed: int, queries: 
     ranker = ssft.load(model, backend="torch", precision="fp32")
     reference = np.asarray(ssft.load(ranker, backend="openvino", precision="fp32").predict(pairs))
     for setting in settings:
-        with applied(setting, seed):  # a calibration_N setting changes CALIBRATION_SIZE
-            calibration = random.Random(seed).sample(pairs, min(len(pairs), openvino.CALIBRATION_SIZE))
-            served = ssft.load(ranker, backend="openvino", precision="int8", calibration=calibration)
+        with applied(setting, seed):  # serve_openvino draws the seeded calibration sample from the pairs
+            served = ssft.load(ranker, backend="openvino", precision="int8", calibration=pairs)
             scores = np.asarray(served.predict(pairs))
         taus = [kendalltau(reference[g], scores[g]).statistic for g in groups]
         errors = [np.abs(reference[g] - scores[g]).mean() / reference[g].std() for g in groups]
