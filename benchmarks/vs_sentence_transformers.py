@@ -43,6 +43,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import add_notes_option, with_notes, write_section  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 TASKS = ("bi_train", "cross_train", "rerank", "encode")
@@ -423,7 +426,8 @@ def st_openvino(model, scratch: Path, output: str, threads: int, calibration: li
     ``openvino.convert_model`` into ST's folder layout (``openvino/openvino_model.xml``), read back and compiled with
     OpenVINO's defaults (as optimum-intel does: no precision hint, i.e. bf16 on a CPU with native bf16), the IR's
     inputs fed by name and its named output returned to ST's own modules. ``calibration`` (input dicts): NNCF static
-    int8 first, called as ssft calls it (``ssft.models.interop.openvino.quantize``)."""
+    int8 first, called as ssft calls it for a bi-encoder (``ssft.models.interop.openvino.quantize``: every
+    projection quantised; ssft's own cross-encoder keeps attention's query and key projections in float)."""
     import numpy as np
     import openvino as ov
     import torch
@@ -453,6 +457,15 @@ def st_openvino(model, scratch: Path, output: str, threads: int, calibration: li
 
 
 # ---------------------------------------------------------------------------------------------- parent
+# each mode's BENCHMARKS.md section and title (--section / --title write a run elsewhere, e.g. another CPU's)
+SECTIONS = {"plain": ("vs_sentence_transformers",
+                      "ssft vs sentence-transformers: training, reranking and encoding throughput, fp32 and bf16"),
+            "openvino": ("vs_sentence_transformers_openvino",
+                         "Serving backends: ssft on torch and OpenVINO vs sentence-transformers (+ OpenVINO)"),
+            "real": ("vs_sentence_transformers_real",
+                     "Serving real variable-length text: ssft against sentence-transformers + OpenVINO, bf16 and int8")}
+
+
 OPENVINO_SIDES = ("ssft", "ssft_fp32", "ssft_int8", "ssft_ovfp32", "ssft_ovbf16", "ssft_ovint8", "st", "st_ov")
 # --real-data: the fastest way each library serves, at bf16 and at int8 (ssft's serving default is ssft_ovbf16)
 REAL_SIDES = ("ssft", "ssft_ovbf16", "ssft_ovint8", "st_bf16w", "st_ov", "st_ovint8")
@@ -510,7 +523,7 @@ def report(results: list[dict], a) -> str:
     default = next((r["precision"] for r in own if r["task"] in INFERENCE_TASKS), "?")
     default_training = next((r["precision"] for r in own if r["task"] not in INFERENCE_TASKS),
                             "fp32 (measured before training.bf16 defaulted to auto)")
-    lines = ["## ssft vs sentence-transformers: training, reranking and encoding throughput, fp32 and bf16", "",
+    lines = [f"## {a.title}", "",
              f"`python benchmarks/vs_sentence_transformers.py --repeats {a.repeats} --threads {a.threads} --tasks "
              f"{','.join(a.tasks)}` — `{MODEL}` on both sides, {a.dataset} texts, {a.threads} CPU thread(s) each, on "
              f"{platform.machine()} ({model_name}, {os.cpu_count()} cores, CPU flags {cpu}; shared with other jobs: load average "
@@ -597,7 +610,7 @@ def openvino_report(results: list[dict], a) -> str:
 
 
     precisions = {r["side"]: r.get("precision", "") for r in results if r["side"].startswith("ssft")}
-    lines = ["## Serving backends: ssft on torch and OpenVINO vs sentence-transformers (+ OpenVINO)", "",
+    lines = [f"## {a.title}", "",
              f"`python benchmarks/vs_sentence_transformers.py --openvino --repeats {a.repeats} --threads {a.threads}` — "
              f"`{MODEL}`, {a.dataset} texts, max length {a.rerank_max_length}, batch {a.eval_batch_size}, {a.threads} "
              f"CPU thread(s), on {model_name} ({os.cpu_count()} cores, CPU flags {cpu}; shared with other jobs: load "
@@ -653,7 +666,7 @@ def real_data_report(results: list[dict], accounting: dict, a) -> str:
     precisions = {"ssft": "bf16 (torch)", "ssft_ovbf16": "bf16 (OpenVINO)", "ssft_ovint8": "int8 (OpenVINO + NNCF)",
                   "st_bf16w": "bf16 weights (torch)", "st_ov": "OpenVINO default (bf16 here)",
                   "st_ovint8": "int8 (OpenVINO + NNCF)"}
-    lines = ["## Serving real variable-length text: ssft against sentence-transformers + OpenVINO, bf16 and int8", "",
+    lines = [f"## {a.title}", "",
              f"`python benchmarks/vs_sentence_transformers.py --real-data --dataset {a.dataset} --rerank-max-length "
              f"{a.rerank_max_length} --rerank-queries {a.rerank_queries} --rerank-depth {a.rerank_depth} --encode-docs "
              f"{a.encode_docs} --repeats {a.repeats} --threads {a.threads}` — `{MODEL}`, max length "
@@ -713,6 +726,9 @@ def main() -> int:
     p.add_argument("--encode-docs", type=int, default=None, help="corpus documents encoded (default 320; --real-data 300)")
     p.add_argument("--eval-batch-size", type=int, default=32)
     p.add_argument("--write", action="store_true", help="write the section of BENCHMARKS.md")
+    p.add_argument("--section", help="the BENCHMARKS.md section --write replaces (default: the mode's own)")
+    p.add_argument("--title", help="the section's title (default: the mode's own)")
+    add_notes_option(p)
     p.add_argument("--openvino", action="store_true",
                    help="the serving comparison: ssft torch (default, fp32, dynamic int8), ssft on OpenVINO (fp32 / bf16 "
                         "hints, NNCF int8), sentence-transformers fp32 and + OpenVINO (rerank and encode only)")
@@ -738,6 +754,8 @@ def main() -> int:
         if getattr(a, name) is None:
             setattr(a, name, value)
     a.openvino = a.openvino or a.real_data
+    mode_section, mode_title = SECTIONS["real" if a.real_data else "openvino" if a.openvino else "plain"]
+    a.section, a.title = a.section or mode_section, a.title or mode_title
     a.tasks = [t for t in a.tasks.split(",") if t]
     if a.openvino:
         a.tasks = [t for t in a.tasks if t in INFERENCE_TASKS]
@@ -786,11 +804,7 @@ def finish(results: list[dict], a, out: Path) -> int:
     (out / "report.md").write_text(text + "\n")
     print(text)
     if a.write:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from report import write_section
-
-        write_section("vs_sentence_transformers_real" if a.real_data else
-                      "vs_sentence_transformers_openvino" if a.openvino else "vs_sentence_transformers", text)
+        write_section(a.section, with_notes(text, a.notes))
     return 0
 
 
