@@ -50,6 +50,9 @@ from ssft.pipeline.inputs import load_inputs
 from ssft.training.sampling import TokenLengthGroupedSampler, token_lengths
 from ssft.training.trainer import RankingTrainer
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import add_section_options, command, with_notes, write_section  # noqa: E402
+
 METRIC = "nDCG@10"
 ARMS = ("random", "group_by_length")
 ST_ARM = "sentence_transformers"  # --speed-st: SentenceTransformerTrainer on the same items
@@ -261,6 +264,9 @@ def markdown(result: dict[str, Any], cmd: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+TITLE = "Training batches grouped by token count against shuffled batches"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--recipe", default="recipes/quickstart.yaml",
@@ -281,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-training", action="store_true", help="no quality runs (the padding count, and --speed)")
     p.add_argument("--out", type=Path, default=Path("runs/bench/grouping"))
     p.add_argument("--notes", type=Path, help="a Markdown file of readings appended to the section")
-    p.add_argument("--write", action="store_true", help="write BENCHMARKS.md § length_grouping")
+    p.add_argument("--write", action="store_true", help="write the section of BENCHMARKS.md")
+    add_section_options(p, "length_grouping", TITLE)
     a = p.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
@@ -311,13 +318,10 @@ def main(argv: list[str] | None = None) -> int:
         result["quality"].append({"recipe": recipe, "max_length": max_length, "seeds": case_seeds, "arms": arms,
                                   "queries": len(shared), "p": pvalue})
     (a.out / "length_grouping.json").write_text(json.dumps(result, indent=1) + "\n")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from report import command, with_notes, write_section  # noqa: PLC0415  (the section's provenance line)
-
     text = with_notes(markdown(result, command()), a.notes)
     print(text)
     if a.write:
-        write_section("length_grouping", "## Training batches grouped by token count against shuffled batches\n\n" + text)
+        write_section(a.section, f"## {a.title}\n\n" + text)
     return 0
 
 
