@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import add_notes_option, with_notes, write_section  # noqa: E402
+from report import add_notes_option, add_section_options, with_notes, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -726,8 +726,7 @@ def main() -> int:
     p.add_argument("--encode-docs", type=int, default=None, help="corpus documents encoded (default 320; --real-data 300)")
     p.add_argument("--eval-batch-size", type=int, default=32)
     p.add_argument("--write", action="store_true", help="write the section of BENCHMARKS.md")
-    p.add_argument("--section", help="the BENCHMARKS.md section --write replaces (default: the mode's own)")
-    p.add_argument("--title", help="the section's title (default: the mode's own)")
+    add_section_options(p, "", "")  # empty: the mode's own section and title (SECTIONS)
     add_notes_option(p)
     p.add_argument("--openvino", action="store_true",
                    help="the serving comparison: ssft torch (default, fp32, dynamic int8), ssft on OpenVINO (fp32 / bf16 "
