@@ -45,10 +45,22 @@ def held_out_folder(run: Path, work: Path) -> Path:
     return folder
 
 
+def scale_list(text: str) -> list[float]:
+    """``--scales``: comma-separated values of ``adapter.delta_scale``, each in (0, 1]."""
+    try:
+        scales = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+    if any(not 0 < scale <= 1 for scale in scales):
+        raise argparse.ArgumentTypeError(f"each must be in (0, 1] (adapter.delta_scale), got {text}")
+    return scales
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("run", type=Path)
-    p.add_argument("--scales", default="1,0.75,0.5,0.25")
+    p.add_argument("--scales", type=scale_list, default="1,0.75,0.5,0.25",
+                   help="comma-separated, each in (0, 1]; the start is 1e-6 or so (nearly none of the update)")
     p.add_argument("--other", default="nfcorpus", help="a collection the run did not train on")
     p.add_argument("--other-split", default="dev", help="its split scored (not test)")
     p.add_argument("--first-stage", default="full", help="full (retrieval over the whole corpus) or bm25")
@@ -63,7 +75,7 @@ def main() -> None:
     else:
         own_split = recipe.data.validation_split
         own_data, own_name = recipe.data.dataset, f"{recipe.data.dataset} {own_split}"
-    for scale in (float(s) for s in a.scales.split(",")):
+    for scale in a.scales:
         model = ssft.load(a.run)
         recipe.adapter.options["delta_scale"] = scale
         finish_training(recipe, model)  # what the run does after training with this delta_scale
