@@ -56,7 +56,7 @@ def scale_list(text: str) -> list[float]:
     return scales
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("run", type=Path)
     p.add_argument("--scales", type=scale_list, default="1,0.75,0.5,0.25",
@@ -66,7 +66,7 @@ def main() -> None:
     p.add_argument("--first-stage", default="full", help="full (retrieval over the whole corpus) or bm25")
     p.add_argument("--depth", type=int, default=100, help="documents retrieved, or BM25's top-k reranked")
     p.add_argument("--work", type=Path, default=Path("runs/delta_scale_dev"))
-    a = p.parse_args()
+    a = p.parse_args(argv)
     if a.other_split == "test":
         raise SystemExit("--other-split: test splits are looked at once, to report; choose on another split")
     recipe = load_recipe(a.run / "recipe.yaml")
