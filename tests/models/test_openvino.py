@@ -1,7 +1,7 @@
 """The OpenVINO backend on tiny random models: every architecture scores as torch fp32 within float tolerance; the
 ``--format openvino`` export is found where sentence-transformers' OpenVINO loader looks and, run through
-sentence-transformers' own modules, scores as ssft; int8 calibration runs offline, ranks close to fp32 and is reproducible; bad
-backends are one-line errors."""
+sentence-transformers' own modules, scores as ssft; int8 calibration runs offline, ranks close to fp32 and is
+reproducible; bad backends are one-line errors."""
 from __future__ import annotations
 
 import json
