@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 import ssft
+from ssft.adapters.lora import LoraOptions
 from ssft.config.recipe import load_recipe
 from ssft.data.beir import load_dataset
 from ssft.pipeline.inputs import split_queries
@@ -51,8 +52,10 @@ def scale_list(text: str) -> list[float]:
         scales = [float(part) for part in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
-    if any(not 0 < scale <= 1 for scale in scales):
-        raise argparse.ArgumentTypeError(f"each must be in (0, 1] (adapter.delta_scale), got {text}")
+    for scale in scales:  # the rule adapter.delta_scale has in a recipe
+        problem = LoraOptions(delta_scale=scale).problem()
+        if problem:
+            raise argparse.ArgumentTypeError(f"{scale:g}: {problem[1]}")
     return scales
 
 
