@@ -7,6 +7,7 @@ import yaml
 from ssft.config.recipe import load_recipe
 from ssft.config.registry import ADAPTERS, LOSSES, MODELS
 from ssft.pipeline.check import plan
+from ssft.pipeline.folder import _differences
 from tests.helpers import load_script
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
@@ -119,24 +120,13 @@ def test_plan_says_where_the_negatives_come_from():
     assert "1 bm25 negative(s) per positive" in qrels
 
 
-def _flat(mapping: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in mapping.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 @pytest.mark.parametrize("siamese, semi_siamese", [("quickstart_siamese_lora", "quickstart"),
                                                    ("colbert_siamese_lora", "ss_lora_colbert"),
                                                    ("twin_siamese_lora", "ss_lora_twin")])
 def test_each_siamese_recipe_differs_from_its_semi_siamese_pair_only_in_the_adapter(siamese, semi_siamese):
     # benchmarks/efficacy.py --compare reads the pair's difference as Siamese against semi-Siamese LoRA: a setting
     # changed in one recipe only (a learning rate, delta_scale) would be read as the adapter's doing
-    a = _flat(yaml.safe_load((RECIPES / f"{siamese}.yaml").read_text()))
-    b = _flat(yaml.safe_load((RECIPES / f"{semi_siamese}.yaml").read_text()))
-    differ = {key for key in a.keys() | b.keys() if a.get(key) != b.get(key)}
-    assert differ == {"adapter.method", "adapter.sharing", "training.output_dir"}
-    assert (a["adapter.method"], b["adapter.method"]) == ("lora", "ss_lora")
+    a = yaml.safe_load((RECIPES / f"{siamese}.yaml").read_text())
+    b = yaml.safe_load((RECIPES / f"{semi_siamese}.yaml").read_text())
+    assert set(_differences(a, b)) == {"adapter.method", "adapter.sharing", "training.output_dir"}
+    assert (a["adapter"]["method"], b["adapter"]["method"]) == ("lora", "ss_lora")
