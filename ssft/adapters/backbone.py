@@ -10,6 +10,7 @@ overwritten at the input of every layer, and those positions are dropped from th
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -151,30 +152,38 @@ class Backbone(nn.Module):
         return self.peft_config is not None
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                tower: str | None = None) -> torch.Tensor:
+                tower: str | None = None, **model_kwargs: torch.Tensor) -> torch.Tensor:
         """Last-layer hidden states (batch, tokens, hidden). ``tower`` ("query" / "document") selects the
-        tower-specific modules of a semi-Siamese backbone; None for cross-encoders and Siamese models."""
+        tower-specific modules of a semi-Siamese backbone; None for cross-encoders and Siamese models.
+        ``model_kwargs`` (e.g. ``position_ids``, or what a ranker's attention function reads) go to the transformer's
+        forward as they are; a runtime serving a plain graph takes none."""
         if tower is not None and tower not in TOWERS:
             raise ValueError(f"tower must be one of {TOWERS}, got {tower!r}")
+        if model_kwargs and (self.prompt_learning or self.hidden_prefix is not None):
+            raise SsftError(f"method '{self.method}' places its own positions; the forward cannot also take "
+                            f"{', '.join(sorted(model_kwargs))}")
         if self.serving is not None and not torch.is_grad_enabled():
+            if model_kwargs:
+                raise SsftError(f"a serving runtime computes a plain forward; it cannot take {', '.join(sorted(model_kwargs))}")
             return self.serving(input_ids, attention_mask, token_type_ids, tower)
         if self.tower_switch is not None:
             self.tower_switch(tower)
+        forward = functools.partial(self._forward, **model_kwargs) if model_kwargs else self._forward
         if self.inference_precision == "bf16" and not torch.is_grad_enabled():
-            hidden = self.bf16_weights.call(self.model, self._forward, input_ids, attention_mask, token_type_ids, tower)
+            hidden = self.bf16_weights.call(self.model, forward, input_ids, attention_mask, token_type_ids, tower)
             return hidden.float()  # pooling, projections and scores stay float32
         self.bf16_weights.clear()  # any other forward (a training step) may be followed by a weight update
-        return self._forward(input_ids, attention_mask, token_type_ids, tower)
+        return forward(input_ids, attention_mask, token_type_ids, tower)
 
     def _forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None,
-                 tower: str | None) -> torch.Tensor:
+                 tower: str | None, **model_kwargs: torch.Tensor) -> torch.Tensor:
         if not self.cpu_kernels_installed and input_ids.device.type == "cpu" and not torch.is_grad_enabled():
             use_cpu_kernels(self.model)  # only ever used where no gradient is recorded: training is untouched
             self.cpu_kernels_installed = True
         if self.hidden_prefix is not None:
             return self._forward_hidden_prefix(input_ids, attention_mask, token_type_ids, tower)
         if not self.prompt_learning:
-            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+            kwargs = {"input_ids": input_ids, "attention_mask": attention_mask, **model_kwargs}
             if token_type_ids is not None:
                 kwargs["token_type_ids"] = token_type_ids
             return self.model(**kwargs).last_hidden_state

@@ -6,7 +6,7 @@ from __future__ import annotations
 POOLINGS = ("mean", "cls")
 SCORERS = ("combiner", "cosine", "dot")
 # model.head (cross): ssft.models.cross
-CROSS_HEADS = ("classifier", "cls_linear", "dual_pooled")
+CROSS_HEADS = ("classifier", "cls_linear", "dual_pooled", "gated_segments")
 
 # distillation (ssft.training.distillation, ssft.teachers)
 TEACHER_KINDS = ("dense", "cross_dual_pooled")  # distillation.teacher_kind

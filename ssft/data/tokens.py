@@ -106,9 +106,7 @@ class TokenCache:
         """= ``tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")``."""
         if not self.supported or max_length > self.max_tokens + len(self._single[0]) + len(self._single[1]):
             return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt"))
-        prefix, suffix = self._single
-        keep = max_length - len(prefix) - len(suffix)
-        rows = [prefix + ids[:keep].tolist() + suffix for ids, _ in self.ids(texts)]
+        rows = self._single_rows(texts, max_length)
         types = [[self._single_types[0]] * len(r) for r in rows] if self._with_types else None
         return self._tensors(rows, types)
 
@@ -128,6 +126,33 @@ class TokenCache:
                 tp, ta, tm, tb, ts = self._pair_types
                 types.append(tp + [ta] * k1 + tm + [tb] * k2 + ts)
         return self._tensors(rows, types)
+
+    def two_segments(self, first: list[str], second: list[str], first_length: int, max_length: int
+                     ) -> dict[str, torch.Tensor]:
+        """Each pair as two single-text rows side by side, ``[CLS] a [SEP] [CLS] b [SEP]``: ``a`` as ``single`` cuts
+        it at ``first_length`` tokens, ``b`` at what is left of ``max_length`` (no token type ids: each segment is a
+        text of its own)."""
+        heads = self._single_rows(first, first_length)
+        rows = [a + self._single_rows([b], max_length - len(a))[0] for a, b in zip(heads, second)]
+        return self._tensors(rows, None)
+
+    def two_segment_lengths(self, first: list[str], second: list[str], first_length: int, max_length: int) -> list[int]:
+        """The row length ``two_segments`` builds for each pair, from the cached ids (nothing padded)."""
+        if not self.supported:
+            return self.two_segments(first, second, first_length, max_length)["attention_mask"].sum(1).tolist()
+        specials = len(self._single[0]) + len(self._single[1])
+        lengths = []
+        for (_, n1), (_, n2) in zip(self.ids(first), self.ids(second)):
+            a = min(n1, first_length - specials) + specials
+            lengths.append(a + min(n2, max_length - a - specials) + specials)
+        return lengths
+
+    def _single_rows(self, texts: list[str], max_length: int) -> list[list[int]]:
+        if not self.supported or max_length > self.max_tokens + len(self._single[0]) + len(self._single[1]):
+            return self.tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+        prefix, suffix = self._single
+        keep = max_length - len(prefix) - len(suffix)
+        return [prefix + ids[:keep].tolist() + suffix for ids, _ in self.ids(texts)]
 
 
 __all__ = ["TokenCache", "pair_lengths"]

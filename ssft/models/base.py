@@ -417,6 +417,15 @@ class Ranker(nn.Module):
                 from it.
         """
 
+    def graph_refusal(self) -> str | None:
+        """Hook: why this ranker's encoder cannot run as a plain transformer forward, the graph another runtime serves
+        (``ssft.models.interop.openvino``; one line naming what serves it), or None.
+
+        Returns:
+            The reason, one line; None when a plain forward computes what the ranker reads (the base class).
+        """
+        return None
+
     def export_refusal(self) -> str | None:
         """Hook: why this ranker's own modules have no standard format (one line naming what serves it), or None
         (``ssft.models.interop.export``; the method's refusal is checked there, from ``Adapter.exportable``).

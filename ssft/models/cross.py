@@ -17,6 +17,13 @@
   trained so is directly a ``distillation.teacher`` of ``teacher_kind: cross_dual_pooled``. It ranks untrained (the
   inner product of pretrained states), so epoch 0 is scored on test too; it has no sequence-classification form
   (``export_refusal``).
+- ``gated_segments`` (``ssft.models.segment_gates``): the pair as ``[CLS] q [SEP] [CLS] d [SEP]``, each segment with its
+  own positions, attention between the segments weighted by one gate per layer and head that starts at 0, and the
+  score ``model.score_scale`` × the cosine of the two segments' mean states. Untrained, each segment sees only itself
+  and the model scores every pair exactly as its checkpoint used as a dense model (mean pooling, cosine; the query cut
+  at ``model.query_max_length`` tokens, the document at what is left of ``model.max_length``); training opens the
+  gates where attending to the other text helps. It runs on torch only (no plain transformer forward holds the gates:
+  no OpenVINO graph, no sequence-classification export).
 """
 from __future__ import annotations
 
@@ -36,9 +43,11 @@ from ssft.core.errors import SsftError
 from ssft.models.base import Pretrained, Ranker
 from ssft.models.dual_pooling import dual_pool, segment_ids
 from ssft.models.interop.checkpoint import CLS_LINEAR_EPSILON, classifier_head, exported_cls_linear
+from ssft.models.segment_gates import ATTENTION, GATED_MODEL_TYPES, segment_layout, segment_means
 from ssft.models.token_reconstruction import TokenReconstructionHead
 
 DUAL_POOLED = "dual_pooled"  # model.head of 004's dual-pooled cross-encoder
+GATED_SEGMENTS = "gated_segments"  # model.head of the cross-encoder that starts as its dense checkpoint
 
 
 @dataclass
@@ -46,7 +55,9 @@ class CrossConfig(ArchitectureConfig):
     """The cross-encoder's model keys (see the module docstring); the one place ``head`` is checked."""
 
     head: str = "classifier"  # classifier (BERT's pooler + linear, transformers' layout) | cls_linear | dual_pooled
+    #                            | gated_segments
     dual_pooling: str = "cls_sep"  # with head dual_pooled (004 App. B): cls_sep (Eq. 14) | segment_mean (Eq. 15)
+    score_scale: float = 20.0  # with head gated_segments: scores are scale * cosine of the two segments' mean states
 
     def problem(self) -> Problem:
         if self.head not in CROSS_HEADS:
@@ -55,6 +66,10 @@ class CrossConfig(ArchitectureConfig):
             return "dual_pooling", f"expected {' or '.join(DUAL_POOLINGS)}, got '{self.dual_pooling}'"
         if self.dual_pooling != CrossConfig.dual_pooling and self.head != DUAL_POOLED:
             return "dual_pooling", f"only with model.head: {DUAL_POOLED}, not '{self.head}'"
+        if self.score_scale != CrossConfig.score_scale and self.head != GATED_SEGMENTS:
+            return "score_scale", f"only with model.head: {GATED_SEGMENTS}, not '{self.head}'"
+        if self.score_scale <= 0:
+            return "score_scale", "must be > 0"
         return None
 
 
@@ -92,23 +107,25 @@ class CrossEncoder(Ranker):
     @classmethod
     def ranks_untrained_for(cls, config: CrossConfig) -> bool | None:
         # a classifier head ranks untrained only where the checkpoint brings a trained one: known once loaded
-        return True if config.head == DUAL_POOLED else None
+        return True if config.head in (DUAL_POOLED, GATED_SEGMENTS) else None
 
     @property
     def serves_first_token_only(self) -> bool:
-        """Ranker: the [CLS] heads read the first token's state only; the dual-pooled head reads every token."""
-        return self.head_kind != DUAL_POOLED
+        """Ranker: the [CLS] heads read the first token's state only; the dual-pooled and gated heads read every token."""
+        return self.head_kind not in (DUAL_POOLED, GATED_SEGMENTS)
 
     def serving_pooler(self) -> nn.Module | None:
         """Ranker: BERT's pooler (tanh of a linear layer) of ``head: classifier`` runs in the serving graph; the final
         linear layer stays here in float32 (``forward``)."""
-        return PoolerTanh(self.pooler) if self.head_kind != DUAL_POOLED and self.pooler is not None else None
+        return PoolerTanh(self.pooler) if self.serves_first_token_only and self.pooler is not None else None
 
     @classmethod
     def spec_of(cls, config: CrossConfig) -> dict[str, Any]:
         spec = super().spec_of(config)
         if config.head != DUAL_POOLED:
             spec.pop("dual_pooling")  # read by the dual-pooled head only
+        if config.head != GATED_SEGMENTS:
+            spec.pop("score_scale")  # read by the gated head only
         return spec
 
     @classmethod
@@ -130,6 +147,14 @@ class CrossEncoder(Ranker):
             self.reconstruction = TokenReconstructionHead(config)
             self.ranks_untrained = True  # no random scoring layer: the pretrained states rank as they are
             return
+        if self.head_kind == GATED_SEGMENTS:
+            self._gate_backbone(backbone, tokenizer)
+            self.pooler = self.head = None
+            # one gate per layer and head, 0: each segment attends to itself only and the model scores as the dense one
+            self.gates = nn.Parameter(torch.zeros(config.num_hidden_layers, config.num_attention_heads))
+            self.score_scale = float(self.arch_config.score_scale)
+            self.ranks_untrained = True
+            return
         if self.head_kind == "classifier":
             self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
             with torch.no_grad():  # as transformers initialises a pooler the checkpoint lacks
@@ -141,6 +166,8 @@ class CrossEncoder(Ranker):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if self.head_kind == GATED_SEGMENTS:
+            return self._gated_scores(input_ids, attention_mask)
         hidden = self.backbone(input_ids, attention_mask, token_type_ids)
         if self.backbone.serves_pooled:  # the serving runtime ran the pooler in its graph (serving_pooler)
             return self.head(hidden[:, 0]).squeeze(-1)
@@ -158,6 +185,29 @@ class CrossEncoder(Ranker):
         # + 0 x the term: the scores (what DDP's find_unused_parameters traces from the forward's output) reach the
         # reconstruction head, so several processes see it used in this forward; the scores are unchanged
         return scores + 0.0 * kept.value
+
+    # ------------------------------------------------------------ head: gated_segments
+    def _gate_backbone(self, backbone: Backbone, tokenizer) -> None:
+        """The backbone's attention becomes the gated one (``ssft.models.segment_gates``); a one-line error where it
+        cannot be."""
+        model_type = getattr(backbone.config, "model_type", None)
+        if model_type not in GATED_MODEL_TYPES:
+            raise SsftError(f"model.head: {GATED_SEGMENTS} needs a BERT-style encoder (model types "
+                            f"{', '.join(GATED_MODEL_TYPES)}); '{self.spec.get('name', '')}' is '{model_type}'")
+        if backbone.prompt_learning or backbone.hidden_prefix is not None:
+            raise SsftError(f"model.head: {GATED_SEGMENTS} cannot take method '{backbone.method}': its virtual tokens "
+                            "belong to neither segment; use full, lora or lora_pp")
+        if tokenizer.cls_token_id is None:
+            raise SsftError(f"model.head: {GATED_SEGMENTS} needs a tokenizer with a [CLS] token to start each segment")
+        self.cls_id = tokenizer.cls_token_id
+        backbone.base_model.set_attn_implementation(ATTENTION)
+
+    def _gated_scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        segments, positions = segment_layout(input_ids, attention_mask, self.cls_id)
+        hidden = self.backbone(input_ids, attention_mask, torch.zeros_like(input_ids), position_ids=positions,
+                               segments=segments, gates=self.gates)
+        q, d = segment_means(hidden.float(), segments)
+        return self.score_scale * nn.functional.cosine_similarity(q, d, dim=-1)
 
     def proxies(self, hidden: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -196,7 +246,14 @@ class CrossEncoder(Ranker):
     def tokenize(self, queries: list[str], documents: list[str]) -> dict[str, torch.Tensor]:
         """Pairs to model inputs, as ``tokenizer(queries, documents, padding=True, truncation="longest_first",
         max_length=max_length)`` returns them (a long document is cut first), each distinct text tokenised once."""
+        if self.head_kind == GATED_SEGMENTS:  # [CLS] q [SEP] [CLS] d [SEP]
+            return self.token_cache().two_segments(queries, documents, self.query_max_length, self.max_length)
         return self.token_cache().pairs(queries, documents, self.max_length)  # = the tokenizer's own call
+
+    def pair_token_lengths(self, queries: list[str], documents: list[str]) -> list[int]:
+        if self.head_kind != GATED_SEGMENTS:
+            return super().pair_token_lengths(queries, documents)
+        return self.token_cache().two_segment_lengths(queries, documents, self.query_max_length, self.max_length)
 
     # ------------------------------------------------------------ a pretrained checkpoint's head
     def adopt_pretrained(self, pretrained: Pretrained) -> None:
@@ -237,7 +294,15 @@ class CrossEncoder(Ranker):
                     self.pooler.bias.copy_(pretrained.take(f"{key}.bias"))
                     return
 
+    def graph_refusal(self) -> str | None:
+        if self.head_kind == GATED_SEGMENTS:
+            return (f"model.head: {GATED_SEGMENTS} gates attention between the query and the document, which a plain "
+                    "transformer forward does not hold; serve it with backend torch")
+        return None
+
     def export_refusal(self) -> str | None:
+        if self.head_kind == GATED_SEGMENTS:
+            return self.graph_refusal().replace("serve it with backend torch", "serve the run folder with ssft-rerank")
         if self.head_kind == DUAL_POOLED:
             return ("model.head: dual_pooled scores by the inner product of two pooled token states (004 App. B), which no "
                     "sequence-classification model expresses; serve the run folder with ssft-rerank")

@@ -241,8 +241,11 @@ def _model_lines(recipe: Recipe, model_cls) -> list[str]:
     elif m.architecture == "colbert":
         lines.append(f"  colbert: colbert_dim {c.colbert_dim}")
     elif m.architecture == "cross":
-        lines.append(f"  cross: head {c.head}" + (f" (dual pooling {c.dual_pooling}: score = inner product of the proxies, "
-                                                   f"004 App. B)" if c.head == "dual_pooled" else ""))
+        detail = {"dual_pooled": f" (dual pooling {c.dual_pooling}: score = inner product of the proxies, 004 App. B)",
+                  "gated_segments": f" (query and document side by side, the query cut at {m.query_max_length} tokens; "
+                                    f"attention between them gated, closed at the start: score = {c.score_scale:g} x "
+                                    "cosine of their mean states, the checkpoint's dense score)"}
+        lines.append(f"  cross: head {c.head}" + detail.get(c.head, ""))
     return lines
 
 

@@ -51,7 +51,7 @@ CASES = [
      lambda w: _train(w, "adapter={method: hybrid, first: hidden_prefix, second: lora}"), "training.num_train_epochs"),
     ("train-semi-siamese-on-cross", "ssft.cli.train", lambda w: _train(w, "adapter.method=ss_lora"), "needs a bi-encoder"),
     ("train-unknown-cross-head", "ssft.cli.train", lambda w: _train(w, "model.head=mlp"),
-     "model.head: expected one of classifier, cls_linear, dual_pooled, got 'mlp'"),
+     "model.head: expected one of classifier, cls_linear, dual_pooled, gated_segments, got 'mlp'"),
     # ---- ssft-export
     ("export-prefix-method", "ssft.cli.export", _export_prefix_model, "method 'prefix' cannot be exported"),
     ("export-wrong-format", "ssft.cli.export", lambda w: [str(w.ranker), "--output", str(w.out), "--format", "multi-vector"],

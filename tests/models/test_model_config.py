@@ -14,9 +14,9 @@ from ssft.models.twin import TwinConfig
 
 # the flat keys a resolved recipe's model section has always held, in this order
 FLAT_KEYS = ["architecture", "name", "max_length", "query_max_length", "head_learning_rate", "trust_remote_code",
-             "head", "dual_pooling", "pooling", "scorer", "combiner_start", "colbert_dim", "projection_start",
-             "attend_expansion", "query_expansion", "markers", "document_name", "projection_dim",
-             "score_scale", "query_layers", "normalize"]
+             "head", "dual_pooling", "score_scale", "pooling", "scorer", "combiner_start", "colbert_dim",
+             "projection_start", "attend_expansion", "query_expansion", "markers", "document_name", "projection_dim",
+             "query_layers", "normalize"]
 
 
 def _model(**keys):
@@ -62,7 +62,8 @@ def test_a_key_of_another_architecture_is_accepted_at_its_default_only():
 
 
 @pytest.mark.parametrize("keys,message", [
-    ({"architecture": "cross", "head": "mlp"}, "model.head: expected one of classifier, cls_linear, dual_pooled, got 'mlp'"),
+    ({"architecture": "cross", "head": "mlp"},
+     "model.head: expected one of classifier, cls_linear, dual_pooled, gated_segments, got 'mlp'"),
     ({"architecture": "twin", "scorer": "l2"}, "model.scorer: expected one of combiner, cosine, dot, got 'l2'"),
     ({"architecture": "colbert", "colbert_dim": 0}, "model.colbert_dim: must be >= 1"),
     ({"architecture": "dense", "query_layers": [2, 1]}, "model.query_layers: a list of layers must be increasing"),

@@ -102,6 +102,9 @@ def refusal(ranker) -> str | None:
     """Why ``ranker``'s transformer cannot run on OpenVINO (one line), or None."""
     if not isinstance(getattr(ranker, "backbone", None), Backbone):
         return f"a {type(ranker).__name__} has no ssft backbone to convert; serve it with backend torch"
+    why = ranker.graph_refusal()
+    if why is not None:
+        return why
     method = unexportable_method(ranker)
     if method is not None:
         return (f"method '{method}' cannot run on OpenVINO: a plain transformer forward has no place for its prompt / "
