@@ -197,6 +197,10 @@ class CrossEncoder(Ranker):
         if backbone.prompt_learning or backbone.hidden_prefix is not None:
             raise SsftError(f"model.head: {GATED_SEGMENTS} cannot take method '{backbone.method}': its virtual tokens "
                             "belong to neither segment; use full, lora or lora_pp")
+        if self.query_max_length + 4 > self.max_length:  # the document keeps at least its [CLS], [SEP] and 2 tokens
+            raise SsftError(f"model.head: {GATED_SEGMENTS} cuts the query at model.query_max_length "
+                            f"({self.query_max_length}), which leaves the document no room in model.max_length "
+                            f"({self.max_length}); raise max_length or lower query_max_length")
         if tokenizer.cls_token_id is None:
             raise SsftError(f"model.head: {GATED_SEGMENTS} needs a tokenizer with a [CLS] token to start each segment")
         self.cls_id = tokenizer.cls_token_id

@@ -126,6 +126,9 @@ def test_what_it_cannot_do_is_one_line(tiny_model_dir):
     assert "ssft-rerank" in export_refusal(gated)
     with pytest.raises(SsftError, match="cannot take method 'prefix'"):
         _gated(tiny_model_dir, method="prefix", options={"num_virtual_tokens": 2})
+    with pytest.raises(SsftError, match=r"query_max_length \(8\), which leaves the document no room"):
+        CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), architecture="cross", head="gated_segments",
+                                       max_length=10, query_max_length=8), "full", {})
     with pytest.raises(SsftError, match="score_scale"):
         ModelConfig(name=str(tiny_model_dir), architecture="cross", score_scale=10.0).config  # noqa: B018
 
