@@ -130,11 +130,11 @@ class TokenCache:
     def two_segments(self, first: list[str], second: list[str], first_length: int, max_length: int
                      ) -> dict[str, torch.Tensor]:
         """Each pair as two single-text rows side by side, ``[CLS] a [SEP] [CLS] b [SEP]``: ``a`` as ``single`` cuts
-        it at ``first_length`` tokens, ``b`` at what is left of ``max_length`` (no token type ids: each segment is a
-        text of its own)."""
+        it at ``first_length`` tokens, ``b`` at what is left of ``max_length``; ``token_type_ids`` say which text a
+        token belongs to (0: ``a``, 1: ``b``), so a text that holds a special token's literal cannot move the border."""
         heads = self._single_rows(first, first_length)
         rows = [a + self._single_rows([b], max_length - len(a))[0] for a, b in zip(heads, second)]
-        return self._tensors(rows, None)
+        return self._tensors(rows, [[0] * len(a) + [1] * (len(row) - len(a)) for a, row in zip(heads, rows)])
 
     def two_segment_lengths(self, first: list[str], second: list[str], first_length: int, max_length: int) -> list[int]:
         """The row length ``two_segments`` builds for each pair, from the cached ids (nothing padded)."""

@@ -167,7 +167,7 @@ class CrossEncoder(Ranker):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         if self.head_kind == GATED_SEGMENTS:
-            return self._gated_scores(input_ids, attention_mask)
+            return self._gated_scores(input_ids, attention_mask, token_type_ids)
         hidden = self.backbone(input_ids, attention_mask, token_type_ids)
         if self.backbone.serves_pooled:  # the serving runtime ran the pooler in its graph (serving_pooler)
             return self.head(hidden[:, 0]).squeeze(-1)
@@ -206,8 +206,9 @@ class CrossEncoder(Ranker):
         self.cls_id = tokenizer.cls_token_id
         backbone.base_model.set_attn_implementation(ATTENTION)
 
-    def _gated_scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        segments, positions = segment_layout(input_ids, attention_mask, self.cls_id)
+    def _gated_scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      token_type_ids: torch.Tensor | None) -> torch.Tensor:
+        segments, positions = segment_layout(input_ids, attention_mask, self.cls_id, token_type_ids)
         hidden = self.backbone(input_ids, attention_mask, torch.zeros_like(input_ids), position_ids=positions,
                                segments=segments, gates=self.gates)
         q, d = segment_means(hidden.float(), segments)

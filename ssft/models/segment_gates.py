@@ -58,13 +58,19 @@ AttentionInterface.register(ATTENTION, gated_attention)
 AttentionMaskInterface.register(ATTENTION, eager_mask)  # an additive float mask, as eager attention takes
 
 
-def segment_layout(input_ids: torch.Tensor, attention_mask: torch.Tensor, cls_id: int
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def segment_layout(input_ids: torch.Tensor, attention_mask: torch.Tensor, cls_id: int,
+                   token_type_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(segment ids, position ids) of ``[CLS] q [SEP] [CLS] d [SEP]`` rows: 0 for the query's tokens and 1 for the
-    document's (``PADDING_SEGMENT`` for padding), and positions that restart at each segment's [CLS]."""
+    document's (``PADDING_SEGMENT`` for padding), and positions that restart where the document starts. The segments
+    are ``token_type_ids`` where given (``TokenCache.two_segments``), else read off the second [CLS] of each row."""
     attended = attention_mask.bool()
-    starts = (input_ids == cls_id) & attended
-    segments = (starts.long().cumsum(1) - 1).clamp(min=0)
+    if token_type_ids is None:
+        starts = (input_ids == cls_id) & attended
+        segments = (starts.long().cumsum(1) - 1).clamp(min=0, max=1)
+    else:
+        segments = token_type_ids.long().clamp(min=0, max=1)
+        before = torch.cat([torch.full_like(segments[:, :1], -1), segments[:, :-1]], dim=1)
+        starts = (segments != before) & attended
     index = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
     start_of_segment = torch.where(starts, index, torch.zeros_like(index)).cummax(1).values
     positions = torch.where(attended, index - start_of_segment, torch.zeros_like(index))

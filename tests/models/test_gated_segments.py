@@ -83,7 +83,8 @@ def test_the_layout_restarts_positions_at_each_segment_and_cuts_the_query(tiny_m
     ids = batch["input_ids"][0].tolist()
     tokenizer = gated.tokenizer
     assert ids == tokenizer("fish oil")["input_ids"] + tokenizer("omega three")["input_ids"]
-    segments, positions = segment_layout(batch["input_ids"], batch["attention_mask"], gated.cls_id)
+    segments, positions = segment_layout(batch["input_ids"], batch["attention_mask"], gated.cls_id,
+                                         batch["token_type_ids"])
     n = len(tokenizer("fish oil")["input_ids"])
     assert positions[0].tolist() == list(range(n)) + list(range(len(ids) - n))
     assert segments[0].tolist() == [0] * n + [1] * (len(ids) - n)
@@ -146,3 +147,22 @@ def test_a_run_scores_its_start_and_trains_the_gates(tmp_path, tiny_dataset, tin
     assert "start" in run.metrics  # the start ranks (as the dense checkpoint): its row is scored
     trained = ssft.load(run.output_dir, precision="fp32")
     assert trained.gates.abs().sum() > 0  # the gates moved from 0
+
+
+def test_a_special_tokens_literal_in_a_text_does_not_move_the_border(tiny_model_dir):
+    gated = _gated(tiny_model_dir)
+    dense = DenseDualEncoder.build(ModelConfig(name=str(tiny_model_dir), architecture="dense", pooling="mean",
+                                               max_length=40, query_max_length=8), "full", {}).eval()
+    query, document = "what is [CLS] here", "omega three fatty acids"
+    batch = gated.tokenize([query], [document])
+    n, total = len(gated.tokenizer(query)["input_ids"]), int(batch["attention_mask"].sum())
+    assert int((batch["input_ids"][0] == gated.cls_id).sum()) == 3  # the query's own [CLS], its literal, the document's
+    segments, positions = segment_layout(batch["input_ids"], batch["attention_mask"], gated.cls_id,
+                                         batch["token_type_ids"])
+    assert segments[0].tolist() == [0] * n + [1] * (total - n)
+    assert positions[0].tolist() == list(range(n)) + list(range(total - n))
+    with torch.no_grad():
+        score = gated.predict([(query, document)])[0]
+        expected = 20.0 * torch.nn.functional.cosine_similarity(
+            dense.encode_query([query], convert_to_tensor=True), dense.encode_document([document], convert_to_tensor=True))
+    assert score == pytest.approx(float(expected[0]), abs=1e-4)
