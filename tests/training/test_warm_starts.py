@@ -61,7 +61,7 @@ def test_a_twin_combiner_starts_as_the_checkpoints_cosine(tiny_model_dir):
 @pytest.mark.parametrize("architecture, keys", [
     ("twin", {}), ("twin", {"combiner_start": "random"}), ("twin", {"scorer": "cosine"}), ("dense", {}),
     ("colbert", {"colbert_dim": 16}), ("cross", {}), ("cross", {"head": "dual_pooled"}),
-    ("cross", {"head": "gated_segments"})])
+    ("cross", {"head": "gated_segments", "query_max_length": 8})])
 def test_the_plan_knows_before_building_whether_the_start_ranks(tiny_model_dir, architecture, keys):
     """``--check`` and the run's plan say whether the start is scored from the recipe alone
     (``Ranker.ranks_untrained_for``); where they say yes or no, the model built agrees."""
