@@ -132,20 +132,20 @@ class TokenCache:
         """Each pair as two single-text rows side by side, ``[CLS] a [SEP] [CLS] b [SEP]``: ``a`` as ``single`` cuts
         it at ``first_length`` tokens, ``b`` at what is left of ``max_length``; ``token_type_ids`` say which text a
         token belongs to (0: ``a``, 1: ``b``), so a text that holds a special token's literal cannot move the border."""
-        heads = self._single_rows(first, first_length)
-        rows = [a + self._single_rows([b], max_length - len(a))[0] for a, b in zip(heads, second)]
+        heads, rows = self._two_segment_rows(first, second, first_length, max_length)
         return self._tensors(rows, [[0] * len(a) + [1] * (len(row) - len(a)) for a, row in zip(heads, rows)])
 
     def two_segment_lengths(self, first: list[str], second: list[str], first_length: int, max_length: int) -> list[int]:
-        """The row length ``two_segments`` builds for each pair, from the cached ids (nothing padded)."""
-        if not self.supported:
-            return self.two_segments(first, second, first_length, max_length)["attention_mask"].sum(1).tolist()
-        specials = len(self._single[0]) + len(self._single[1])
-        lengths = []
-        for (_, n1), (_, n2) in zip(self.ids(first), self.ids(second)):
-            a = min(n1, first_length - specials) + specials
-            lengths.append(a + min(n2, max_length - a - specials) + specials)
-        return lengths
+        """The row length ``two_segments`` builds for each pair (its rows, unpadded)."""
+        return [len(row) for row in self._two_segment_rows(first, second, first_length, max_length)[1]]
+
+    def _two_segment_rows(self, first: list[str], second: list[str], first_length: int, max_length: int
+                          ) -> tuple[list[list[int]], list[list[int]]]:
+        """(the first texts' rows, the pairs' rows): ``[CLS] a [SEP]`` then ``[CLS] b [SEP]`` cut to what is left."""
+        heads = self._single_rows(first, first_length)
+        if self.supported:
+            self.ids(second)  # the texts not seen yet go through the tokenizer together, not one by one below
+        return heads, [a + self._single_rows([b], max_length - len(a))[0] for a, b in zip(heads, second)]
 
     def _single_rows(self, texts: list[str], max_length: int) -> list[list[int]]:
         if not self.supported or max_length > self.max_tokens + len(self._single[0]) + len(self._single[1]):

@@ -48,6 +48,8 @@ from ssft.models.token_reconstruction import TokenReconstructionHead
 
 DUAL_POOLED = "dual_pooled"  # model.head of 004's dual-pooled cross-encoder
 GATED_SEGMENTS = "gated_segments"  # model.head of the cross-encoder that starts as its dense checkpoint
+GATED_NO_GRAPH = (f"model.head: {GATED_SEGMENTS} gates attention between the query and the document, which a plain "
+                  "transformer forward does not hold")  # what no OpenVINO graph or standard export can compute
 
 
 @dataclass
@@ -300,14 +302,11 @@ class CrossEncoder(Ranker):
                     return
 
     def graph_refusal(self) -> str | None:
-        if self.head_kind == GATED_SEGMENTS:
-            return (f"model.head: {GATED_SEGMENTS} gates attention between the query and the document, which a plain "
-                    "transformer forward does not hold; serve it with backend torch")
-        return None
+        return f"{GATED_NO_GRAPH}; serve it with backend torch" if self.head_kind == GATED_SEGMENTS else None
 
     def export_refusal(self) -> str | None:
         if self.head_kind == GATED_SEGMENTS:
-            return self.graph_refusal().replace("serve it with backend torch", "serve the run folder with ssft-rerank")
+            return f"{GATED_NO_GRAPH}; serve the run folder with ssft-rerank"
         if self.head_kind == DUAL_POOLED:
             return ("model.head: dual_pooled scores by the inner product of two pooled token states (004 App. B), which no "
                     "sequence-classification model expresses; serve the run folder with ssft-rerank")
