@@ -59,19 +59,32 @@ def scale_list(text: str) -> list[float]:
     return scales
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def dev_parser(description: str, other: str | None, depth: int) -> argparse.ArgumentParser:
+    """The arguments every dev-data study of a finished run takes: the run, another collection and its split, the
+    depth scored and the work folder (where the held-out queries are written)."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("run", type=Path)
-    p.add_argument("--scales", type=scale_list, default="1,0.75,0.5,0.25",
-                   help="comma-separated, each in (0, 1]; the start is 1e-6 or so (nearly none of the update)")
-    p.add_argument("--other", default="nfcorpus", help="a collection the run did not train on")
+    p.add_argument("--other", default=other, help="a collection the run did not train on")
     p.add_argument("--other-split", default="dev", help="its split scored (not test)")
-    p.add_argument("--first-stage", default="full", help="full (retrieval over the whole corpus) or bm25")
-    p.add_argument("--depth", type=int, default=100, help="documents retrieved, or BM25's top-k reranked")
+    p.add_argument("--depth", type=int, default=depth, help="documents retrieved, or BM25's top-k reranked")
     p.add_argument("--work", type=Path, default=Path("runs/delta_scale_dev"))
+    return p
+
+
+def dev_arguments(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``p``'s arguments parsed; a test split refused (test splits are looked at once, to report)."""
     a = p.parse_args(argv)
     if a.other_split == "test":
         raise SystemExit("--other-split: test splits are looked at once, to report; choose on another split")
+    return a
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = dev_parser(__doc__.split("\n\n")[0], other="nfcorpus", depth=100)
+    p.add_argument("--scales", type=scale_list, default="1,0.75,0.5,0.25",
+                   help="comma-separated, each in (0, 1]; the start is 1e-6 or so (nearly none of the update)")
+    p.add_argument("--first-stage", default="full", help="full (retrieval over the whole corpus) or bm25")
+    a = dev_arguments(p, argv)
     recipe = load_recipe(a.run / "recipe.yaml")
     if recipe.data.holdout_queries:
         own_data, own_split, own_name = str(held_out_folder(a.run, a.work)), "dev", "held-out queries"
