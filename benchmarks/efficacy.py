@@ -69,6 +69,9 @@ from ssft.pipeline import evaluate as ev
 from ssft.pipeline.build import QuerySource, training_source
 from ssft.pipeline.inputs import load_inputs
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import add_notes_option, command, with_notes, write_section  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 METRIC = "nDCG@10"
 EVAL_METRICS = ["nDCG@10", "R@100"]
@@ -736,7 +739,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--section", default=None, help="the BENCHMARKS.md section written (default efficacy, or "
                    "semi_siamese_warm_starts with --compare), e.g. efficacy_colbert for a table of other recipes")
     p.add_argument("--title", default=None, help="the section's title (with --section; default the table's own)")
-    p.add_argument("--notes", type=Path, help="a Markdown file of readings appended to the section")
+    add_notes_option(p)
     p.add_argument("--smoke", action="store_true", help="the whole pipeline on a tiny random model and synthetic data "
                    "(1 seed, 2 steps, both modes; never writes BENCHMARKS.md)")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -823,9 +826,6 @@ def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     if a.worker:
         return worker(Path(a.worker))
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from report import command, with_notes, write_section  # noqa: PLC0415  (the section's provenance line)
-
     cmd = command()
     if a.smoke:
         out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="ssft-efficacy-smoke-"))

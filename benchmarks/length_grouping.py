@@ -51,7 +51,7 @@ from ssft.training.sampling import TokenLengthGroupedSampler, token_lengths
 from ssft.training.trainer import RankingTrainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import add_section_options, command, with_notes, write_section  # noqa: E402
+from report import add_notes_option, add_section_options, command, with_notes, write_section  # noqa: E402
 
 METRIC = "nDCG@10"
 ARMS = ("random", "group_by_length")
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                         "that train every weight)")
     p.add_argument("--no-training", action="store_true", help="no quality runs (the padding count, and --speed)")
     p.add_argument("--out", type=Path, default=Path("runs/bench/grouping"))
-    p.add_argument("--notes", type=Path, help="a Markdown file of readings appended to the section")
+    add_notes_option(p)
     p.add_argument("--write", action="store_true", help="write the section of BENCHMARKS.md")
     add_section_options(p, "length_grouping", TITLE)
     a = p.parse_args(argv)

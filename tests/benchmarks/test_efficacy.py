@@ -75,7 +75,8 @@ def test_statistics_and_arguments():
     assert summary["mean"] == pytest.approx(0.3) and summary["sd"] == pytest.approx(math.sqrt(0.02))
     assert summary["per_query"] == pytest.approx({"a": 0.2, "b": 0.4})
     for argv in (["--seeds", "x", "--recipes", "recipes/quickstart.yaml"], [], ["--smoke", "--write"],
-                 ["--compare", "recipes/quickstart.yaml"], ["--recipes", "nope.yaml"]):
+                 ["--compare", "recipes/quickstart.yaml"], ["--recipes", "nope.yaml"],
+                 ["--recipes", "recipes/quickstart.yaml", "--write", "--notes", "absent.md"]):  # before hours of runs
         with pytest.raises(SystemExit) as err:
             script.parse(argv)
         assert err.value.code == 2, argv
