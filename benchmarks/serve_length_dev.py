@@ -41,11 +41,14 @@ def length_list(text: str) -> list[int]:
 
 
 def started(model: Ranker) -> Ranker:
-    """The run's start: every LoRA B matrix and every gate zeroed (what the run began from)."""
+    """The run's start: every LoRA B matrix zeroed (``delta_scale``'s test of one) and the ranker's parameters that
+    start at zero (``Ranker.zero_start_parameters``: the gates)."""
     with torch.no_grad():
         for name, parameter in model.named_parameters():
-            if "lora_B" in name or name == "gates":
+            if ".lora_B." in name:
                 parameter.zero_()
+        for parameter in model.zero_start_parameters():
+            parameter.zero_()
     return model
 
 

@@ -52,6 +52,13 @@ class Adapter:
         return None
 
     @classmethod
+    def update_scale(cls, config) -> float:
+        """The fraction of the trained update ``finish`` hands back (1: all of it). The ranker's own parameters that
+        start at zero (``Ranker.zero_start_parameters``) are scaled by it too, so the whole model is the same
+        ensemble of its start and its trained weights."""
+        return 1.0
+
+    @classmethod
     def finish_plan(cls, config) -> str | None:
         """What ``finish`` will do, in one line for the run's plan (known before training); None: nothing."""
         return None

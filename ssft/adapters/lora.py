@@ -47,7 +47,8 @@ def scale_plan(options: LoraOptions) -> str | None:
     """The run plan's line for ``delta_scale`` (None at 1)."""
     if options.delta_scale == 1.0:
         return None
-    return (f"handed back: the best epoch's LoRA update scaled by {options.delta_scale:g} (adapter.delta_scale, a "
+    return (f"handed back: the best epoch's update (LoRA's, and the ranker's parameters that start at zero) scaled by "
+            f"{options.delta_scale:g} (adapter.delta_scale, a "
             f"weight-space ensemble with the start); validation picks the epoch on the full update")
 
 
@@ -55,8 +56,9 @@ def scale_update(backbone: Backbone, options: LoraOptions) -> str | None:
     """WiSE-FT's weight-space ensemble of the start and the fine-tuned model (Wortsman et al. 2022, "Robust
     fine-tuning of zero-shot models", Eq. 1: θ = (1 − α)·θ₀ + α·θ₁, α = ``delta_scale``). LoRA's update is
     scaling·B·A and starts at B = 0, so the ensemble is the start plus α times the update: every B matrix scaled by α
-    (every adapter of the backbone, shared and tower-specific alike). Other trained weights (a head, a projection) are
-    kept as trained. Returns the line the run logs, or None at ``delta_scale`` 1."""
+    (every adapter of the backbone, shared and tower-specific alike). The ranker scales its own parameters that start
+    at zero (``ssft.pipeline.run.finish_training``); other trained weights (a head or projection that starts random or
+    fitted) are kept as trained. Returns the line the run logs, or None at ``delta_scale`` 1."""
     if options.delta_scale == 1.0:
         return None
     scaled = 0
@@ -103,6 +105,10 @@ class ScaledLoraUpdate(Adapter):
     @classmethod
     def finish(cls, backbone: Backbone, config: LoraOptions) -> str | None:
         return scale_update(backbone, config)
+
+    @classmethod
+    def update_scale(cls, config: LoraOptions) -> float:
+        return config.delta_scale
 
     @classmethod
     def finish_plan(cls, config: LoraOptions) -> str | None:

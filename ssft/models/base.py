@@ -318,6 +318,16 @@ class Ranker(nn.Module):
         self.arch_config = self.config_from_spec(spec)  # the architecture's typed Config (what its code reads)
         self.max_length, self.query_max_length = int(spec["max_length"]), int(spec["query_max_length"])
 
+    def zero_start_parameters(self) -> list[nn.Parameter]:
+        """The ranker's own parameters (outside the backbone's adapter) that start at exactly zero in every model it
+        builds, whatever the seed: with the adapter's update zeroed too they give back the start, and a fraction of
+        the trained update (``adapter.delta_scale``) scales them by the same fraction.
+
+        Returns:
+            Those parameters; the base class has none (a head that starts random or fitted is not one).
+        """
+        return []
+
     def serving_pooler(self) -> nn.Module | None:
         """With ``serves_first_token_only``: a module the serving runtime may run on the first token's state inside
         its graph, (n, hidden) → (n, hidden'), whose output the ranker's forward finishes (``Backbone.serves_pooled``);

@@ -189,6 +189,10 @@ class CrossEncoder(Ranker):
         return scores + 0.0 * kept.value
 
     # ------------------------------------------------------------ head: gated_segments
+    def zero_start_parameters(self) -> list[nn.Parameter]:
+        """The gates of ``gated_segments`` (0 at the start: each segment attends to itself only)."""
+        return [self.gates] if self.head_kind == GATED_SEGMENTS else []
+
     def _gate_backbone(self, backbone: Backbone, tokenizer) -> None:
         """The backbone's attention becomes the gated one (``ssft.models.segment_gates``); a one-line error where it
         cannot be."""

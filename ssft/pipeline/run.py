@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ssft.adapters.backbone import Backbone
 from ssft.config.recipe import Recipe
 from ssft.config.registry import ADAPTERS
@@ -138,15 +140,25 @@ def run_recipe(recipe: Recipe, overwrite: bool = False, resume_with_changes: boo
 
 def finish_training(recipe: Recipe, ranker) -> list[str]:
     """The adapter's last step on the weights training hands back (``Adapter.finish``), on every backbone the
-    recipe's method built; the lines it logs (also in run_info.json)."""
+    recipe's method built, and the same fraction of the update (``Adapter.update_scale``) on the ranker's parameters
+    that start at zero (``Ranker.zero_start_parameters``); the lines it logs (also in run_info.json)."""
     adapter = ADAPTERS.get(recipe.adapter.method)
     lines = []
     for module in ranker.modules():
         if isinstance(module, Backbone) and module.method == recipe.adapter.method:
             line = adapter.finish(module, recipe.adapter.config)
             if line:
-                logger.info("%s", line)
                 lines.append(line)
+    scale = adapter.update_scale(recipe.adapter.config)
+    own = ranker.zero_start_parameters() if scale != 1.0 else []
+    if own:
+        with torch.no_grad():
+            for parameter in own:
+                parameter.mul_(scale)
+        lines.append(f"the ranker's {sum(p.numel() for p in own)} parameters that start at zero scaled by {scale:g} "
+                     f"with the update")
+    for line in lines:
+        logger.info("%s", line)
     return lines
 
 

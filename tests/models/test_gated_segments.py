@@ -166,3 +166,54 @@ def test_a_special_tokens_literal_in_a_text_does_not_move_the_border(tiny_model_
         expected = 20.0 * torch.nn.functional.cosine_similarity(
             dense.encode_query([query], convert_to_tensor=True), dense.encode_document([document], convert_to_tensor=True))
     assert score == pytest.approx(float(expected[0]), abs=1e-4)
+
+
+def test_delta_scale_scales_the_gates_with_the_lora_update(tiny_model_dir):
+    """The gates start at 0 as LoRA's B matrices do: handing back a fraction of the update scales both, so the model is
+    the weight-space ensemble of its start and its trained weights; zeroing both gives back the start's scores."""
+    import types
+
+    from ssft.config.recipe import AdapterSection
+    from ssft.pipeline.run import finish_training
+
+    torch.manual_seed(0)
+    gated = _gated(tiny_model_dir, "lora", {"r": 4})
+    start_scores = torch.tensor(gated.predict(_pairs(), batch_size=4))
+    assert [p is gated.gates for p in gated.zero_start_parameters()] == [True]
+    with torch.no_grad():  # a trained model: B and the gates off their zero start
+        for name, p in gated.named_parameters():
+            if ".lora_B." in name:
+                p.normal_(0, 0.1)
+        gated.gates.uniform_(0.2, 1.0)
+    before = {n: p.detach().clone() for n, p in gated.named_parameters()}
+    recipe = types.SimpleNamespace(adapter=AdapterSection(method="lora", options={"delta_scale": 0.5}))
+    lines = finish_training(recipe, gated)
+    assert any("start at zero scaled by 0.5" in line for line in lines)
+    for name, p in gated.named_parameters():
+        if ".lora_B." in name or name == "gates":
+            torch.testing.assert_close(p, 0.5 * before[name])
+        else:
+            assert torch.equal(p, before[name]), name
+    with torch.no_grad():  # the rest of the way to zero: the start again
+        for name, p in gated.named_parameters():
+            if ".lora_B." in name:
+                p.zero_()
+        for p in gated.zero_start_parameters():
+            p.zero_()
+    assert torch.tensor(gated.predict(_pairs(), batch_size=4)) == pytest.approx(start_scores, abs=1e-6)
+
+
+def test_a_classifier_head_is_not_scaled_with_the_update(tiny_model_dir):
+    """A head that starts random is not part of an ensemble with the start: delta_scale leaves it as trained."""
+    import types
+
+    from ssft.config.recipe import AdapterSection
+    from ssft.pipeline.run import finish_training
+
+    cross = CrossEncoder.build(ModelConfig(name=str(tiny_model_dir), architecture="cross", max_length=40), "lora",
+                               {"r": 4})
+    assert cross.zero_start_parameters() == []
+    head = cross.head.weight.detach().clone()
+    recipe = types.SimpleNamespace(adapter=AdapterSection(method="lora", options={"delta_scale": 0.5}))
+    assert all("start at zero" not in line for line in finish_training(recipe, cross))
+    assert torch.equal(cross.head.weight, head)
