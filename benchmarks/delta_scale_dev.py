@@ -7,10 +7,11 @@ ColBERT recipe's ``delta_scale`` were chosen on.
 
 RUN: a finished ``ssft-train`` folder of a LoRA recipe. For each scale the run's model is loaded afresh and finished
 as a run with that ``delta_scale`` finishes (``ssft.pipeline.run.finish_training``: every LoRA B matrix, and the
-ranker's parameters that start at zero, such as a gated cross-encoder's gates, multiplied by it). ``ssft.evaluate`` then scores the run's own validation queries (with ``data.holdout_queries``: a BEIR folder
-written under ``--work`` of the run's corpus, the held-out queries and their judgements as a ``dev`` split; else the
-whole ``data.validation_split``) and ``--other``'s ``--other-split`` (a collection the run did not train on, so any of
-its splits but the test is dev data). Prints one line per scale: nDCG@10 on each.
+ranker's parameters that start at zero, such as a gated cross-encoder's gates, multiplied by it). ``ssft.evaluate``
+then scores the run's own validation queries (with ``data.holdout_queries``: a BEIR folder written under ``--work`` of
+the run's corpus, the held-out queries and their judgements as a ``dev`` split; else the whole
+``data.validation_split``) and ``--other``'s ``--other-split`` (a collection the run did not train on, so any of its
+splits but the test is dev data). Prints one line per scale: nDCG@10 on each.
 """
 from __future__ import annotations
 
