@@ -9,8 +9,9 @@ query with its BM25 top ``--depth`` documents as (query, document) pairs. senten
 decreasing character count (its ``_input_length``), ssft by exact token count (``ssft.models.batching.length_batches``,
 what its rankers batch by); each batch is padded to its longest row. FLOPs are the encoder's matmuls
 (``vs_sentence_transformers.flops_per_row``: projections, feed-forward and attention, whose cost grows with the square
-of the length). On the same kernels, time follows these FLOPs closely (§ vs_sentence_transformers_real_amd measured
-encoding 1.18× where they predict 1.20×), so their ratio is the speed-up batching can bring, and the ratio to the
+of the length). On the same kernels, time follows these FLOPs closely (on the sample § vs_sentence_transformers_real_amd
+timed they give 1.17× for encoding and 1.15× × the [CLS]-only layer for reranking; it measured 1.18× and 1.36×), so
+their ratio is the speed-up batching can bring, and the ratio to the
 useful FLOPs (every row at its own length: no padding at all, as packing or variable-length kernels would do) is the
 most any batching can bring. A cross-encoder served by ssft also runs its last layer for the [CLS] token only (keys
 and values for every token), which the last column adds.
