@@ -19,12 +19,21 @@ and values for every token), which the last column adds.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
+from transformers import AutoConfig
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import add_notes_option, add_section_options, with_notes, write_section  # noqa: E402
+from serve_length_dev import length_list  # noqa: E402
 from vs_sentence_transformers import MODEL, batch_accounting, character_batches, flops_per_row, ssft_model  # noqa: E402
+
+from ssft.core.hub import resolve_model  # noqa: E402
+from ssft.data.beir import load_dataset  # noqa: E402
+from ssft.firststage.bm25 import BM25  # noqa: E402
+from ssft.models.batching import length_batches  # noqa: E402
 
 SECTION = "padding_bound"
 TITLE = "What batching by token count can gain on each collection (arithmetic, no timing)"
@@ -38,15 +47,14 @@ def first_token_last_layer_flops(n: int, config: dict) -> float:
     return flops_per_row(n, config) * (layers - 1) / layers + last
 
 
+@functools.cache
+def length_models(limit: int):
+    """The dense and cross-encoder rankers whose token counts the accounting reads, built once per maximum length."""
+    return ssft_model("dense", limit, 32), ssft_model("cross", limit, 32)
+
+
 def collection_rows(dataset_name: str, lengths: list[int], depth: int, batch_size: int) -> list[dict]:
     """The accounting of encoding the corpus and reranking BM25's top ``depth`` of the test queries, per length."""
-    from transformers import AutoConfig
-
-    from ssft.core.hub import resolve_model
-    from ssft.data.beir import load_dataset
-    from ssft.firststage.bm25 import BM25
-    from ssft.models.batching import length_batches
-
     dataset = load_dataset(dataset_name)
     test = dataset.qrels("test")
     queries = {q: dataset.queries[q] for q in sorted(test) if q in dataset.queries}
@@ -56,7 +64,7 @@ def collection_rows(dataset_name: str, lengths: list[int], depth: int, batch_siz
     config = AutoConfig.from_pretrained(str(resolve_model(MODEL))).to_dict()
     rows = []
     for limit in lengths:
-        dense, cross = ssft_model("dense", limit, 32), ssft_model("cross", limit, 32)
+        dense, cross = length_models(limit)
         doc_lengths = dense.token_lengths(corpus, "document")
         pair_lengths = cross.pair_token_lengths([q for q, _ in pairs], [d for _, d in pairs])
         for task, n, characters in (("encode", doc_lengths, [len(d) for d in corpus]),
@@ -74,17 +82,6 @@ def collection_rows(dataset_name: str, lengths: list[int], depth: int, batch_siz
                   f"{ours['efficiency']:.1%}, batching {st['computed_flops'] / ours['computed_flops']:.3f}x, bound "
                   f"{st['computed_flops'] / ours['useful_flops']:.3f}x", flush=True)
     return rows
-
-
-def positive_ints(text: str) -> list[int]:
-    """``--lengths``: comma-separated whole numbers, each >= 8."""
-    try:
-        values = [int(part) for part in text.split(",") if part]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of whole numbers: {text!r}") from None
-    if not values or any(v < 8 for v in values):
-        raise argparse.ArgumentTypeError(f"each length must be >= 8, got {text!r}")
-    return values
 
 
 def report(rows: list[dict], a: argparse.Namespace) -> str:
@@ -112,7 +109,7 @@ def report(rows: list[dict], a: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", type=lambda s: [x for x in s.split(",") if x], default="scifact,nfcorpus,cranfield")
-    p.add_argument("--lengths", type=positive_ints, default="256,512", help="maximum lengths, comma-separated")
+    p.add_argument("--lengths", type=length_list, default="256,512", help="maximum lengths, comma-separated")
     p.add_argument("--depth", type=int, default=50, help="BM25's top-k reranked per test query")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--write", action="store_true", help=f"write BENCHMARKS.md § {SECTION}")

@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from delta_scale_dev import dev_arguments, dev_parser, held_out_folder  # noqa: E402
 
 import ssft  # noqa: E402
+from ssft.adapters.lora import scale_lora_b  # noqa: E402
 from ssft.models.base import Ranker  # noqa: E402
 
 
@@ -41,12 +42,10 @@ def length_list(text: str) -> list[int]:
 
 
 def started(model: Ranker) -> Ranker:
-    """The run's start: every LoRA B matrix zeroed (``delta_scale``'s test of one) and the ranker's parameters that
-    start at zero (``Ranker.zero_start_parameters``: the gates)."""
+    """The run's start: every LoRA B matrix zeroed and the ranker's parameters that start at zero
+    (``Ranker.zero_start_parameters``: the gates)."""
+    scale_lora_b(model, 0.0)
     with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if ".lora_B." in name:
-                parameter.zero_()
         for parameter in model.zero_start_parameters():
             parameter.zero_()
     return model

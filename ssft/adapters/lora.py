@@ -52,6 +52,21 @@ def scale_plan(options: LoraOptions) -> str | None:
             f"weight-space ensemble with the start); validation picks the epoch on the full update")
 
 
+def scale_lora_b(module: nn.Module, factor: float) -> int:
+    """Every LoRA B matrix under ``module`` multiplied by ``factor`` in place (0: zeroed, which gives back the start:
+    LoRA's update starts at B = 0); returns how many there were."""
+    scaled = 0
+    with torch.no_grad():
+        for name, parameter in module.named_parameters():
+            if ".lora_B." in name:
+                if factor == 0.0:
+                    parameter.zero_()
+                else:
+                    parameter.mul_(factor)
+                scaled += 1
+    return scaled
+
+
 def scale_update(backbone: Backbone, options: LoraOptions) -> str | None:
     """WiSE-FT's weight-space ensemble of the start and the fine-tuned model (Wortsman et al. 2022, "Robust
     fine-tuning of zero-shot models", Eq. 1: θ = (1 − α)·θ₀ + α·θ₁, α = ``delta_scale``). LoRA's update is
@@ -61,12 +76,7 @@ def scale_update(backbone: Backbone, options: LoraOptions) -> str | None:
     fitted) are kept as trained. Returns the line the run logs, or None at ``delta_scale`` 1."""
     if options.delta_scale == 1.0:
         return None
-    scaled = 0
-    with torch.no_grad():
-        for name, parameter in backbone.named_parameters():
-            if ".lora_B." in name:
-                parameter.mul_(options.delta_scale)
-                scaled += 1
+    scaled = scale_lora_b(backbone, options.delta_scale)
     if not scaled:
         raise SsftError("adapter.delta_scale: the backbone has no LoRA B matrix to scale")
     return (f"adapter.delta_scale {options.delta_scale:g}: the trained LoRA update scaled by {options.delta_scale:g} "
