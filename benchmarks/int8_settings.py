@@ -13,12 +13,13 @@ seeded sample of those pairs); per query Kendall's tau between the two orderings
 standard deviation of the query's fp32 scores, averaged over the queries.
 
 Settings (each a change to ``ssft.models.interop.openvino.quantize``'s call of ``nncf.quantize``):
-``base`` as ssft serves (a cross-encoder's attention query and key projections in float,
-``Ranker.int8_float_attention_scores``); ``scores_int8`` those quantised too; ``qkv`` the value projections in float
+``base`` as ssft serves (a cross-encoder's attention query and key projections in float in the layers
+``Ranker.int8_float_attention_layers`` names); ``scores_int8`` those quantised too; ``qkv`` the value projections in float
 as well; ``ffn_out`` the feed-forward output projections kept in float (an ignored scope); ``last`` the last
 transformer layer kept in float; ``no_smooth_quant`` SmoothQuant off; ``performance`` NNCF's symmetric preset;
-``calibration_N`` N calibration items instead of 400. Each (setting, seed) appends one JSON line to ``--out``; one
-already there is not measured again.
+``calibration_N`` N calibration items instead of 400; ``qk_float_L_M…`` the query and key projections in float in
+transformer layers L, M, … only (0 is the first; ``qk_float_`` alone: in none, as ``scores_int8``). Each (setting,
+seed) appends one JSON line to ``--out``; one already there is not measured again.
 """
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ def nncf_arguments(setting: str, layers: int) -> dict[str, Any]:
     """The keyword arguments ``setting`` adds to ``nncf.quantize`` for a model of ``layers`` transformer layers."""
     if setting in ("base", "scores_int8") or setting.startswith("calibration_"):
         return {}
+    if setting.startswith("qk_float_"):
+        qk_float_layers(setting, layers)
+        return {}
     if setting == "qkv":
         return {"ignored_scope": nncf.IgnoredScope(patterns=[VALUES], validate=False)}
     if setting == "ffn_out":
@@ -65,17 +69,26 @@ def nncf_arguments(setting: str, layers: int) -> dict[str, Any]:
     raise SystemExit(f"--settings: unknown setting '{setting}' (known: {', '.join(SETTINGS)}, calibration_N)")
 
 
+def qk_float_layers(setting: str, layers: int) -> set[int]:
+    """The layers whose query and key projections ``qk_float_L_M…`` keeps in float."""
+    kept = setting.removeprefix("qk_float_")
+    if not re.fullmatch(r"(\d+(_\d+)*)?", kept) or any(int(n) >= layers for n in kept.split("_") if n):
+        raise SystemExit(f"--settings: '{setting}' names layers 0 to {layers - 1} joined by _, e.g. qk_float_0_5")
+    return {int(n) for n in kept.split("_") if n}
+
+
 @contextlib.contextmanager
 def applied(setting: str, seed: int):
     """ssft's OpenVINO int8 serving changed by ``setting`` (module docstring), calibration sample ``seed``."""
     quantize, serve, size = openvino.quantize, openvino.serve_openvino, openvino.CALIBRATION_SIZE
 
-    def quantize_with(model_ir, inputs, attention_scores_in_float=False):
+    def quantize_with(model_ir, inputs, float_attention_layers=()):
         names = [op.get_friendly_name() for op in model_ir.get_ops()]
         layers = 1 + max(int(m.group(1)) for n in names if (m := re.search(r"layer\.(\d+)\.", n)))
         arguments = nncf_arguments(setting, layers)
-        if attention_scores_in_float and setting != "scores_int8":  # as ssft serves, plus the setting's own scope
-            kept = openvino.attention_score_projections(model_ir)
+        if float_attention_layers and setting != "scores_int8":  # as ssft serves, plus the setting's own scope
+            chosen = qk_float_layers(setting, layers) if setting.startswith("qk_float_") else float_attention_layers
+            kept = openvino.attention_score_projections(model_ir, sorted(chosen))
             scope = arguments.get("ignored_scope", nncf.IgnoredScope())
             arguments["ignored_scope"] = nncf.IgnoredScope(names=kept, patterns=scope.patterns, validate=False)
         nncf.set_log_level(40)

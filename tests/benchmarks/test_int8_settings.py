@@ -46,3 +46,13 @@ def test_the_other_settings():
         int8_settings.nncf_arguments("fast", 6)
     with pytest.raises(SystemExit, match="give name:split"):
         int8_settings.fidelity_pairs("nfcorpus", 10, 20)
+
+
+def test_qk_float_names_the_layers_whose_query_and_key_stay_float():
+    assert int8_settings.qk_float_layers("qk_float_0_5", 6) == {0, 5}
+    assert int8_settings.qk_float_layers("qk_float_", 6) == set()
+    assert int8_settings.nncf_arguments("qk_float_1", 6) == {}  # the choice lies in what ssft itself keeps
+    with pytest.raises(SystemExit, match="names layers 0 to 5"):
+        int8_settings.nncf_arguments("qk_float_6", 6)
+    with pytest.raises(SystemExit, match="names layers 0 to 5"):
+        int8_settings.nncf_arguments("qk_float_first", 6)

@@ -170,20 +170,34 @@ def test_int8_keeps_a_cross_encoders_attention_query_and_key_in_float(towers, mo
     model = backend.convert(backend.Graph(merged_encoder(backbone, None)))
     found = backend.attention_score_projections(model)
     assert [name.split("/")[0].rsplit(".", 1)[-1] for name in found] == ["query", "key"]  # one layer, not the values
+    assert backend.attention_score_projections(model, [-1]) == found == backend.attention_score_projections(model, [0])
     inputs = [i for items in backend.calibration_inputs(ranker, pairs)[id(backbone)].values() for i in items]
     everything = _quantized_matmuls(backend.quantize(model, inputs))
     assert set(found) < set(everything) and len(everything) == 6  # q, k, v, attention output, the two FFN layers
-    kept = _quantized_matmuls(backend.quantize(model, inputs, attention_scores_in_float=True))
+    kept = _quantized_matmuls(backend.quantize(model, inputs, float_attention_layers=[0]))
     assert sorted(kept) == sorted(set(everything) - set(found))
-    # serving: the capability the ranker declares decides (a cross-encoder keeps them, a bi-encoder does not)
+    # serving: the layers the ranker declares decide (a cross-encoder keeps the first and last, a bi-encoder none)
     asked = []
     quantize = backend.quantize
-    monkeypatch.setattr(backend, "quantize", lambda m, i, attention_scores_in_float=False: (
-        asked.append(attention_scores_in_float), quantize(m, i, attention_scores_in_float))[1])
+    monkeypatch.setattr(backend, "quantize", lambda m, i, float_attention_layers=(): (
+        asked.append(list(float_attention_layers)), quantize(m, i, float_attention_layers))[1])
     backend.serve_openvino(ranker, "int8", calibration=pairs)
     dense = build(towers, "dense", "lora", {"projection_dim": 24})
     backend.serve_openvino(dense, "int8", calibration=[d for _, d in pairs])
-    assert asked == [True, False] and ranker.int8_float_attention_scores and not dense.int8_float_attention_scores
+    assert asked == [[-1, 0], []]
+    assert ranker.int8_float_attention_layers == (0, -1) and dense.int8_float_attention_layers == ()
+
+
+def test_attention_score_projections_of_chosen_layers(tmp_path):
+    three = save_tiny_bert(tmp_path / "three", layers=3, seed=0)
+    ranker = build((three, three), "cross", "lora", {"head": "classifier"})
+    encoder = backend.convert(backend.Graph(merged_encoder(ranker.backbone, None)))
+    every = backend.attention_score_projections(encoder)
+    layer = [int(name.split("layer.")[1].split(".")[0]) for name in every]
+    assert layer == [0, 0, 1, 1, 2, 2]  # query and key of each layer, in order
+    assert backend.attention_score_projections(encoder, [0, -1]) == every[:2] + every[4:]
+    assert backend.attention_score_projections(encoder, [1, 7]) == every[2:4]  # a layer the model lacks: none
+    assert backend.attention_score_projections(encoder, []) == []
 
 
 def test_int8_needs_calibration_and_pairs_for_a_cross_encoder(towers):

@@ -14,8 +14,8 @@ exporter library is needed (optimum-intel and optimum-onnx pin transformers rele
   static quantisation (``nncf.quantize``, transformer preset) calibrated on the very inputs the ranker builds from
   ``calibration`` (texts or (query, document) pairs of the corpus being served), offline; what is not quantised runs
   at the machine's native precision (bf16 where the CPU computes it natively, else f32): the softmax and layer norms,
-  and for a ranker that declares ``int8_float_attention_scores`` (a cross-encoder) attention's query and key
-  projections (BENCHMARKS.md § int8_cross_distilled). The runtime uses as many
+  and, in the layers a ranker names in ``int8_float_attention_layers`` (a cross-encoder: the first and the last),
+  attention's query and key projections (BENCHMARKS.md § int8_cross_distilled). The runtime uses as many
   threads as torch does (``torch.get_num_threads``).
 - ``write_openvino(folder)``: beside an ``ssft-export`` folder, the OpenVINO IR of each of its Transformer modules as
   sentence-transformers' ``backend="openvino"`` reads it (``<module>/openvino/openvino_model.xml``: the
@@ -358,14 +358,17 @@ def corpus_calibration(queries: Sequence[str], documents: Sequence[str]) -> list
 _TO_ATTENTION = frozenset({"Add", "Reshape", "Transpose", "Multiply", "Convert"})
 
 
-def attention_score_projections(model) -> list[str]:
+def attention_score_projections(model, layers: Sequence[int] | None = None) -> list[str]:
     """The friendly names of the MatMuls of an OpenVINO ``model`` whose outputs become attention's queries and keys:
     inputs 0 and 1 of each ``ScaledDotProductAttention`` node, followed back through the bias, the head split and any
-    scaling (the projections of the values, input 2, are not among them)."""
+    scaling (the projections of the values, input 2, are not among them). ``layers``: only those of these attention
+    layers, in graph order (0 the first, -1 the last); None: every layer's."""
+    attentions = [op for op in model.get_ordered_ops() if op.get_type_name() == "ScaledDotProductAttention"]
+    if layers is not None:
+        chosen = {i % len(attentions) for i in layers if -len(attentions) <= i < len(attentions)}
+        attentions = [op for i, op in enumerate(attentions) if i in chosen]
     names = []
-    for op in model.get_ordered_ops():
-        if op.get_type_name() != "ScaledDotProductAttention":
-            continue
+    for op in attentions:
         for port in (0, 1):
             node = op.input_value(port).get_node()
             while node.get_type_name() in _TO_ATTENTION:
@@ -375,19 +378,30 @@ def attention_score_projections(model) -> list[str]:
     return names
 
 
-def quantize(model, inputs: list[dict[str, np.ndarray]], attention_scores_in_float: bool = False):
+def quantize(model, inputs: list[dict[str, np.ndarray]], float_attention_layers: Sequence[int] = ()):
     """NNCF static int8 of an OpenVINO model, calibrated on ``inputs`` (offline; transformer preset: attention's
-    softmax and the layer norms stay in float, SmoothQuant on). ``attention_scores_in_float``: the query and key
-    projections (``attention_score_projections``) stay in float as well (``Ranker.int8_float_attention_scores``)."""
+    softmax and the layer norms stay in float, SmoothQuant on). ``float_attention_layers``: the layers whose query
+    and key projections (``attention_score_projections``) stay in float as well (``Ranker.int8_float_attention_layers``)."""
     try:
         import nncf  # noqa: PLC0415 -- optional extra, imported only for int8 on the OpenVINO backend
     except ImportError:
         raise SsftError(f"precision int8 on backend openvino: the nncf package is not installed; {INSTALL}") from None
     nncf.set_log_level(logging.ERROR)  # its progress bars and statistics lines, once per calibration
-    kept = attention_score_projections(model) if attention_scores_in_float else []
+    kept = attention_score_projections(model, float_attention_layers) if float_attention_layers else []
     scope = {"ignored_scope": nncf.IgnoredScope(names=kept)} if kept else {}
     return nncf.quantize(model, nncf.Dataset(inputs), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(inputs),
                          **scope)
+
+
+def _float_attention_layers(ranker) -> dict[int, list[int]]:
+    """Per backbone (by id), the layers whose attention query and key projections int8 keeps in float
+    (``Ranker.int8_float_attention_layers``; a backbone shared by several rankers: the layers any of them names)."""
+    layers: dict[int, set[int]] = {}
+    for owner in _rankers(ranker):
+        for backbone in owner.modules():
+            if isinstance(backbone, Backbone):
+                layers.setdefault(id(backbone), set()).update(owner.int8_float_attention_layers)
+    return {key: sorted(named) for key, named in layers.items()}
 
 
 def serve_openvino(ranker, precision: str = precisions.DEFAULT,
@@ -414,8 +428,7 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
             raise SsftError("int8 calibration: no calibration item reached the model; give texts or (query, document) "
                             "pairs of the corpus being served")
         calibrated = hashlib.sha256(json.dumps(items, ensure_ascii=False).encode("utf-8")).hexdigest()
-    float_scores = {id(b) for owner in _rankers(ranker) if owner.int8_float_attention_scores
-                    for b in owner.modules() if isinstance(b, Backbone)}
+    float_layers = _float_attention_layers(ranker)
     first_only = {id(b): owner.serving_pooler() for owner in _rankers(ranker)
                   if getattr(owner, "serves_first_token_only", False) for b in owner.modules() if isinstance(b, Backbone)}
     for backbone in _backbones(ranker):
@@ -432,7 +445,7 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
             at = precision
             if precision == "int8":
                 if tower_inputs:
-                    model = quantize(model, tower_inputs, attention_scores_in_float=id(backbone) in float_scores)
+                    model = quantize(model, tower_inputs, float_attention_layers=float_layers.get(id(backbone), []))
                 else:  # e.g. the query tower of a model that only encodes a corpus
                     at = "bf16" if precisions.cpu_bf16_native() else "fp32"
                     logger.info("int8: no calibration input reached the %s tower; it serves at %s", tower or "", at)
