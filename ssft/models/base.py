@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -293,10 +293,10 @@ class Ranker(nn.Module):
     # what a serving runtime hands back of the last layer (ssft.models.interop.openvino): every token's state, or only
     # the first token's where the ranker reads nothing else (a converted graph returning less runs faster)
     serves_first_token_only: bool = False
-    # the transformer layers (0 the first, -1 the last) in which OpenVINO int8 keeps attention's query and key
-    # projections in float (ssft.models.interop.openvino.quantize): where one pair's joint encoding gives its score,
-    # their rounding reorders candidates most
-    int8_float_attention_layers: tuple[int, ...] = ()
+    # the transformer layers (0 the first, -1 the last; "all": every one) in which OpenVINO int8 keeps attention's
+    # query and key projections in float (ssft.models.interop.openvino.quantize): where one pair's joint encoding
+    # gives its score, their rounding reorders candidates most
+    int8_float_attention_layers: tuple[int, ...] | Literal["all"] = ()
 
     @classmethod
     def ranks_untrained_for(cls, config: Any) -> bool | None:

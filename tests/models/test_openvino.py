@@ -174,18 +174,21 @@ def test_int8_keeps_a_cross_encoders_attention_query_and_key_in_float(towers, mo
     inputs = [i for items in backend.calibration_inputs(ranker, pairs)[id(backbone)].values() for i in items]
     everything = _quantized_matmuls(backend.quantize(model, inputs))
     assert set(found) < set(everything) and len(everything) == 6  # q, k, v, attention output, the two FFN layers
-    kept = _quantized_matmuls(backend.quantize(model, inputs, float_attention_layers=[0]))
-    assert sorted(kept) == sorted(set(everything) - set(found))
-    # serving: the layers the ranker declares decide (a cross-encoder keeps the first and last, a bi-encoder none)
+    for layers in ([0], None):  # the layer named, or every layer
+        kept = _quantized_matmuls(backend.quantize(model, inputs, float_attention_layers=layers))
+        assert sorted(kept) == sorted(set(everything) - set(found))
+    # serving: the layers the ranker declares decide (a cross-encoder keeps every layer's, a bi-encoder none)
     asked = []
     quantize = backend.quantize
     monkeypatch.setattr(backend, "quantize", lambda m, i, float_attention_layers=(): (
-        asked.append(list(float_attention_layers)), quantize(m, i, float_attention_layers))[1])
+        asked.append(float_attention_layers), quantize(m, i, float_attention_layers))[1])
     backend.serve_openvino(ranker, "int8", calibration=pairs)
     dense = build(towers, "dense", "lora", {"projection_dim": 24})
     backend.serve_openvino(dense, "int8", calibration=[d for _, d in pairs])
-    assert asked == [[-1, 0], []]
-    assert ranker.int8_float_attention_layers == (0, -1) and dense.int8_float_attention_layers == ()
+    assert asked == [None, ()]
+    assert ranker.int8_float_attention_layers == "all" and dense.int8_float_attention_layers == ()
+    object.__setattr__(ranker, "int8_float_attention_layers", (0, -1))  # a ranker naming some layers: those
+    assert backend._float_attention_layers(ranker) == {id(backbone): (-1, 0)}
 
 
 def test_attention_score_projections_of_chosen_layers(tmp_path):

@@ -14,8 +14,8 @@ exporter library is needed (optimum-intel and optimum-onnx pin transformers rele
   static quantisation (``nncf.quantize``, transformer preset) calibrated on the very inputs the ranker builds from
   ``calibration`` (texts or (query, document) pairs of the corpus being served), offline; what is not quantised runs
   at the machine's native precision (bf16 where the CPU computes it natively, else f32): the softmax and layer norms,
-  and, in the layers a ranker names in ``int8_float_attention_layers`` (a cross-encoder: the first and the last),
-  attention's query and key projections (BENCHMARKS.md § int8_cross_distilled). The runtime uses as many
+  and, in the layers a ranker names in ``int8_float_attention_layers`` (a cross-encoder: every layer), attention's
+  query and key projections (BENCHMARKS.md § int8_cross_distilled). The runtime uses as many
   threads as torch does (``torch.get_num_threads``).
 - ``write_openvino(folder)``: beside an ``ssft-export`` folder, the OpenVINO IR of each of its Transformer modules as
   sentence-transformers' ``backend="openvino"`` reads it (``<module>/openvino/openvino_model.xml``: the
@@ -378,30 +378,34 @@ def attention_score_projections(model, layers: Sequence[int] | None = None) -> l
     return names
 
 
-def quantize(model, inputs: list[dict[str, np.ndarray]], float_attention_layers: Sequence[int] = ()):
+def quantize(model, inputs: list[dict[str, np.ndarray]], float_attention_layers: Sequence[int] | None = ()):
     """NNCF static int8 of an OpenVINO model, calibrated on ``inputs`` (offline; transformer preset: attention's
     softmax and the layer norms stay in float, SmoothQuant on). ``float_attention_layers``: the layers whose query
-    and key projections (``attention_score_projections``) stay in float as well (``Ranker.int8_float_attention_layers``)."""
+    and key projections (``attention_score_projections``) stay in float as well (``Ranker.int8_float_attention_layers``;
+    None: every layer's)."""
     try:
         import nncf  # noqa: PLC0415 -- optional extra, imported only for int8 on the OpenVINO backend
     except ImportError:
         raise SsftError(f"precision int8 on backend openvino: the nncf package is not installed; {INSTALL}") from None
     nncf.set_log_level(logging.ERROR)  # its progress bars and statistics lines, once per calibration
-    kept = attention_score_projections(model, float_attention_layers) if float_attention_layers else []
+    kept = attention_score_projections(model, float_attention_layers) if float_attention_layers != () else []
     scope = {"ignored_scope": nncf.IgnoredScope(names=kept)} if kept else {}
     return nncf.quantize(model, nncf.Dataset(inputs), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(inputs),
                          **scope)
 
 
-def _float_attention_layers(ranker) -> dict[int, list[int]]:
+def _float_attention_layers(ranker) -> dict[int, tuple[int, ...] | None]:
     """Per backbone (by id), the layers whose attention query and key projections int8 keeps in float
-    (``Ranker.int8_float_attention_layers``; a backbone shared by several rankers: the layers any of them names)."""
-    layers: dict[int, set[int]] = {}
+    (``Ranker.int8_float_attention_layers``; None: every layer; a backbone shared by several rankers: the layers any
+    of them names)."""
+    layers: dict[int, set[int] | None] = {}
     for owner in _rankers(ranker):
+        named = owner.int8_float_attention_layers
         for backbone in owner.modules():
             if isinstance(backbone, Backbone):
-                layers.setdefault(id(backbone), set()).update(owner.int8_float_attention_layers)
-    return {key: sorted(named) for key, named in layers.items()}
+                kept = layers.setdefault(id(backbone), set())
+                layers[id(backbone)] = None if named == "all" or kept is None else kept | set(named)
+    return {key: None if named is None else tuple(sorted(named)) for key, named in layers.items()}
 
 
 def serve_openvino(ranker, precision: str = precisions.DEFAULT,
@@ -445,7 +449,7 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
             at = precision
             if precision == "int8":
                 if tower_inputs:
-                    model = quantize(model, tower_inputs, float_attention_layers=float_layers.get(id(backbone), []))
+                    model = quantize(model, tower_inputs, float_attention_layers=float_layers.get(id(backbone), ()))
                 else:  # e.g. the query tower of a model that only encodes a corpus
                     at = "bf16" if precisions.cpu_bf16_native() else "fp32"
                     logger.info("int8: no calibration input reached the %s tower; it serves at %s", tower or "", at)
