@@ -86,9 +86,10 @@ def applied(setting: str, seed: int):
         names = [op.get_friendly_name() for op in model_ir.get_ops()]
         layers = 1 + max(int(m.group(1)) for n in names if (m := re.search(r"layer\.(\d+)\.", n)))
         arguments = nncf_arguments(setting, layers)
-        if float_attention_layers != () and setting != "scores_int8":  # as ssft serves, plus the setting's own scope
-            chosen = qk_float_layers(setting, layers) if setting.startswith("qk_float_") else float_attention_layers
-            kept = openvino.attention_score_projections(model_ir, None if chosen is None else sorted(chosen))
+        if float_attention_layers and setting != "scores_int8":  # as ssft serves, plus the setting's own scope
+            chosen = (sorted(qk_float_layers(setting, layers)) if setting.startswith("qk_float_")
+                      else float_attention_layers)
+            kept = openvino.attention_score_projections(model_ir, chosen)
             scope = arguments.get("ignored_scope", nncf.IgnoredScope())
             arguments["ignored_scope"] = nncf.IgnoredScope(names=kept, patterns=scope.patterns, validate=False)
         nncf.set_log_level(40)

@@ -174,7 +174,7 @@ def test_int8_keeps_a_cross_encoders_attention_query_and_key_in_float(towers, mo
     inputs = [i for items in backend.calibration_inputs(ranker, pairs)[id(backbone)].values() for i in items]
     everything = _quantized_matmuls(backend.quantize(model, inputs))
     assert set(found) < set(everything) and len(everything) == 6  # q, k, v, attention output, the two FFN layers
-    for layers in ([0], None):  # the layer named, or every layer
+    for layers in ([0], "all"):  # the layer named, or every layer
         kept = _quantized_matmuls(backend.quantize(model, inputs, float_attention_layers=layers))
         assert sorted(kept) == sorted(set(everything) - set(found))
     # serving: the layers the ranker declares decide (a cross-encoder keeps every layer's, a bi-encoder none)
@@ -185,7 +185,7 @@ def test_int8_keeps_a_cross_encoders_attention_query_and_key_in_float(towers, mo
     backend.serve_openvino(ranker, "int8", calibration=pairs)
     dense = build(towers, "dense", "lora", {"projection_dim": 24})
     backend.serve_openvino(dense, "int8", calibration=[d for _, d in pairs])
-    assert asked == [None, ()]
+    assert asked == ["all", ()]
     assert ranker.int8_float_attention_layers == "all" and dense.int8_float_attention_layers == ()
     object.__setattr__(ranker, "int8_float_attention_layers", (0, -1))  # a ranker naming some layers: those
     assert backend._float_attention_layers(ranker) == {id(backbone): (-1, 0)}

@@ -44,7 +44,7 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -358,13 +358,13 @@ def corpus_calibration(queries: Sequence[str], documents: Sequence[str]) -> list
 _TO_ATTENTION = frozenset({"Add", "Reshape", "Transpose", "Multiply", "Convert"})
 
 
-def attention_score_projections(model, layers: Sequence[int] | None = None) -> list[str]:
+def attention_score_projections(model, layers: Sequence[int] | Literal["all"] = "all") -> list[str]:
     """The friendly names of the MatMuls of an OpenVINO ``model`` whose outputs become attention's queries and keys:
     inputs 0 and 1 of each ``ScaledDotProductAttention`` node, followed back through the bias, the head split and any
     scaling (the projections of the values, input 2, are not among them). ``layers``: only those of these attention
-    layers, in graph order (0 the first, -1 the last); None: every layer's."""
+    layers, in graph order (0 the first, -1 the last), or every layer's."""
     attentions = [op for op in model.get_ordered_ops() if op.get_type_name() == "ScaledDotProductAttention"]
-    if layers is not None:
+    if layers != "all":
         chosen = {i % len(attentions) for i in layers if -len(attentions) <= i < len(attentions)}
         attentions = [op for i, op in enumerate(attentions) if i in chosen]
     names = []
@@ -378,34 +378,34 @@ def attention_score_projections(model, layers: Sequence[int] | None = None) -> l
     return names
 
 
-def quantize(model, inputs: list[dict[str, np.ndarray]], float_attention_layers: Sequence[int] | None = ()):
+def quantize(model, inputs: list[dict[str, np.ndarray]],
+             float_attention_layers: Sequence[int] | Literal["all"] = ()):
     """NNCF static int8 of an OpenVINO model, calibrated on ``inputs`` (offline; transformer preset: attention's
     softmax and the layer norms stay in float, SmoothQuant on). ``float_attention_layers``: the layers whose query
-    and key projections (``attention_score_projections``) stay in float as well (``Ranker.int8_float_attention_layers``;
-    None: every layer's)."""
+    and key projections (``attention_score_projections``) stay in float as well (``Ranker.int8_float_attention_layers``,
+    or "all")."""
     try:
         import nncf  # noqa: PLC0415 -- optional extra, imported only for int8 on the OpenVINO backend
     except ImportError:
         raise SsftError(f"precision int8 on backend openvino: the nncf package is not installed; {INSTALL}") from None
     nncf.set_log_level(logging.ERROR)  # its progress bars and statistics lines, once per calibration
-    kept = attention_score_projections(model, float_attention_layers) if float_attention_layers != () else []
+    kept = attention_score_projections(model, float_attention_layers) if float_attention_layers else []
     scope = {"ignored_scope": nncf.IgnoredScope(names=kept)} if kept else {}
     return nncf.quantize(model, nncf.Dataset(inputs), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(inputs),
                          **scope)
 
 
-def _float_attention_layers(ranker) -> dict[int, tuple[int, ...] | None]:
+def _float_attention_layers(ranker) -> dict[int, tuple[int, ...] | Literal["all"]]:
     """Per backbone (by id), the layers whose attention query and key projections int8 keeps in float
-    (``Ranker.int8_float_attention_layers``; None: every layer; a backbone shared by several rankers: the layers any
-    of them names)."""
-    layers: dict[int, set[int] | None] = {}
+    (``Ranker.int8_float_attention_layers``; a backbone shared by several rankers: the layers any of them names)."""
+    layers: dict[int, tuple[int, ...] | Literal["all"]] = {}
     for owner in _rankers(ranker):
         named = owner.int8_float_attention_layers
         for backbone in owner.modules():
             if isinstance(backbone, Backbone):
-                kept = layers.setdefault(id(backbone), set())
-                layers[id(backbone)] = None if named == "all" or kept is None else kept | set(named)
-    return {key: None if named is None else tuple(sorted(named)) for key, named in layers.items()}
+                kept = layers.get(id(backbone), ())
+                layers[id(backbone)] = "all" if "all" in (named, kept) else tuple(sorted({*kept, *named}))
+    return layers
 
 
 def serve_openvino(ranker, precision: str = precisions.DEFAULT,
