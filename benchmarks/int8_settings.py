@@ -12,14 +12,16 @@ splits) with their BM25 top ``--depth``, scored by OpenVINO fp32 and by int8 und
 seeded sample of those pairs); per query Kendall's tau between the two orderings and the mean |score error| over the
 standard deviation of the query's fp32 scores, averaged over the queries.
 
-Settings (each a change to ``ssft.models.interop.openvino.quantize``'s call of ``nncf.quantize``):
-``base`` as ssft serves (a cross-encoder's attention query and key projections in float in the layers
-``Ranker.int8_float_attention_layers`` names); ``scores_int8`` those quantised too; ``qkv`` the value projections in float
-as well; ``ffn_out`` the feed-forward output projections kept in float (an ignored scope); ``last`` the last
+Settings (each a change to ``ssft.models.interop.openvino.quantize``'s call of ``nncf.quantize``, or to the
+calibration sample): ``base`` as ssft serves (a cross-encoder's attention query and key projections in float in the
+layers ``Ranker.int8_float_attention_layers`` names); ``scores_int8`` those quantised too; ``qkv`` the value projections
+in float as well; ``ffn_out`` the feed-forward output projections kept in float (an ignored scope); ``last`` the last
 transformer layer kept in float; ``no_smooth_quant`` SmoothQuant off; ``performance`` NNCF's symmetric preset;
-``calibration_N`` N calibration items instead of 400; ``qk_float_L_M…`` the query and key projections in float in
-transformer layers L, M, … only (0 is the first; ``qk_float_`` alone: in none, as ``scores_int8``). Each (setting,
-seed) appends one JSON line to ``--out``; one already there is not measured again.
+``calibration_N`` N calibration items instead of ``CALIBRATION_SIZE``; ``by_length`` the calibration sample spread over
+the items' lengths (one drawn from each of ``CALIBRATION_SIZE`` strata) instead of drawn at random; ``qk_float_L_M…``
+the query and key projections in float in transformer layers L, M, … only (0 is the first; ``qk_float_`` alone: in
+none, as ``scores_int8``). Each (setting, seed) appends one JSON line to ``--out``; one already there is not measured
+again.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import argparse
 import contextlib
 import functools
 import json
+import random
 import re
 import sys
 from pathlib import Path
@@ -50,7 +53,7 @@ SETTINGS = ("base", "scores_int8", "qkv", "ffn_out", "last", "no_smooth_quant", 
 
 def nncf_arguments(setting: str, layers: int) -> dict[str, Any]:
     """The keyword arguments ``setting`` adds to ``nncf.quantize`` for a model of ``layers`` transformer layers."""
-    if setting in ("base", "scores_int8") or setting.startswith("calibration_"):
+    if setting in ("base", "scores_int8", "by_length") or setting.startswith("calibration_"):
         return {}
     if setting.startswith("qk_float_"):
         qk_float_layers(setting, layers)
@@ -80,7 +83,8 @@ def qk_float_layers(setting: str, layers: int) -> set[int]:
 @contextlib.contextmanager
 def applied(setting: str, seed: int):
     """ssft's OpenVINO int8 serving changed by ``setting`` (module docstring), calibration sample ``seed``."""
-    quantize, serve, size = openvino.quantize, openvino.serve_openvino, openvino.CALIBRATION_SIZE
+    quantize, serve, size, sample = (openvino.quantize, openvino.serve_openvino, openvino.CALIBRATION_SIZE,
+                                     openvino.calibration_sample)
 
     def quantize_with(model_ir, inputs, float_attention_layers=()):
         names = [op.get_friendly_name() for op in model_ir.get_ops()]
@@ -98,12 +102,26 @@ def applied(setting: str, seed: int):
 
     openvino.quantize = quantize_with
     openvino.serve_openvino = functools.partial(serve, seed=seed)
-    if setting.startswith("calibration_"):
+    if setting == "by_length":
+        openvino.calibration_sample = by_length
+    elif setting.startswith("calibration_"):
         openvino.CALIBRATION_SIZE = int(setting.removeprefix("calibration_"))
     try:
         yield
     finally:
         openvino.quantize, openvino.serve_openvino, openvino.CALIBRATION_SIZE = quantize, serve, size
+        openvino.calibration_sample = sample
+
+
+def by_length(items: list, size: int, seed: int = 0) -> list:
+    """A calibration sample spread over lengths: the items ordered by characters, cut into ``size`` strata of equal
+    count, one item drawn (seeded) from each."""
+    if len(items) <= size:
+        return items
+    rng = random.Random(seed)
+    order = sorted(range(len(items)), key=lambda i: sum(map(len, items[i])) if isinstance(items[i], tuple)
+                   else len(items[i]))
+    return [items[order[rng.randrange(k * len(items) // size, (k + 1) * len(items) // size)]] for k in range(size)]
 
 
 def measure(model: str, datasets: list[str], setting: str, seed: int, depth: int) -> dict[str, Any]:

@@ -597,6 +597,7 @@ def openvino_report(results: list[dict], a) -> str:
     """The serving table: throughput per CPU-second (medians), ratios to ssft on torch (bf16 or fp32: its precision
     default) and to sentence-transformers + OpenVINO, agreement with the same library's fp32 side (rerank: Spearman
     of the scores; encode: the lowest cosine of a document's two vectors)."""
+    from ssft.models.interop.openvino import CALIBRATION_SIZE
 
     flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").is_file() else []
     wanted = ("avx512_vnni", "avx512_bf16", "amx_bf16", "amx_tile")
@@ -621,7 +622,8 @@ def openvino_report(results: list[dict], a) -> str:
              "Sides: `ssft` (torch, --precision auto), `ssft_fp32`, `ssft_int8` (torch dynamic int8, which serving no "
              "longer offers: kept as the reference it was dropped against), "
              "`ssft_ovfp32` / `ssft_ovbf16` (OpenVINO with the f32 / bf16 precision hint), `ssft_ovint8` (OpenVINO, NNCF "
-             "static int8 calibrated on 400 NFCorpus *training* texts or pairs, offline), `st` (sentence-transformers "
+             f"static int8 calibrated on {CALIBRATION_SIZE} NFCorpus *training* texts or pairs, offline), "
+             "`st` (sentence-transformers "
              "fp32), `st_ov` (sentence-transformers + OpenVINO: its `backend=\"openvino\"` needs optimum-intel, which pins "
              "an older transformers and does not install beside ssft, so its folder layout `openvino/openvino_model.xml` "
              "is written with `openvino.convert_model` and run with OpenVINO's defaults inside ST's own modules). "

@@ -56,3 +56,16 @@ def test_qk_float_names_the_layers_whose_query_and_key_stay_float():
         int8_settings.nncf_arguments("qk_float_6", 6)
     with pytest.raises(SystemExit, match="names layers 0 to 5"):
         int8_settings.nncf_arguments("qk_float_first", 6)
+
+
+def test_by_length_draws_one_item_from_each_length_stratum():
+    items = [("q", "d" * n) for n in range(100, 0, -1)] + ["t" * n for n in range(1, 101)]  # pairs and lone texts
+    drawn = int8_settings.by_length(items, 10, seed=0)
+    lengths = sorted(sum(map(len, i)) if isinstance(i, tuple) else len(i) for i in drawn)
+    order = sorted(sum(map(len, i)) if isinstance(i, tuple) else len(i) for i in items)
+    assert len(drawn) == 10 and all(i in items for i in drawn)
+    assert all(order[20 * k] <= length <= order[20 * k + 19] for k, length in enumerate(lengths))  # one per stratum
+    assert int8_settings.by_length(items, 10, seed=0) == drawn
+    assert int8_settings.by_length(items, 10, seed=1) != drawn
+    assert int8_settings.by_length(items[:5], 10) == items[:5]
+    assert int8_settings.nncf_arguments("by_length", 6) == {}
