@@ -404,10 +404,9 @@ def st_calibration(model, items: list, a) -> list[dict]:
     """sentence-transformers + OpenVINO int8's calibration: the same items ssft's int8 side draws (at most
     ``CALIBRATION_SIZE``, seed 0, NFCorpus *training* texts or pairs), tokenised by sentence-transformers itself in
     batches of the evaluation batch size, as NumPy input dicts."""
-    from ssft.models.interop.openvino import CALIBRATION_SIZE
+    from ssft.models.interop.openvino import CALIBRATION_SIZE, calibration_sample
 
-    if len(items) > CALIBRATION_SIZE:
-        items = random.Random(0).sample(items, CALIBRATION_SIZE)
+    items = calibration_sample(items, CALIBRATION_SIZE, seed=0)
     inputs = []
     for start in range(0, len(items), a.eval_batch_size):
         chunk = items[start : start + a.eval_batch_size]
