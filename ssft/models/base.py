@@ -297,6 +297,9 @@ class Ranker(nn.Module):
     # query and key projections in float (ssft.models.interop.openvino.quantize): where one pair's joint encoding
     # gives its score, their rounding reorders candidates most
     int8_float_attention_layers: tuple[int, ...] | Literal["all"] = ()
+    # OpenVINO int8 checks its own scores against float on a few whole queries of the pairs served, and serves float
+    # where they moved too far (ssft.models.interop.openvino.int8_check): where a ranker's scores are that sensitive
+    int8_checks_scores: bool = False
 
     @classmethod
     def ranks_untrained_for(cls, config: Any) -> bool | None:

@@ -108,6 +108,7 @@ class CrossEncoder(Ranker):
     # the last layer's in float reranked 1.31x as fast as sentence-transformers' int8 instead of 1.21x, but moved
     # SciFact by 0.006 (BENCHMARKS.md § int8_cross_distilled)
     int8_float_attention_layers = "all"
+    int8_checks_scores = True  # and still, a barely trained one moved SciFact by 0.007 (BENCHMARKS.md § int8_check)
 
     @classmethod
     def ranks_untrained_for(cls, config: CrossConfig) -> bool | None:

@@ -33,3 +33,18 @@ def test_the_worst_collection_decides_the_verdict(tmp_path):
     assert "| a | 0.6000 | 0.6030 (+0.0030) |" in first and "| b | 0.3000 | 0.2900 (-0.0100) |" in first
     assert "int8: worst |ΔnDCG@10| 0.0100 over 2 collections (beyond 0.005)" in first
     assert "int8: worst |ΔnDCG@10| 0.0040 over 2 collections (within 0.005)" in second
+
+
+def test_a_model_at_its_own_depth_one_job_per_dataset_and_what_int8_served_as(tmp_path):
+    first, second = int8_collections.jobs("", ["c", "d@100"], 20)
+    assert (first.model, first.depth, second.model, second.depth) == ("c", 20, "d", 100)
+    for arm, scores, served in (("fp32", (0.5, 0.2), "openvino:fp32"), ("int8", (0.49, 0.2), "openvino:bf16")):
+        for dataset, score in zip("ab", scores):
+            _eval_json(tmp_path / "rerank-1" / f"{arm}-{dataset}", {dataset: score})
+            path = tmp_path / "rerank-1" / f"{arm}-{dataset}" / "eval.json"
+            path.write_text(json.dumps({**json.loads(path.read_text()), "precision": served if dataset == "a" else arm}))
+    results = [(second, {arm: int8_collections.run_arm(second, ["a", "b"], arm, tmp_path, per_dataset=True)
+                         for arm in ("fp32", "int8")})]
+    text = int8_collections.markdown(["a", "b"], ["fp32", "int8"], results, "cmd", per_dataset=True)
+    assert "`ssft-eval d --datasets DATASET --first-stage bm25 --depth 100 --precision ARM` for each arm and dataset" in text
+    assert "| a | 0.5000 | 0.4900 (-0.0100), served bf16 |" in text and "| b | 0.2000 | 0.2000 (+0.0000) |" in text

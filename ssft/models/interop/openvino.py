@@ -71,6 +71,14 @@ IR_FILE = "openvino_model.xml"
 # drawing all 2,000 cut it no further (BENCHMARKS.md § int8_cross_distilled); calibrating costs about 2.4x as long.
 CALIBRATION_SIZE = 1000
 CALIBRATION_BATCH = 8
+# int8's check of its own scores (a ranker that declares ``Ranker.int8_checks_scores``, ``int8_check``): whole
+# queries' pairs drawn (seeded) from those served, the first CHECK_PAIRS_PER_QUERY of each in the order served (a first
+# stage's top), until CHECK_PAIRS; scored in float and at int8. Where int8's mean |score error| over the spread of the
+# query's float scores exceeds CHECK_LIMIT, the ranker serves at the machine's float precision instead. Chosen on dev
+# data (BENCHMARKS.md § int8_check).
+CHECK_PAIRS = 300
+CHECK_PAIRS_PER_QUERY = 20
+CHECK_LIMIT = 0.2
 INSTALL = "pip install 'ssft[openvino]' (openvino and nncf)"
 HINTS = {"fp32": "f32", "bf16": "bf16"}
 
@@ -356,6 +364,48 @@ def calibration_sample(items: list, size: int, seed: int = 0) -> list:
     return items if len(items) <= size else random.Random(seed).sample(items, size)
 
 
+def check_groups(items: Sequence[str | tuple[str, str]], size: int = CHECK_PAIRS,
+                 per_query: int = CHECK_PAIRS_PER_QUERY, seed: int = 0) -> list[list[tuple[str, str]]]:
+    """What int8's check scores (``int8_check``): the pairs of ``items`` grouped by query, the first ``per_query`` of
+    each in the order given, whole groups drawn (seeded) until ``size`` pairs; a query with fewer than 3 pairs has no
+    spread to measure against and is left out (none left: nothing to check)."""
+    by_query: dict[str, list[tuple[str, str]]] = {}
+    for item in items:
+        if isinstance(item, tuple):
+            by_query.setdefault(item[0], []).append(item)
+    groups = [pairs[:per_query] for pairs in by_query.values() if len(pairs) >= 3]
+    random.Random(seed).shuffle(groups)
+    chosen, total = [], 0
+    for group in groups:
+        if total >= size:
+            break
+        chosen.append(group)
+        total += len(group)
+    return chosen
+
+
+def relative_score_error(reference: Sequence[float], scores: Sequence[float], sizes: Sequence[int]) -> float:
+    """How far ``scores`` moved from ``reference`` where only each query's order counts: per query (``sizes``: the
+    consecutive pairs of each), the mean |score - reference| over the standard deviation of its reference scores,
+    averaged over the queries (a query whose reference scores are all equal is left out; none left: 0)."""
+    reference, scores = np.asarray(reference, dtype=np.float64), np.asarray(scores, dtype=np.float64)
+    errors, start = [], 0
+    for size in sizes:
+        ref, got = reference[start:start + size], scores[start:start + size]
+        start += size
+        if ref.std() > 0:
+            errors.append(float(np.abs(got - ref).mean() / ref.std()))
+    return float(np.mean(errors)) if errors else 0.0
+
+
+def int8_check(ranker, groups: list[list[tuple[str, str]]], reference: np.ndarray) -> float:
+    """``relative_score_error`` of ``ranker`` as served now against ``reference``, its float scores of ``groups``
+    (``check_groups``)."""
+    scores = ranker.predict([pair for group in groups for pair in group], batch_size=CALIBRATION_BATCH,
+                            show_progress_bar=False)
+    return relative_score_error(reference, scores, [len(group) for group in groups])
+
+
 def corpus_calibration(queries: Sequence[str], documents: Sequence[str]) -> list:
     """int8 calibration items of a retrieval job: each query paired with a document (both towers see their inputs),
     then the remaining documents."""
@@ -431,8 +481,10 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
         precisions.set_precision(owner, "fp32")
     recorded: dict[int, dict[str | None, list]] = {}
     calibrated = None  # the calibration's fingerprint: what a cache or an index records of an int8 model
+    checked: tuple[list[list[tuple[str, str]]], np.ndarray] | None = None
     if precision == "int8":
         items = check_calibration(calibration)
+        checked = _float_reference(ranker, items, seed)
         items = calibration_sample(items, CALIBRATION_SIZE, seed)
         recorded = calibration_inputs(ranker, items)
         if not any(tower for inputs in recorded.values() for tower in inputs.values()):
@@ -468,7 +520,32 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
             object.__setattr__(owner, precisions.CALIBRATION_ATTRIBUTE, calibrated)
         elif precisions.CALIBRATION_ATTRIBUTE in owner.__dict__:
             object.__delattr__(owner, precisions.CALIBRATION_ATTRIBUTE)
-    return ranker
+    return ranker if checked is None else _int8_or_float(ranker, *checked)
+
+
+def _float_reference(ranker, items: list, seed: int) -> tuple[list[list[tuple[str, str]]], np.ndarray] | None:
+    """What int8's check compares with (``int8_check``): the pairs it draws from ``items`` and their float scores,
+    computed on torch before any backbone serves; None where ``ranker`` is not checked or nothing can be."""
+    groups = check_groups(items, seed=seed) if ranker.int8_checks_scores else []
+    if not groups:
+        return None
+    scores = ranker.predict([pair for group in groups for pair in group], batch_size=CALIBRATION_BATCH,
+                            show_progress_bar=False)
+    return groups, np.asarray(scores)
+
+
+def _int8_or_float(ranker, groups: list[list[tuple[str, str]]], reference: np.ndarray):
+    """``ranker``, served at int8, kept so where ``int8_check`` is within ``CHECK_LIMIT``, else served at the
+    machine's float precision instead, said in one line."""
+    error = int8_check(ranker, groups, reference)
+    if error <= CHECK_LIMIT:
+        logger.info("int8: on %d queries of the pairs served, its scores moved %.3f of a query's spread from float "
+                    "(within %.2f)", len(groups), error, CHECK_LIMIT)
+        return ranker
+    instead = "bf16" if precisions.cpu_bf16_native() else "fp32"
+    logger.warning("int8: on %d queries of the pairs served, its scores moved %.3f of a query's spread from float "
+                   "(it keeps within %.2f): this model serves at %s instead", len(groups), error, CHECK_LIMIT, instead)
+    return serve_openvino(ranker, instead)
 
 
 def unserve(ranker) -> None:
@@ -539,6 +616,6 @@ def write_openvino(folder: Path) -> list[str]:
 
 __all__ = ["AUTO_MIN_INPUTS_PER_THREAD", "BACKENDS", "CALIBRATION_SIZE", "DEFAULT_BACKEND", "Graph", "IR_FILE",
            "OpenVINOEncoder", "SUBFOLDER", "auto_min_inputs", "available", "calibration_inputs", "calibration_sample",
-           "check_backend", "check_calibration", "check_serving", "compile_config", "convert", "corpus_calibration",
-           "quantize", "refusal", "resolve_backend", "serve", "serve_openvino", "serving_copy", "unserve",
-           "write_openvino"]
+           "check_backend", "check_calibration", "check_groups", "check_serving", "compile_config", "convert",
+           "corpus_calibration", "int8_check", "quantize", "refusal", "relative_score_error", "resolve_backend", "serve",
+           "serve_openvino", "serving_copy", "unserve", "write_openvino"]
