@@ -173,7 +173,10 @@ def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_
             conversion costs seconds at every load: name openvino for a model that serves long), openvino for int8:
             int8 runs on OpenVINO.
         calibration: int8 only: the texts (a bi-encoder's documents) or (query, document) pairs from the corpus you
-            serve that OpenVINO's static quantisation is calibrated on.
+            serve that OpenVINO's static quantisation is calibrated on. A cross-encoder then checks its int8 scores
+            against float on a few whole queries of these pairs and, where int8 moved them too far, serves at bf16
+            (fp32 without native bf16) instead, with a warning: ``model.serving_backend`` tells which (``openvino:int8``,
+            ``openvino:bf16``).
 
     Returns:
         The ``Ranker`` (``rank``, ``predict``, ``encode_query`` / ``encode_document`` for a bi-encoder).

@@ -15,8 +15,10 @@ exporter library is needed (optimum-intel and optimum-onnx pin transformers rele
   ``calibration`` (texts or (query, document) pairs of the corpus being served), offline; what is not quantised runs
   at the machine's native precision (bf16 where the CPU computes it natively, else f32): the softmax and layer norms,
   and, in the layers a ranker names in ``int8_float_attention_layers`` (a cross-encoder: every layer), attention's
-  query and key projections (BENCHMARKS.md § int8_cross_distilled). The runtime uses as many
-  threads as torch does (``torch.get_num_threads``).
+  query and key projections (BENCHMARKS.md § int8_cross_distilled). A ranker that declares
+  ``int8_checks_scores`` (a cross-encoder) then checks its own int8 scores against float on whole queries of the pairs
+  served (``int8_check``) and serves at the machine's float precision where they moved beyond ``CHECK_LIMIT``, said
+  in one line. The runtime uses as many threads as torch does (``torch.get_num_threads``).
 - ``write_openvino(folder)``: beside an ``ssft-export`` folder, the OpenVINO IR of each of its Transformer modules as
   sentence-transformers' ``backend="openvino"`` reads it (``<module>/openvino/openvino_model.xml``: the
   feature-extraction graph with the output ``last_hidden_state``, or the sequence-classification graph with
