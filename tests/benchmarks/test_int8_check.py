@@ -22,4 +22,5 @@ def test_served_is_int8_within_the_limit_and_bf16_above_it():
     assert "| `m` | x:dev | 0.5000 | 0.5010 (+0.0010) | base | 0 | 0.100 | 0.4980 (-0.0020) | int8 (-0.0020) |" in text
     assert "| `m` | x:dev | 0.5000 | 0.5010 (+0.0010) | base | 1 | 0.300 | 0.4900 (-0.0100) | bf16 (+0.0010) |" in text
     assert "| no_smooth_quant | 0 | 0.500 | 0.4500 (-0.0500) | bf16 (+0.0010) |" in text
-    assert "As ssft quantises (`base`), int8 unchecked: worst |ΔnDCG@10| 0.0100; served under the check: 0.0020 (1 of 2 jobs served at bf16)" in text
+    assert ("As ssft quantises (`base`), int8 unchecked: worst |ΔnDCG@10| 0.0100; served under the check: 0.0020 "
+            "(1 of 2 jobs served at bf16)") in text
