@@ -176,7 +176,7 @@ def load(model: str | Path | Ranker, precision: str = precisions.DEFAULT, trust_
             serve that OpenVINO's static quantisation is calibrated on. A cross-encoder then checks its int8 scores
             against float on a few whole queries of these pairs and, where int8 moved them too far, serves at bf16
             (fp32 without native bf16) instead, with a warning: ``model.serving_backend`` tells which (``openvino:int8``,
-            ``openvino:bf16``).
+            ``openvino:bf16``). Pairs with no query of 3 or more are served at int8 unchecked (an INFO line says so).
 
     Returns:
         The ``Ranker`` (``rank``, ``predict``, ``encode_query`` / ``encode_document`` for a bi-encoder).

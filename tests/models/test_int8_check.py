@@ -78,3 +78,13 @@ def test_a_bi_encoder_is_not_checked(towers, monkeypatch):  # noqa: F811
     assert not dense.int8_checks_scores
     backend.serve_openvino(dense, "int8", calibration=_pairs())
     assert dense.serving_backend == "openvino:int8"
+
+
+def test_pairs_with_no_query_to_measure_serve_int8_unchecked_and_say_so(towers, monkeypatch, caplog):  # noqa: F811
+    monkeypatch.setattr(backend, "CHECK_LIMIT", 0.0)  # any measure would fall back: none is taken
+    caplog.set_level(logging.INFO, logger="ssft")
+    pairs = _pairs()[:6]
+    pairs = [(f"{query} {i // 2}", document) for i, (query, document) in enumerate(pairs)]  # two pairs a query
+    ranker = backend.serve_openvino(build(towers, "cross", "lora", {"head": "classifier"}), "int8", calibration=pairs)
+    assert ranker.serving_backend == "openvino:int8"
+    assert "int8: no query among the pairs served has 3 pairs or more" in caplog.text

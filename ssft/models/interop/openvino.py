@@ -18,7 +18,8 @@ exporter library is needed (optimum-intel and optimum-onnx pin transformers rele
   query and key projections (BENCHMARKS.md § int8_cross_distilled). A ranker that declares
   ``int8_checks_scores`` (a cross-encoder) then checks its own int8 scores against float on whole queries of the pairs
   served (``int8_check``) and serves at the machine's float precision where they moved beyond ``CHECK_LIMIT``, said
-  in one line. The runtime uses as many threads as torch does (``torch.get_num_threads``).
+  in one line (pairs with no query of 3 or more are not checked, said in one line too). The runtime uses as many
+  threads as torch does (``torch.get_num_threads``).
 - ``write_openvino(folder)``: beside an ``ssft-export`` folder, the OpenVINO IR of each of its Transformer modules as
   sentence-transformers' ``backend="openvino"`` reads it (``<module>/openvino/openvino_model.xml``: the
   feature-extraction graph with the output ``last_hidden_state``, or the sequence-classification graph with
@@ -528,8 +529,12 @@ def serve_openvino(ranker, precision: str = precisions.DEFAULT,
 def _float_reference(ranker, items: list, seed: int) -> tuple[list[list[tuple[str, str]]], np.ndarray] | None:
     """What int8's check compares with (``int8_check``): the pairs it draws from ``items`` and their float scores,
     computed on torch before any backbone serves; None where ``ranker`` is not checked or nothing can be."""
-    groups = check_groups(items, seed=seed) if ranker.int8_checks_scores else []
-    if not groups:
+    if not ranker.int8_checks_scores:
+        return None
+    groups = check_groups(items, seed=seed)
+    if not groups:  # said, so that an unchecked int8 is never mistaken for a checked one
+        logger.info("int8: no query among the pairs served has 3 pairs or more to measure its scores' spread; "
+                    "its scores are not checked against float")
         return None
     scores = ranker.predict([pair for group in groups for pair in group], batch_size=CALIBRATION_BATCH,
                             show_progress_bar=False)
