@@ -20,8 +20,9 @@ transformer layer kept in float; ``no_smooth_quant`` SmoothQuant off; ``performa
 ``calibration_N`` N calibration items instead of ``CALIBRATION_SIZE``; ``by_length`` the calibration sample spread over
 the items' lengths (one drawn from each of ``CALIBRATION_SIZE`` strata) instead of drawn at random; ``qk_float_L_M…``
 the query and key projections in float in transformer layers L, M, … only (0 is the first; ``qk_float_`` alone: in
-none, as ``scores_int8``). Each (setting, seed) appends one JSON line to ``--out``; one already there is not measured
-again.
+none, as ``scores_int8``); ``sq_A`` SmoothQuant's alpha for matmuls A instead of NNCF's 0.95 for transformers, and
+``scores_int8_sq_A`` the same with the query and key projections quantised too. Each (setting, seed) appends one JSON
+line to ``--out``; one already there is not measured again.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import argparse
 import contextlib
 import functools
 import json
+import math
 import random
 import re
 import sys
@@ -55,6 +57,9 @@ def nncf_arguments(setting: str, layers: int) -> dict[str, Any]:
     """The keyword arguments ``setting`` adds to ``nncf.quantize`` for a model of ``layers`` transformer layers."""
     if setting in ("base", "scores_int8", "by_length") or setting.startswith("calibration_"):
         return {}
+    if (alpha := smooth_quant_alpha(setting)) is not None:
+        return {"advanced_parameters": AdvancedQuantizationParameters(
+            smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=alpha))}
     if setting.startswith("qk_float_"):
         qk_float_layers(setting, layers)
         return {}
@@ -69,7 +74,24 @@ def nncf_arguments(setting: str, layers: int) -> dict[str, Any]:
             smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=-1))}
     if setting == "performance":
         return {"preset": nncf.QuantizationPreset.PERFORMANCE}
-    raise SystemExit(f"--settings: unknown setting '{setting}' (known: {', '.join(SETTINGS)}, calibration_N)")
+    raise SystemExit(f"--settings: unknown setting '{setting}' (known: {', '.join(SETTINGS)}, calibration_N, sq_A, "
+                     f"scores_int8_sq_A, qk_float_L_M…)")
+
+
+def smooth_quant_alpha(setting: str) -> float | None:
+    """SmoothQuant's matmul alpha that ``sq_A`` / ``scores_int8_sq_A`` sets (None: the setting sets none)."""
+    match = re.fullmatch(r"(?:scores_int8_)?sq_(\d*\.?\d+)", setting)
+    if match is None:
+        return None
+    alpha = float(match.group(1))
+    if not 0 <= alpha <= 1:
+        raise SystemExit(f"--settings: '{setting}': SmoothQuant's alpha is between 0 and 1")
+    return alpha
+
+
+def all_projections_int8(setting: str) -> bool:
+    """Whether ``setting`` quantises the query and key projections too (``scores_int8``, ``scores_int8_sq_A``)."""
+    return setting == "scores_int8" or setting.startswith("scores_int8_")
 
 
 def qk_float_layers(setting: str, layers: int) -> set[int]:
@@ -83,14 +105,14 @@ def qk_float_layers(setting: str, layers: int) -> set[int]:
 @contextlib.contextmanager
 def applied(setting: str, seed: int):
     """ssft's OpenVINO int8 serving changed by ``setting`` (module docstring), calibration sample ``seed``."""
-    quantize, serve, size, sample = (openvino.quantize, openvino.serve_openvino, openvino.CALIBRATION_SIZE,
-                                     openvino.calibration_sample)
+    quantize, serve, size, sample, limit = (openvino.quantize, openvino.serve_openvino, openvino.CALIBRATION_SIZE,
+                                            openvino.calibration_sample, openvino.CHECK_LIMIT)
 
     def quantize_with(model_ir, inputs, float_attention_layers=()):
         names = [op.get_friendly_name() for op in model_ir.get_ops()]
         layers = 1 + max(int(m.group(1)) for n in names if (m := re.search(r"layer\.(\d+)\.", n)))
         arguments = nncf_arguments(setting, layers)
-        if float_attention_layers and setting != "scores_int8":  # as ssft serves, plus the setting's own scope
+        if float_attention_layers and not all_projections_int8(setting):  # as ssft serves, plus the setting's own scope
             chosen = (sorted(qk_float_layers(setting, layers)) if setting.startswith("qk_float_")
                       else float_attention_layers)
             kept = openvino.attention_score_projections(model_ir, chosen)
@@ -102,6 +124,7 @@ def applied(setting: str, seed: int):
 
     openvino.quantize = quantize_with
     openvino.serve_openvino = functools.partial(serve, seed=seed)
+    openvino.CHECK_LIMIT = math.inf  # what the setting serves at int8, never the check's float fallback
     if setting == "by_length":
         openvino.calibration_sample = by_length
     elif setting.startswith("calibration_"):
@@ -110,7 +133,7 @@ def applied(setting: str, seed: int):
         yield
     finally:
         openvino.quantize, openvino.serve_openvino, openvino.CALIBRATION_SIZE = quantize, serve, size
-        openvino.calibration_sample = sample
+        openvino.calibration_sample, openvino.CHECK_LIMIT = sample, limit
 
 
 def by_length(items: list, size: int, seed: int = 0) -> list:

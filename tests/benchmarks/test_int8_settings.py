@@ -48,6 +48,19 @@ def test_the_other_settings():
         int8_settings.fidelity_pairs("nfcorpus", 10, 20)
 
 
+def test_sq_sets_smooth_quants_alpha_and_scores_int8_sq_quantises_query_and_key_too():
+    for setting in ("sq_0.75", "scores_int8_sq_0.75"):
+        assert int8_settings.nncf_arguments(setting, 6)["advanced_parameters"].smooth_quant_alphas.matmul == 0.75
+    assert int8_settings.smooth_quant_alpha("scores_int8_sq_1") == 1.0
+    assert int8_settings.smooth_quant_alpha("base") is None
+    assert int8_settings.all_projections_int8("scores_int8_sq_0.5") and int8_settings.all_projections_int8("scores_int8")
+    assert not int8_settings.all_projections_int8("sq_0.5")
+    with pytest.raises(SystemExit, match="between 0 and 1"):
+        int8_settings.nncf_arguments("sq_1.5", 6)
+    with pytest.raises(SystemExit, match="unknown setting 'sq_high'"):
+        int8_settings.nncf_arguments("sq_high", 6)
+
+
 def test_qk_float_names_the_layers_whose_query_and_key_stay_float():
     assert int8_settings.qk_float_layers("qk_float_0_5", 6) == {0, 5}
     assert int8_settings.qk_float_layers("qk_float_", 6) == set()
@@ -69,3 +82,11 @@ def test_by_length_draws_one_item_from_each_length_stratum():
     assert int8_settings.by_length(items, 10, seed=1) != drawn
     assert int8_settings.by_length(items[:5], 10) == items[:5]
     assert int8_settings.nncf_arguments("by_length", 6) == {}
+
+
+def test_a_setting_serves_int8_whatever_the_check_says_and_restores_the_limit(monkeypatch):
+    openvino = int8_settings.openvino
+    monkeypatch.setattr(openvino, "CHECK_LIMIT", 0.2)
+    with int8_settings.applied("scores_int8_sq_0.5", seed=0):
+        assert openvino.CHECK_LIMIT == float("inf")
+    assert openvino.CHECK_LIMIT == 0.2
