@@ -21,7 +21,9 @@ transformer layer kept in float; ``no_smooth_quant`` SmoothQuant off; ``performa
 the items' lengths (one drawn from each of ``CALIBRATION_SIZE`` strata) instead of drawn at random; ``qk_float_L_M…``
 the query and key projections in float in transformer layers L, M, … only (0 is the first; ``qk_float_`` alone: in
 none, as ``scores_int8``); ``sq_A`` SmoothQuant's alpha for matmuls A instead of NNCF's 0.95 for transformers, and
-``scores_int8_sq_A`` the same with the query and key projections quantised too. Each (setting, seed) appends one JSON
+``scores_int8_sq_A`` the same with the query and key projections quantised too; ``ranges_NAME`` the activations' ranges
+estimated by NNCF's ``RangeEstimatorParametersSet.NAME`` (e.g. ``ranges_mean_quantile``) and ``full_bias`` NNCF's
+full bias correction instead of the fast one, each also as ``scores_int8_…``. Each (setting, seed) appends one JSON
 line to ``--out``; one already there is not measured again.
 """
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Any
 import nncf
 import numpy as np
 from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
+from nncf.quantization.range_estimator import RangeEstimatorParametersSet
 from scipy.stats import kendalltau
 
 import ssft
@@ -60,6 +63,16 @@ def nncf_arguments(setting: str, layers: int) -> dict[str, Any]:
     if (alpha := smooth_quant_alpha(setting)) is not None:
         return {"advanced_parameters": AdvancedQuantizationParameters(
             smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=alpha))}
+    modifier = setting.removeprefix("scores_int8_")
+    if modifier.startswith("ranges_"):
+        name = modifier.removeprefix("ranges_").upper()
+        if not hasattr(RangeEstimatorParametersSet, name):
+            known = ", ".join(n.lower() for n in dir(RangeEstimatorParametersSet) if n.isupper())
+            raise SystemExit(f"--settings: '{setting}': NNCF has no range estimator '{name.lower()}' (known: {known})")
+        return {"advanced_parameters": AdvancedQuantizationParameters(
+            activations_range_estimator_params=getattr(RangeEstimatorParametersSet, name))}
+    if modifier == "full_bias":
+        return {"fast_bias_correction": False}
     if setting.startswith("qk_float_"):
         qk_float_layers(setting, layers)
         return {}

@@ -61,6 +61,15 @@ def test_sq_sets_smooth_quants_alpha_and_scores_int8_sq_quantises_query_and_key_
         int8_settings.nncf_arguments("sq_high", 6)
 
 
+def test_ranges_and_full_bias_reach_nncf_with_or_without_the_query_and_key_quantised():
+    for setting in ("ranges_mean_quantile", "scores_int8_ranges_mean_quantile"):
+        ranges = int8_settings.nncf_arguments(setting, 6)["advanced_parameters"].activations_range_estimator_params
+        assert ranges == int8_settings.RangeEstimatorParametersSet.MEAN_QUANTILE
+    assert int8_settings.nncf_arguments("scores_int8_full_bias", 6) == {"fast_bias_correction": False}
+    with pytest.raises(SystemExit, match="no range estimator 'widest'"):
+        int8_settings.nncf_arguments("ranges_widest", 6)
+
+
 def test_qk_float_names_the_layers_whose_query_and_key_stay_float():
     assert int8_settings.qk_float_layers("qk_float_0_5", 6) == {0, 5}
     assert int8_settings.qk_float_layers("qk_float_", 6) == set()
