@@ -54,6 +54,7 @@ from ssft.pipeline.evaluate import evaluate_datasets
 FFN_OUT = r"^(?!.*attention).*output\.dense.*"  # BERT's FFN output projection, not attention's
 VALUES = r".*attention\.self\.value/.*"  # BERT's attention value projection
 SETTINGS = ("base", "scores_int8", "qkv", "ffn_out", "last", "no_smooth_quant", "performance")
+ALL_INT8 = "scores_int8_"  # the prefix of a setting that also quantises the query and key projections
 
 
 def nncf_arguments(setting: str, layers: int) -> dict[str, Any]:
@@ -63,7 +64,7 @@ def nncf_arguments(setting: str, layers: int) -> dict[str, Any]:
     if (alpha := smooth_quant_alpha(setting)) is not None:
         return {"advanced_parameters": AdvancedQuantizationParameters(
             smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=alpha))}
-    modifier = setting.removeprefix("scores_int8_")
+    modifier = setting.removeprefix(ALL_INT8)
     if modifier.startswith("ranges_"):
         name = modifier.removeprefix("ranges_").upper()
         if not hasattr(RangeEstimatorParametersSet, name):
@@ -87,13 +88,14 @@ def nncf_arguments(setting: str, layers: int) -> dict[str, Any]:
             smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=-1))}
     if setting == "performance":
         return {"preset": nncf.QuantizationPreset.PERFORMANCE}
-    raise SystemExit(f"--settings: unknown setting '{setting}' (known: {', '.join(SETTINGS)}, calibration_N, sq_A, "
-                     f"scores_int8_sq_A, qk_float_L_M…)")
+    raise SystemExit(f"--settings: unknown setting '{setting}' (known: {', '.join(SETTINGS)}, calibration_N, by_length, "
+                     f"qk_float_L_M…, sq_A, ranges_NAME, full_bias, and {ALL_INT8}sq_A, {ALL_INT8}ranges_NAME, "
+                     f"{ALL_INT8}full_bias)")
 
 
 def smooth_quant_alpha(setting: str) -> float | None:
     """SmoothQuant's matmul alpha that ``sq_A`` / ``scores_int8_sq_A`` sets (None: the setting sets none)."""
-    match = re.fullmatch(r"(?:scores_int8_)?sq_(\d*\.?\d+)", setting)
+    match = re.fullmatch(r"sq_(\d*\.?\d+)", setting.removeprefix(ALL_INT8))
     if match is None:
         return None
     alpha = float(match.group(1))
@@ -104,7 +106,7 @@ def smooth_quant_alpha(setting: str) -> float | None:
 
 def all_projections_int8(setting: str) -> bool:
     """Whether ``setting`` quantises the query and key projections too (``scores_int8``, ``scores_int8_sq_A``)."""
-    return setting == "scores_int8" or setting.startswith("scores_int8_")
+    return setting == "scores_int8" or setting.startswith(ALL_INT8)
 
 
 def qk_float_layers(setting: str, layers: int) -> set[int]:
