@@ -24,7 +24,7 @@ looked at):
 
 Each run folder's validation history is read from its ``best_epoch.json`` (the run's root or its last checkpoint),
 its ``run_info.json``, or its ``metrics.json`` dev row; the start (epoch 0) from whichever run scored it.
-``--write``: BENCHMARKS.md § quickstart_dev (``--section``: another section).
+``--write``: BENCHMARKS.md § quickstart_dev (``--section``: another section, ``--title``: its title).
 """
 from __future__ import annotations
 
@@ -84,6 +84,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", required=True, help="comma-separated run folders of recipes/quickstart.yaml")
     add_section_options(p, "quickstart_dev")
+    p.add_argument("--title", default=None,
+                   help="the section's title (default: \"The quickstart's learning rate on DATASET (validation only)\")")
     add_notes_option(p)
     p.add_argument("--write", action="store_true")
     a = p.parse_args()
@@ -104,7 +106,8 @@ def main() -> None:
     dataset = recipes[0]["data"]["dataset"]
     settings = sorted({setting(r) for r in recipes})
     fmt = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
-    lines = [f"## The quickstart's learning rate on {dataset} (validation only)", "",
+    title = a.title or f"The quickstart's learning rate on {dataset} (validation only)"
+    lines = [f"## {title}", "",
              f"recipes/quickstart.yaml's set-up ({'; or '.join(settings)}); full retrieval; one seed per arm; "
              "semi-Siamese LoRA hetero_value unless the adapter column says otherwise. The test split is not used here.",
              "", "| model | adapter | learning rate | epoch | seed | " + " | ".join(METRICS) + " |",
