@@ -83,9 +83,7 @@ def adapter_label(adapter: str | dict) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", required=True, help="comma-separated run folders of recipes/quickstart.yaml")
-    add_section_options(p, "quickstart_dev")
-    p.add_argument("--title", default=None,
-                   help="the section's title (default: \"The quickstart's learning rate on DATASET (validation only)\")")
+    add_section_options(p, "quickstart_dev", "")  # empty: the title names the runs' dataset (below)
     add_notes_option(p)
     p.add_argument("--write", action="store_true")
     a = p.parse_args()
